@@ -1,0 +1,145 @@
+"""interlock: agent graphs that stop for a person's decision, persist exactly, and resume anywhere.
+
+The rule to remember: a task that was interrupted re-runs from its first line when it is
+resumed; `interrupt()` then returns the answer. Wrap work that must not repeat in `step()`.
+"""
+
+# Building graphs
+# Errors
+from ._errors import CheckpointCorrupt as CheckpointCorrupt
+from ._errors import CheckpointNotFound as CheckpointNotFound
+from ._errors import GraphChanged as GraphChanged
+from ._errors import GraphDefinitionError as GraphDefinitionError
+from ._errors import InterlockError as InterlockError
+from ._errors import InterruptAlreadyResolved as InterruptAlreadyResolved
+from ._errors import InvalidResume as InvalidResume
+from ._errors import InvalidUpdate as InvalidUpdate
+from ._errors import NodeError as NodeError
+from ._errors import PayloadTooLarge as PayloadTooLarge
+from ._errors import RecursionLimit as RecursionLimit
+from ._errors import ResumeError as ResumeError
+from ._errors import RunError as RunError
+from ._errors import SerializationError as SerializationError
+from ._errors import StoreClosed as StoreClosed
+from ._errors import StoreError as StoreError
+from ._errors import ThreadBusy as ThreadBusy
+from ._errors import ThreadInterrupted as ThreadInterrupted
+from ._errors import UnknownInterrupt as UnknownInterrupt
+from ._errors import UnregisteredType as UnregisteredType
+from .graph import END as END
+from .graph import START as START
+from .graph import Graph as Graph
+from .graph import Reducer as Reducer
+from .graph import append as append
+from .graph import merge as merge
+
+# Running them
+from .runtime._app import App as App
+from .runtime._app import InterruptHandler as InterruptHandler
+from .runtime._app import Targets as Targets
+
+# Asking people, inside nodes
+from .runtime._context import child_scope as child_scope
+
+# Events of a streamed run
+from .runtime._events import CheckpointEvent as CheckpointEvent
+from .runtime._events import Event as Event
+from .runtime._events import InterruptEvent as InterruptEvent
+from .runtime._events import NodeOutputEvent as NodeOutputEvent
+from .runtime._events import RunFinishedEvent as RunFinishedEvent
+from .runtime._events import StepEvent as StepEvent
+from .runtime._interrupts import Child as Child
+from .runtime._interrupts import approve as approve
+from .runtime._interrupts import ask as ask
+from .runtime._interrupts import choose as choose
+from .runtime._interrupts import composite_interrupt as composite_interrupt
+from .runtime._interrupts import gather_children as gather_children
+from .runtime._interrupts import interrupt as interrupt
+from .runtime._interrupts import interrupt_state as interrupt_state
+from .runtime._interrupts import resume_context as resume_context
+from .runtime._interrupts import step as step
+from .runtime._interrupts import validator as validator
+from .runtime._records import Address as Address
+from .runtime._records import Command as Command
+from .runtime._records import Interrupt as Interrupt
+from .runtime._records import RunResult as RunResult
+from .runtime._records import Segment as Segment
+from .runtime._records import Send as Send
+from .runtime._records import StateSnapshot as StateSnapshot
+from .runtime._signals import InterruptSignal as InterruptSignal
+
+# Storage and encoding
+from .serde import Codec as Codec
+from .stores import MemoryStore as MemoryStore
+from .stores import SqliteStore as SqliteStore
+from .stores import Store as Store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # building
+    "END",
+    "START",
+    "Graph",
+    "Reducer",
+    "append",
+    "merge",
+    # running
+    "Address",
+    "App",
+    "Command",
+    "Interrupt",
+    "InterruptHandler",
+    "RunResult",
+    "Segment",
+    "Send",
+    "StateSnapshot",
+    "Targets",
+    # events
+    "CheckpointEvent",
+    "Event",
+    "InterruptEvent",
+    "NodeOutputEvent",
+    "RunFinishedEvent",
+    "StepEvent",
+    # asking people
+    "Child",
+    "InterruptSignal",
+    "approve",
+    "ask",
+    "child_scope",
+    "choose",
+    "composite_interrupt",
+    "gather_children",
+    "interrupt",
+    "interrupt_state",
+    "resume_context",
+    "step",
+    "validator",
+    # storage and encoding
+    "Codec",
+    "MemoryStore",
+    "SqliteStore",
+    "Store",
+    # errors
+    "CheckpointCorrupt",
+    "CheckpointNotFound",
+    "GraphChanged",
+    "GraphDefinitionError",
+    "InterlockError",
+    "InterruptAlreadyResolved",
+    "InvalidResume",
+    "InvalidUpdate",
+    "NodeError",
+    "PayloadTooLarge",
+    "RecursionLimit",
+    "ResumeError",
+    "RunError",
+    "SerializationError",
+    "StoreClosed",
+    "StoreError",
+    "ThreadBusy",
+    "ThreadInterrupted",
+    "UnknownInterrupt",
+    "UnregisteredType",
+]

@@ -1,0 +1,280 @@
+"""The one error tree of interlock.
+
+Every error interlock raises on purpose derives from `InterlockError`. Misuse of the API is
+kept apart from failures of a run, and both apart from storage problems::
+
+    InterlockError
+    ├── GraphDefinitionError        the graph or an API call is malformed (a bug in the caller)
+    ├── SerializationError          a value cannot be encoded
+    │   ├── UnregisteredType        a type is not in the codec's registry
+    │   └── PayloadTooLarge         an encoded value exceeds the size or depth limits
+    ├── CheckpointCorrupt           a stored checkpoint cannot be decoded safely
+    ├── StoreError                  the storage backend failed
+    │   └── StoreClosed             the store was used after `close()`
+    ├── ResumeError                 a resume request was refused; nothing was changed
+    │   ├── CheckpointNotFound      no such thread or checkpoint
+    │   ├── UnknownInterrupt        a target names no pending interrupt of the thread
+    │   ├── InterruptAlreadyResolved
+    │   ├── InvalidResume           a resume value fails its schema or validator
+    │   └── GraphChanged            the checkpoint was written by an incompatible graph
+    ├── ThreadBusy                  another executor changed or holds the thread
+    ├── ThreadInterrupted           new input for a thread that has pending interrupts
+    └── RunError                    a run failed
+        ├── NodeError               a node raised; the original exception is chained
+        ├── InvalidUpdate           a node returned an update the state cannot take
+        └── RecursionLimit          the run took more supersteps than allowed
+
+Interrupt *signals* are not errors: they derive from `BaseException` (see
+`interlock.runtime._signals`) so that `except Exception` in user code cannot swallow them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "CheckpointCorrupt",
+    "CheckpointNotFound",
+    "GraphChanged",
+    "GraphDefinitionError",
+    "InterlockError",
+    "InterruptAlreadyResolved",
+    "InvalidResume",
+    "InvalidUpdate",
+    "NodeError",
+    "PayloadTooLarge",
+    "RecursionLimit",
+    "ResumeError",
+    "RunError",
+    "SerializationError",
+    "StoreClosed",
+    "StoreError",
+    "ThreadBusy",
+    "ThreadInterrupted",
+    "UnknownInterrupt",
+    "UnregisteredType",
+]
+
+
+class InterlockError(Exception):
+    """Base class of every error interlock raises on purpose."""
+
+
+class GraphDefinitionError(InterlockError):
+    """Raised when a graph is malformed or the API is called in a way that cannot work."""
+
+
+class SerializationError(InterlockError):
+    """Raised when a value cannot be encoded for a checkpoint or payload."""
+
+
+class UnregisteredType(SerializationError):
+    """Raised when state or a payload holds a type the codec does not know.
+
+    Attributes:
+        path: Where the value sits, e.g. ``state.messages[3].payload``.
+        type_name: The qualified name of the offending type.
+    """
+
+    def __init__(self, message: str, *, path: str, type_name: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.type_name = type_name
+
+
+class PayloadTooLarge(SerializationError):
+    """Raised when an encoded value exceeds the configured size or nesting depth."""
+
+
+class CheckpointCorrupt(InterlockError):
+    """Raised when a stored checkpoint or record cannot be decoded safely.
+
+    Attributes:
+        thread: The thread whose record is damaged, when known.
+        checkpoint_id: The damaged checkpoint, when known.
+    """
+
+    def __init__(
+        self, message: str, *, thread: str | None = None, checkpoint_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.thread = thread
+        self.checkpoint_id = checkpoint_id
+
+
+class StoreError(InterlockError):
+    """Raised when the storage backend fails; the driver's exception is chained."""
+
+
+class StoreClosed(StoreError):
+    """Raised when a store is used after it was closed."""
+
+
+class ResumeError(InterlockError):
+    """Raised when a resume request is refused. Nothing was changed in the store."""
+
+
+class CheckpointNotFound(ResumeError):
+    """Raised when a thread or checkpoint does not exist.
+
+    Attributes:
+        thread: The thread asked for.
+        checkpoint_id: The checkpoint asked for, or None for the thread's latest.
+    """
+
+    def __init__(self, thread: str, checkpoint_id: str | None = None) -> None:
+        if checkpoint_id is None:
+            msg = (
+                f"thread {thread!r} has no checkpoint; start it with app.run(input, thread=...) "
+                "or check the thread id"
+            )
+        else:
+            msg = (
+                f"thread {thread!r} has no checkpoint {checkpoint_id!r}; "
+                "list its checkpoints with app.history(thread)"
+            )
+        super().__init__(msg)
+        self.thread = thread
+        self.checkpoint_id = checkpoint_id
+
+
+class UnknownInterrupt(ResumeError):
+    """Raised when a resume target names no interrupt of the thread.
+
+    Attributes:
+        target: The id or key that matched nothing.
+        pending: The ids of the interrupts that are pending, for the message.
+    """
+
+    def __init__(self, target: str, pending: Sequence[str], *, thread: str) -> None:
+        shown = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"thread {thread!r} has no pending interrupt with id or key {target!r} "
+            f"(pending: {shown}); list them with app.get_state(thread).interrupts"
+        )
+        self.target = target
+        self.pending = tuple(pending)
+        self.thread = thread
+
+
+class InterruptAlreadyResolved(ResumeError):
+    """Raised when a resume targets an interrupt that was already answered.
+
+    Attributes:
+        interrupt_id: The interrupt targeted.
+        status: Its recorded status (``resolved``, ``expired`` or ``cancelled``).
+        resolved_value: The value it was resolved with, when recorded.
+    """
+
+    def __init__(
+        self, interrupt_id: str, *, status: str = "resolved", resolved_value: Any = None
+    ) -> None:
+        super().__init__(
+            f"interrupt {interrupt_id} is already {status}; it cannot be answered twice. "
+            "Read the thread's state to see what happened next"
+        )
+        self.interrupt_id = interrupt_id
+        self.status = status
+        self.resolved_value = resolved_value
+
+
+class InvalidResume(ResumeError):
+    """Raised when a resume value or request does not fit the interrupt it targets.
+
+    Attributes:
+        interrupt_id: The interrupt the value was meant for, if any.
+    """
+
+    def __init__(self, message: str, *, interrupt_id: str | None = None) -> None:
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+
+
+class GraphChanged(ResumeError):
+    """Raised when a checkpoint was written by a graph with a different structure.
+
+    Attributes:
+        stored: The fingerprint recorded in the checkpoint.
+        current: The fingerprint of the graph asked to resume it.
+    """
+
+    def __init__(self, *, thread: str, stored: str, current: str) -> None:
+        super().__init__(
+            f"thread {thread!r} was checkpointed by a different graph (fingerprint {stored[:12]}, "
+            f"now {current[:12]}); resume it with the graph that wrote it or register a migration"
+        )
+        self.thread = thread
+        self.stored = stored
+        self.current = current
+
+
+class ThreadBusy(InterlockError):
+    """Raised when another executor changed or holds the thread while this one worked on it.
+
+    Attributes:
+        thread: The contended thread.
+    """
+
+    def __init__(self, thread: str, detail: str = "") -> None:
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"thread {thread!r} was changed by another executor{extra}; "
+            "reload it with app.get_state(thread) and try again"
+        )
+        self.thread = thread
+
+
+class ThreadInterrupted(InterlockError):
+    """Raised when new input is sent to a thread that waits on pending interrupts.
+
+    Attributes:
+        thread: The thread.
+        interrupt_ids: The pending interrupts.
+    """
+
+    def __init__(self, thread: str, interrupt_ids: Sequence[str]) -> None:
+        super().__init__(
+            f"thread {thread!r} is waiting on {len(interrupt_ids)} pending interrupt(s) "
+            f"({', '.join(interrupt_ids)}); answer them with app.resume(thread, ...) or pass "
+            "on_pending='cancel' to cancel them on the record and start over with the new input"
+        )
+        self.thread = thread
+        self.interrupt_ids = tuple(interrupt_ids)
+
+
+class RunError(InterlockError):
+    """Raised when a run fails."""
+
+
+class NodeError(RunError):
+    """Raised when a node raises an exception; the original is chained as ``__cause__``.
+
+    Attributes:
+        node: The node that failed.
+        thread: The thread it ran in.
+    """
+
+    def __init__(self, node: str, thread: str, exc: BaseException) -> None:
+        super().__init__(f"node {node!r} failed in thread {thread!r}: {type(exc).__name__}: {exc}")
+        self.node = node
+        self.thread = thread
+
+
+class InvalidUpdate(RunError):
+    """Raised when a node's update cannot be applied to the state."""
+
+
+class RecursionLimit(RunError):
+    """Raised when a run exceeds its superstep limit.
+
+    Attributes:
+        limit: The limit that was hit.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the run took more than {limit} supersteps without finishing; a conditional edge "
+            f"probably loops forever. Raise the limit with recursion_limit= if the loop is intended"
+        )
+        self.limit = limit

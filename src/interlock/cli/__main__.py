@@ -1,0 +1,5 @@
+"""Allow ``python -m interlock.cli``."""
+
+from . import main
+
+main()

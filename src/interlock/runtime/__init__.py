@@ -1,0 +1,1 @@
+"""The runtime: the superstep engine, interrupts, resume and checkpoints."""

@@ -1,0 +1,615 @@
+"""`App`: a compiled graph bound to a store — run, resume, inspect and branch threads."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+import anyio
+
+from .._errors import (
+    CheckpointNotFound,
+    GraphDefinitionError,
+    InvalidResume,
+    NodeError,
+    ThreadInterrupted,
+)
+from ..graph._channels import AppendChannel
+from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
+from ._context import TaskContext
+from ._engine import Level, new_id
+from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
+from ._jsonschema import check
+from ._persist import Head, ThreadIO, cancellations
+from ._records import Address, Command, Interrupt, RunResult, Send, StateSnapshot
+from ._signals import InterruptSignal, Raised
+from ._wire import level_from_wire, level_to_wire, subgraph_output
+
+if TYPE_CHECKING:
+    from ..graph._builder import CompiledGraph, Durability
+
+__all__ = ["App", "InterruptHandler", "Targets"]
+
+StateT = TypeVar("StateT")
+
+Targets = Mapping[str, Any] | Command | None
+"""What `App.resume` accepts: ``{id_or_key: answer}``, a `Command`, or None (continue pauses)."""
+InterruptHandler = Callable[[Interrupt], Awaitable[Any]]
+"""An ``on_interrupt`` handler: receives a pending interrupt, returns its answer."""
+OnPending = Literal["raise", "cancel"]
+WARM_THREADS = 256
+
+
+class App(Generic[StateT]):
+    """A compiled graph bound to a store. Create it with `Graph.compile`.
+
+    Async methods are the core; each has a ``*_sync`` twin for scripts.
+    """
+
+    def __init__(
+        self,
+        plan: CompiledGraph,
+        *,
+        store: Store | None,
+        durability: Durability,
+        recursion_limit: int,
+    ) -> None:
+        if durability not in ("sync", "exit"):
+            raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
+        self.plan = plan
+        self.store: Store = store if store is not None else MemoryStore()
+        self.durability = durability
+        self.recursion_limit = recursion_limit
+        self._io = ThreadIO(self.store, plan)
+        # Levels this process committed last, by thread: the next call on the thread reuses
+        # one when the store's head is still the checkpoint it wrote.
+        self._warm: OrderedDict[str, tuple[Head, Level, set[str]]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        input: Any,
+        *,
+        thread: str,
+        on_pending: OnPending = "raise",
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        on_interrupt: InterruptHandler | None = None,
+        durability: Durability | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        emit: Callable[[Event], None] | None = None,
+    ) -> RunResult[StateT]:
+        """Run the graph on a thread with new input until it finishes or stops.
+
+        On a thread that already exists, the input is applied to its state through the reducers
+        and the graph starts again from `START` (a new turn).
+
+        Args:
+            input: State updates (dict, or an instance of the state class).
+            thread: The thread id.
+            on_pending: A thread with pending interrupts raises `ThreadInterrupted` (``"raise"``)
+                or has them cancelled on the record first (``"cancel"``).
+            interrupt_before: Extra breakpoints for this run (``"sub/inner"`` reaches into a
+                subgraph).
+            interrupt_after: Same, after the node.
+            on_interrupt: Answer interrupts in-process: awaited with each pending interrupt
+                (after its checkpoint is committed); its return value is the answer.
+            durability: Override the App's durability for this run.
+            metadata: Stored with the checkpoints of this run.
+            emit: Receives events as they happen (see `stream`).
+        """
+        head, level, known = await self._open(thread)
+        resolutions: list[Resolution] = []
+        if level is None:
+            level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
+        else:
+            if level.pending:
+                if on_pending != "cancel":
+                    raise ThreadInterrupted(thread, [r.id for r in level.pending])
+                resolutions = cancellations(r.id for r in level.pending)
+        level.start(self.plan.schema.values_of(input))
+        level.set_run_breakpoints(interrupt_before, interrupt_after)
+        ctx = _RunCtx(self, thread, durability or self.durability, metadata, emit, head, known)
+        if ctx.durability == "sync" or resolutions:
+            await ctx.commit(level, "input", resolutions)
+        return await self._drive(level, ctx, on_interrupt)
+
+    async def resume(
+        self,
+        thread: str,
+        targets: Targets = None,
+        *,
+        checkpoint_id: str | None = None,
+        actor: str | None = None,
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        on_interrupt: InterruptHandler | None = None,
+        durability: Durability | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        emit: Callable[[Event], None] | None = None,
+    ) -> RunResult[StateT]:
+        """Answer interrupts and continue the thread.
+
+        Every target is checked before anything changes. The answers are committed (each
+        interrupt leaves ``pending`` exactly once) before any task runs again; only the tasks
+        that own the answered interrupts re-run.
+
+        Args:
+            thread: The thread.
+            targets: ``{interrupt_id_or_key: answer}``; a `Command` (``resume=`` answers the
+                single pending interrupt or is itself such a mapping; ``update=``/``goto=``
+                edit the state / add tasks); None continues static and external pauses.
+            checkpoint_id: Resume from this past checkpoint instead of the latest (time
+                travel). The thread branches there; the branch's interrupts get new ids, and
+                the old ids (or keys) are accepted as targets.
+            actor: Who decided (stored with the decision).
+
+        Raises:
+            CheckpointNotFound, UnknownInterrupt, InterruptAlreadyResolved, InvalidResume,
+            GraphChanged, ThreadBusy: Nothing was changed.
+        """
+        head, level, known = await self._open(thread)
+        if head is None or level is None:
+            raise CheckpointNotFound(thread)
+        renamed: dict[str, str] = {}
+        if checkpoint_id is not None and checkpoint_id != head.record.id:
+            branch_from = await self._io.get(thread, checkpoint_id)
+            level, known = await self._io.load(thread, branch_from)
+            renamed = self._io.relineage(level, new_id())
+        cmd = targets if isinstance(targets, Command) else None
+        answers = await self._answers(level, thread, targets, renamed)
+        runnable = {t.id for t in level.tasks} - level.blocked() - set(level.results)
+        if not answers and not runnable and cmd is None and level.pending:
+            raise InvalidResume(
+                f"thread {thread!r} waits on {len(level.dynamic_pending())} interrupt(s) that "
+                f"need an answer ({', '.join(r.id for r in level.dynamic_pending())}); "
+                "pass {id_or_key: answer} or Command(resume=...)"
+            )
+        update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
+        level.set_run_breakpoints(interrupt_before, interrupt_after)
+        ctx = _RunCtx(self, thread, durability or self.durability, metadata, emit, head, known)
+        if renamed:
+            ctx.parent = branch_from
+            await ctx.commit(level, "fork", ())
+        resolutions = self._decide(level, answers, actor)
+        if update:
+            level.apply_writes(("resume", k, v) for k, v in update)
+        if cmd is not None and cmd.goto:
+            goto = cmd.goto
+            level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
+        await ctx.commit(level, "resume", resolutions, actor=actor)
+        return await self._drive(level, ctx, on_interrupt)
+
+    async def _answers(
+        self, level: Level, thread: str, targets: Targets, renamed: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """Turn resume targets into ``{interrupt_id: answer}``, checking every one."""
+        from .._errors import InterruptAlreadyResolved, UnknownInterrupt
+
+        pending = {r.id: r for r in level.pending}
+        if isinstance(targets, Command):
+            if isinstance(targets.resume, Mapping):
+                mapping: Mapping[str, Any] | None = targets.resume
+            else:
+                dynamic = level.dynamic_pending()
+                if len(dynamic) == 1:
+                    mapping = {dynamic[0].id: targets.resume}
+                elif not dynamic and targets.resume is None:
+                    mapping = None
+                else:
+                    raise InvalidResume(
+                        f"Command(resume=...) answers a single interrupt, but thread {thread!r} "
+                        f"has {len(dynamic)} pending ({', '.join(r.id for r in dynamic)}); "
+                        "pass {id_or_key: answer} instead"
+                    )
+        else:
+            mapping = targets
+        if mapping is None:
+            return {
+                r.id: None
+                for r in level.pending
+                if r.interrupt.kind not in ("dynamic", "reconcile")
+            }
+        answers: dict[str, Any] = {}
+        for target, value in mapping.items():
+            target = renamed.get(target, target)
+            if target in pending:
+                found = [pending[target]]
+            else:
+                found = [r for r in level.pending if r.interrupt.key == target]
+            if not found:
+                stored = await self.store.get_interrupt(target)
+                if stored is not None and stored.thread == thread and stored.status != "pending":
+                    raise InterruptAlreadyResolved(target, status=stored.status)
+                raise UnknownInterrupt(target, list(pending), thread=thread)
+            if len(found) > 1:
+                raise InvalidResume(
+                    f"key {target!r} matches {len(found)} pending interrupts "
+                    f"({', '.join(r.id for r in found)}); resume them by id"
+                )
+            r = found[0]
+            if r.id in answers:
+                raise InvalidResume(f"interrupt {r.id} is targeted twice", interrupt_id=r.id)
+            _validate(r, value)
+            answers[r.id] = value
+        return answers
+
+    def _decide(
+        self, level: Level, answers: Mapping[str, Any], actor: str | None
+    ) -> list[Resolution]:
+        """Deliver checked answers to their tasks; return the resolutions to commit with them."""
+        now = time.time()
+        encode = self.plan.codec.encode
+        resolutions = [
+            Resolution(
+                id=iid,
+                status="resolved",
+                resolved_at=now,
+                resolution=encode({"answer": answer, "actor": actor}, path="answer"),
+            )
+            for iid, answer in answers.items()
+        ]
+        level.answer(answers)
+        return resolutions
+
+    async def _open(self, thread: str) -> tuple[Head | None, Level | None, set[str]]:
+        """Read the thread's head; rebuild its level unless this process holds it already."""
+        head = await self._io.head(thread)
+        if head is None:
+            return None, None, set()
+        warm = self._warm.pop(thread, None)
+        if warm is not None and warm[0].record.id == head.record.id:
+            # Nobody wrote since this process committed it: skip decoding the delta chain.
+            cached_head, level, known = warm
+            level.steps_taken = 0
+            return cached_head, level, known
+        level, known = await self._io.load(thread, head)
+        return head, level, known
+
+    def _keep_warm(self, ctx: _RunCtx, level: Level) -> None:
+        if ctx.head is None:
+            return
+        self._warm[ctx.thread] = (ctx.head, level, ctx.known)
+        while len(self._warm) > WARM_THREADS:
+            self._warm.popitem(last=False)
+
+    async def _drive(
+        self, level: Level, ctx: _RunCtx, on_interrupt: InterruptHandler | None
+    ) -> RunResult[StateT]:
+        while True:
+            result = await ctx.advance(level)
+            if on_interrupt is None or result.status != "interrupted":
+                self._keep_warm(ctx, level)
+                return result
+            answers: dict[str, Any] = {}
+            for i in result.interrupts:
+                if i.kind in ("dynamic", "reconcile"):
+                    answers[i.id] = await on_interrupt(i)
+            # Same checks and commit as App.resume, on the live level.
+            checked = await self._answers(level, ctx.thread, answers, {})
+            await ctx.commit(level, "resume", self._decide(level, checked, None))
+
+    # -- subgraphs ------------------------------------------------------------------------------
+
+    async def run_nested(
+        self, arg: Any, ctx: TaskContext, address: Address, parent: Level
+    ) -> dict[str, Any] | None:
+        """Run this App as a subgraph inside a parent task (engine use)."""
+        where = str(address)
+        saved = ctx.scratch.children.get(where)
+        if saved is not None:
+            level = level_from_wire(self.plan, saved, thread=ctx.thread, lineage=ctx.lineage)
+        else:
+            level = Level(self.plan, thread=ctx.thread, lineage=ctx.lineage, base=address)
+            level.start(self.plan.schema.values_of(_as_dict(arg, parent)))
+            level.origin = {
+                k: len(c.value) for k, c in level.channels.items() if isinstance(c, AppendChannel)
+            }
+        level.base = address
+        level.track_writes = True
+        task = next(t for t in parent.tasks if t.id == ctx.task_id)
+        level.set_run_breakpoints(*parent.child_breakpoints(task.node))
+        status = await level.run(on_step=None, limit=self.recursion_limit)
+        if status == "done":
+            ctx.scratch.children.pop(where, None)
+            return subgraph_output(level, parent.plan.schema.names)
+        ctx.scratch.children[where] = level_to_wire(level, full=True)
+        raise InterruptSignal(level.pending)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def get_state(
+        self, thread: str, checkpoint_id: str | None = None
+    ) -> StateSnapshot[StateT]:
+        """Return the thread's state at its latest (or the given) checkpoint."""
+        head = await self._io.get(thread, checkpoint_id)
+        level, _ = await self._io.load(thread, head)
+        return self._snapshot(level, head.record, head.meta)
+
+    async def history(
+        self, thread: str, *, limit: int = 20, before: str | None = None
+    ) -> list[StateSnapshot[StateT]]:
+        """Return up to ``limit`` snapshots older than checkpoint ``before``, newest first.
+
+        Page with ``before=page[-1].checkpoint_id``. Each page reads only its own checkpoints
+        and their delta chains; the whole history is never loaded at once.
+        """
+        before_seq = None
+        if before is not None:
+            before_seq = (await self._io.get(thread, before)).record.seq
+        records = await self.store.list_checkpoints(thread, before_seq=before_seq, limit=limit)
+        if not records and before is None and await self.store.get_thread(thread) is None:
+            raise CheckpointNotFound(thread)
+        loaded = await self._io.load_many(thread, records)
+        return [
+            self._snapshot(level, rec, meta)
+            for (level, meta), rec in zip(loaded, records, strict=True)
+        ]
+
+    def _snapshot(
+        self, level: Level, record: CheckpointRecord, meta: dict[str, Any]
+    ) -> StateSnapshot[StateT]:
+        blocked = level.blocked()
+        return StateSnapshot(
+            thread=record.thread,
+            checkpoint_id=record.id,
+            parent_id=record.parent_id,
+            step=record.step,
+            status=record.status,
+            source=record.source,
+            created_at=record.created_at,
+            state=level.detached_view(),
+            values=level.values(),
+            next=tuple(t.node for t in level.tasks if t.id not in level.results or t.id in blocked),
+            interrupts=[r.interrupt for r in level.pending],
+            metadata=meta,
+        )
+
+    # -- editing -----------------------------------------------------------------------------------
+
+    async def update_state(
+        self,
+        thread: str,
+        values: Any,
+        *,
+        as_node: str | None = None,
+        on_pending: OnPending = "raise",
+    ) -> str:
+        """Edit a thread's state; return the new checkpoint id.
+
+        Values go through the reducers as if ``as_node`` wrote them. Without ``as_node`` the
+        planned tasks and pending interrupts stay as they are (edit, then resume); with it, the
+        next tasks become that node's successors.
+        """
+        head = await self._io.head(thread)
+        if head is None:
+            raise CheckpointNotFound(thread)
+        level, known = await self._io.load(thread, head)
+        resolutions: list[Resolution] = []
+        if as_node is not None:
+            if as_node not in self.plan.nodes:
+                raise GraphDefinitionError(f"as_node={as_node!r} is not a node of the graph")
+            if level.pending:
+                if on_pending != "cancel":
+                    raise ThreadInterrupted(thread, [r.id for r in level.pending])
+                resolutions = cancellations(r.id for r in level.pending)
+                level.pending = []
+        writer = as_node or "update"
+        level.apply_writes((writer, k, v) for k, v in level.updates_of(writer, values))
+        if as_node is not None:
+            level.results, level.scratch = {}, {}
+            level.plan_after(as_node)
+        ctx = _RunCtx(self, thread, "sync", None, None, head, known)
+        return await ctx.commit(level, "update", resolutions)
+
+    async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
+        """Copy a thread's state at a checkpoint into a new thread; return its checkpoint id.
+
+        Pending interrupts are copied with new ids (resume the new thread by the new ids or by
+        key); tasks waiting inside subgraphs keep their progress.
+        """
+        source = await self._io.get(thread, checkpoint_id)
+        level, _ = await self._io.load(thread, source)
+        if await self._io.head(new_thread) is not None:
+            raise GraphDefinitionError(f"thread {new_thread!r} already exists; pick a new id")
+        level.thread = new_thread
+        self._io.relineage(level, new_id())
+        ctx = _RunCtx(self, new_thread, "sync", None, None, None, set())
+        return await ctx.commit(level, "fork", ())
+
+    # -- streaming ------------------------------------------------------------------------
+
+    async def stream(
+        self, input: Any = None, *, thread: str, resume: Targets | bool = False, **kwargs: Any
+    ) -> AsyncIterator[Event]:
+        """Run (or, with ``resume=``, resume) and yield events as they happen.
+
+        Events: `StepEvent`, `NodeOutputEvent`, `CheckpointEvent`, `InterruptEvent` (only after
+        its checkpoint is committed) and a final `RunFinishedEvent`.
+        """
+        # Unbounded: the run must never block on (or fail because of) a slow reader.
+        send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=math.inf)
+
+        async def produce() -> None:
+            async with send:
+                if resume is False:
+                    await self.run(input, thread=thread, emit=send.send_nowait, **kwargs)
+                else:
+                    targets = None if resume is True else resume
+                    await self.resume(thread, targets, emit=send.send_nowait, **kwargs)
+
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(produce)
+            async for event in receive:
+                yield event
+
+    # -- sync twins -----------------------------------------------------------------------
+
+    def run_sync(self, input: Any, *, thread: str, **kwargs: Any) -> RunResult[StateT]:
+        """`run` for scripts (starts an event loop)."""
+        return anyio.run(lambda: self.run(input, thread=thread, **kwargs))
+
+    def resume_sync(self, thread: str, targets: Targets = None, **kwargs: Any) -> RunResult[StateT]:
+        """`resume` for scripts."""
+        return anyio.run(lambda: self.resume(thread, targets, **kwargs))
+
+    def get_state_sync(
+        self, thread: str, checkpoint_id: str | None = None
+    ) -> StateSnapshot[StateT]:
+        """`get_state` for scripts."""
+        return anyio.run(self.get_state, thread, checkpoint_id)
+
+    def history_sync(self, thread: str, **kwargs: Any) -> list[StateSnapshot[StateT]]:
+        """`history` for scripts."""
+        return anyio.run(lambda: self.history(thread, **kwargs))
+
+    def update_state_sync(self, thread: str, values: Any, **kwargs: Any) -> str:
+        """`update_state` for scripts."""
+        return anyio.run(lambda: self.update_state(thread, values, **kwargs))
+
+    def fork_sync(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
+        """`fork` for scripts."""
+        return anyio.run(self.fork, thread, checkpoint_id, new_thread)
+
+
+class _RunCtx:
+    """One call's view of a thread: durability, the head it builds on, what it emits."""
+
+    def __init__(
+        self,
+        app: App[Any],
+        thread: str,
+        durability: Durability,
+        metadata: Mapping[str, Any] | None,
+        emit: Callable[[Event], None] | None,
+        head: Head | None,
+        known: set[str],
+    ) -> None:
+        self.app = app
+        self.thread = thread
+        self.durability = durability
+        self.metadata = dict(metadata or {})
+        self.emit = emit
+        self.head = head
+        self.parent: Head | None = None
+        self.known = known
+
+    async def commit(
+        self,
+        level: Level,
+        source: Any,
+        resolutions: Sequence[Resolution],
+        *,
+        actor: str | None = None,
+    ) -> str:
+        status = level.status()
+        parent = self.parent or self.head
+        self.head = await self.app._io.commit(
+            level,
+            thread=self.thread,
+            parent=parent,
+            thread_head=self.head,
+            source=source,
+            status=status,
+            resolutions=resolutions,
+            known=self.known,
+            metadata={**self.metadata, **({"actor": actor} if actor else {})},
+        )
+        self.parent = None
+        if self.emit is not None:
+            self.emit(
+                CheckpointEvent(checkpoint_id=self.head.record.id, step=level.step, status=status)
+            )
+        return self.head.record.id
+
+    async def advance(self, level: Level) -> RunResult[Any]:
+        on_step = self._on_step if self.durability == "sync" else None
+        level.emit = self.emit
+        try:
+            await level.run(on_step=on_step, limit=self.app.recursion_limit)
+        except NodeError as exc:
+            await self._commit_failure(level, exc)
+            raise
+        await self.commit(level, "loop", ())
+        result = self.result(level)
+        if self.emit is not None:
+            for i in result.interrupts:
+                self.emit(InterruptEvent(interrupt=i))
+            self.emit(RunFinishedEvent(result=result))
+        return result
+
+    async def _commit_failure(self, level: Level, exc: NodeError) -> None:
+        # The finished tasks of the failed step are kept, so a later resume re-runs only the
+        # failed ones. Other errors (bad updates, serialization) leave the last checkpoint.
+        with anyio.CancelScope(shield=True):
+            await self.app._io.commit(
+                level,
+                thread=self.thread,
+                parent=self.head,
+                thread_head=self.head,
+                source="loop",
+                status="failed",
+                resolutions=(),
+                known=self.known,
+                metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
+            )
+
+    async def _on_step(self, level: Level) -> None:
+        await self.commit(level, "loop", ())
+
+    def result(self, level: Level) -> RunResult[Any]:
+        status = level.status()
+        return RunResult(
+            thread=self.thread,
+            status="done" if status in ("done", "ready") else status,  # type: ignore[arg-type]
+            state=level.detached_view(),
+            values=level.values(),
+            interrupts=[r.interrupt for r in level.pending],
+            checkpoint_id=self.head.record.id if self.head else None,
+        )
+
+
+def _validate(r: Raised, value: Any) -> None:
+    from ._interrupts import lookup_validator
+
+    schema = r.interrupt.schema
+    if value is None and (r.has_default or schema is None):
+        return
+    if schema is not None:
+        problem = check(value, schema)
+        if problem is not None:
+            raise InvalidResume(
+                f"answer to interrupt {r.id} ({r.interrupt.address}) is invalid: {problem}",
+                interrupt_id=r.id,
+            )
+    if r.validator is not None:
+        fn = lookup_validator(r.validator)
+        if fn is None:
+            raise InvalidResume(
+                f"interrupt {r.id} must be checked by validator {r.validator!r}, which this "
+                "process does not know; decorate it with @interlock.validator in a module "
+                "this process imports",
+                interrupt_id=r.id,
+            )
+        try:
+            ok = fn(value)
+        except (ValueError, TypeError) as exc:
+            raise InvalidResume(
+                f"answer to interrupt {r.id} was refused by its validator: {exc}",
+                interrupt_id=r.id,
+            ) from exc
+        if ok is False:
+            raise InvalidResume(
+                f"answer to interrupt {r.id} was refused by its validator", interrupt_id=r.id
+            )
+
+
+def _as_dict(arg: Any, parent: Level) -> Any:
+    return arg if not isinstance(arg, dict) else dict(arg)

@@ -1,0 +1,180 @@
+"""The per-task context that interrupts, durable steps and child scopes read and write.
+
+Every task runs with a `TaskContext` in a context variable, and with its current `Address` in
+another one, so that concurrent children of one task (anyio copies the context per child task)
+each see their own address while sharing the task's scratch.
+
+A task's *scratch* survives an interrupt: answers received so far, interrupt states, durable
+step results, finished children, nested subgraph checkpoints. It is stored in the checkpoint
+while the task waits and dropped once the task finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import GraphDefinitionError
+from ._records import Address, Segment
+from ._signals import Raised
+
+__all__ = [
+    "Scratch",
+    "TaskContext",
+    "child_scope",
+    "current_address",
+    "current_task",
+    "interrupt_id",
+]
+
+
+@dataclass(slots=True)
+class Scratch:
+    """What a task keeps across an interrupt (persisted in the checkpoint while it waits)."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Local key (address + call match) → answer, for every answered interrupt of this task."""
+    targeted: list[str] = field(default_factory=list)
+    """Local keys answered since the task last ran (consumed when it runs again)."""
+    states: dict[str, Any] = field(default_factory=dict)
+    """Address → the ``state=`` saved by the interrupt raised there."""
+    raised: dict[str, list[str]] = field(default_factory=dict)
+    """Address → local keys of interrupts ever raised there."""
+    steps: dict[str, Any] = field(default_factory=dict)
+    """Durable step key → recorded result."""
+    done: dict[str, Any] = field(default_factory=dict)
+    """Child address → result of a finished child (see `gather_children`)."""
+    children: dict[str, Any] = field(default_factory=dict)
+    """Child address → nested graph checkpoint (subgraphs)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return a plain dict for the checkpoint body (only non-empty parts)."""
+        out: dict[str, Any] = {}
+        for name in ("answers", "targeted", "states", "raised", "steps", "done", "children"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Scratch:
+        """Rebuild from `to_wire` output."""
+        parts: dict[str, Any] = {
+            k: list(v) if k == "targeted" else dict(v) for k, v in data.items()
+        }
+        return cls(**parts)
+
+
+@dataclass(slots=True)
+class TaskContext:
+    """The running task, as seen by `interrupt()` and the other helpers."""
+
+    thread: str
+    """The thread the run belongs to."""
+    lineage: str
+    """The thread's lineage token (part of every interrupt id; a fork gets a new one)."""
+    task_id: str
+    """The task at the innermost graph level."""
+    node: str
+    """The node the task runs."""
+    scratch: Scratch
+    """State kept across interrupts."""
+    pending: list[Raised]
+    """Interrupts this task raised on its previous pass that are still unanswered."""
+    targeted: frozenset[str]
+    """Local keys answered for this pass (for `resume_context`)."""
+    counters: dict[str, int] = field(default_factory=dict)
+    """Call-order counters per address (matches re-raised interrupts to their answers)."""
+    step_counters: dict[str, int] = field(default_factory=dict)
+    """Call-order counters for durable steps with the same name."""
+    engine: Any = None
+    """The graph level running this task (subgraphs read it)."""
+
+    def next_ordinal(self, counters: dict[str, int], key: str) -> int:
+        """Return how many times ``key`` was seen before in this pass, and count this one."""
+        n = counters.get(key, 0)
+        counters[key] = n + 1
+        return n
+
+    def blocked_under(self, address: Address) -> list[Raised]:
+        """Pending interrupts at or below ``address`` that are still unanswered."""
+        return [r for r in self.pending if r.interrupt.address.is_within(address)]
+
+    def answered_under(self, where: str) -> bool:
+        """True when this pass answers an interrupt raised at or below the rendered address."""
+        return any(_within(local_address(k), where) for k in self.targeted)
+
+
+_task: ContextVar[TaskContext | None] = ContextVar("interlock_task", default=None)
+_ROOT = Address()
+_address: ContextVar[Address] = ContextVar("interlock_address", default=_ROOT)
+
+
+def current_task(what: str = "this function") -> TaskContext:
+    """Return the running task's context, or explain that there is none."""
+    ctx = _task.get()
+    if ctx is None:
+        raise GraphDefinitionError(
+            f"{what} can only be called while a node of a running graph executes "
+            "(inside a node, a tool or a subgraph), not at module level or from another thread"
+        )
+    return ctx
+
+
+def current_address() -> Address:
+    """Return the address of the code running now."""
+    return _address.get()
+
+
+@contextlib.contextmanager
+def child_scope(segment: Segment) -> Iterator[Address]:
+    """Run a block one level deeper in the address tree (a tool call, an agent, a child).
+
+    Interrupts raised inside get an address ending with ``segment``; their interrupt state,
+    answers and durable steps are kept apart from siblings at other addresses.
+    """
+    token = _address.set(_address.get().child(segment))
+    try:
+        yield _address.get()
+    finally:
+        _address.reset(token)
+
+
+@contextlib.contextmanager
+def enter_task(ctx: TaskContext, address: Address) -> Iterator[None]:
+    """Install ``ctx`` and ``address`` for the duration of one task (engine use)."""
+    t1 = _task.set(ctx)
+    t2 = _address.set(address)
+    try:
+        yield
+    finally:
+        _address.reset(t2)
+        _task.reset(t1)
+
+
+def local_key(address: str, match: str) -> str:
+    """Name an interrupt call within its task: its address and its key or call order."""
+    return f"{address}\x1f{match}"
+
+
+def local_address(local: str) -> str:
+    """Return the rendered address part of a local key."""
+    return local.partition("\x1f")[0]
+
+
+def _within(address: str, ancestor: str) -> bool:
+    return not ancestor or address == ancestor or address.startswith(ancestor + "/")
+
+
+def interrupt_id(lineage: str, task_id: str, local: str) -> str:
+    """Derive a stable interrupt id from the thread lineage, the task and the local key.
+
+    The same call on a re-run of the same task gets the same id, so an unanswered interrupt
+    keeps its id; a new task (a new pass of a loop) or a fork (a new lineage) gets new ids.
+    """
+    h = hashlib.blake2b(f"{lineage}\x1f{task_id}\x1f{local}".encode(), digest_size=10)
+    return h.hexdigest()

@@ -1,0 +1,389 @@
+"""Raising interrupts from inside a node, and reading them back on resume.
+
+The rule to remember: **a task re-runs from its first line when it is resumed.** The first time
+`interrupt()` is reached it stops the task; when a resume answers it, the task runs again and
+the same `interrupt()` call returns the answer. Work before the call repeats unless it is
+wrapped in a durable `step()`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+
+from .._errors import GraphDefinitionError
+from ._context import (
+    child_scope,
+    current_address,
+    current_task,
+    interrupt_id,
+    local_address,
+    local_key,
+)
+from ._records import Interrupt, Segment
+from ._signals import InterruptSignal, Raised
+
+__all__ = [
+    "Child",
+    "approve",
+    "ask",
+    "choose",
+    "composite_interrupt",
+    "gather_children",
+    "interrupt",
+    "interrupt_state",
+    "resume_context",
+    "step",
+    "validator",
+]
+
+T = TypeVar("T")
+_NO_DEFAULT: Any = object()
+
+_VALIDATORS: dict[str, Callable[[Any], object]] = {}
+
+
+def _validator_name(fn: Callable[[Any], object]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def validator(fn: Callable[[Any], object]) -> Callable[[Any], object]:
+    """Register a resume validator under its qualified name (use as a decorator).
+
+    A validator receives the answer and raises `ValueError` (or returns False) to refuse it.
+    Answers are validated before anything changes, in the process that resumes the thread; that
+    process finds the validator by name in this registry, never by importing anything. Validators
+    passed to `interrupt()` are registered automatically in the process that raises; decorate
+    them so that another process can check answers too.
+    """
+    _VALIDATORS[_validator_name(fn)] = fn
+    return fn
+
+
+def lookup_validator(name: str) -> Callable[[Any], object] | None:
+    """Return the registered validator called ``name`` (engine use)."""
+    return _VALIDATORS.get(name)
+
+
+def _schema_of(schema: type[Any] | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if schema is None:
+        return None
+    if isinstance(schema, Mapping):
+        return dict(schema)
+    try:
+        return msgspec.json.schema(schema)
+    except TypeError as exc:
+        raise GraphDefinitionError(
+            f"schema= must be a JSON Schema dict or a type msgspec can describe: {exc}"
+        ) from exc
+
+
+def _deadline_of(deadline: float | datetime | None) -> float | None:
+    if deadline is None:
+        return None
+    if isinstance(deadline, datetime):
+        return deadline.timestamp()
+    return time.time() + float(deadline)
+
+
+def interrupt(
+    info: Any = None,
+    *,
+    key: str | None = None,
+    state: Any = None,
+    schema: type[Any] | Mapping[str, Any] | None = None,
+    deadline: float | datetime | None = None,
+    on_timeout: Any = None,
+    validator: Callable[[Any], object] | None = None,
+    default: Any = _NO_DEFAULT,
+) -> Any:
+    """Stop the task to ask a person; on resume, return their answer.
+
+    Args:
+        info: What the person sees (JSON-able data or registered types).
+        key: A name to resume by instead of the id; also matches the call on re-runs.
+            Without a key, calls at one address are matched by call order.
+        state: Task-local state to keep; read it back with `interrupt_state()`.
+        schema: JSON Schema dict, or a type (converted with msgspec), the answer must satisfy.
+            With a type, the answer is also converted to it.
+        deadline: Seconds from now, or a datetime, after which the interrupt expires.
+        on_timeout: What the sweeper does at the deadline (kept with the interrupt).
+        validator: A callable that raises `ValueError` (or returns False) for a bad answer.
+        default: Returned when the interrupt is resumed with no data (``None``).
+
+    Returns:
+        The answer given on resume.
+
+    Raises:
+        InterruptSignal: The first time (a `BaseException`: do not catch it).
+    """
+    ctx = current_task("interrupt()")
+    address = current_address()
+    where = str(address)
+    match = f"k:{key}" if key is not None else f"#{ctx.next_ordinal(ctx.counters, where)}"
+    local = local_key(where, match)
+    if local in ctx.scratch.answers:
+        answer = ctx.scratch.answers[local]
+        if answer is None and default is not _NO_DEFAULT:
+            return default
+        if isinstance(schema, type) and answer is not None:
+            return msgspec.convert(answer, schema, strict=False)
+        return answer
+    if state is not None:
+        ctx.scratch.states[where] = state
+    locals_here = ctx.scratch.raised.setdefault(where, [])
+    if local not in locals_here:
+        locals_here.append(local)
+    vname = None
+    if validator is not None:
+        vname = _validator_name(validator)
+        _VALIDATORS.setdefault(vname, validator)
+    record = Interrupt(
+        id=interrupt_id(ctx.lineage, ctx.task_id, local),
+        key=key,
+        address=address,
+        kind="dynamic",
+        info=info,
+        schema=_schema_of(schema),
+        created_at=time.time(),
+        deadline=_deadline_of(deadline),
+    )
+    raise InterruptSignal(
+        [
+            Raised(
+                record,
+                validator=vname,
+                has_default=default is not _NO_DEFAULT,
+                on_timeout=on_timeout,
+                task=ctx.task_id,
+                local=local,
+            )
+        ]
+    )
+
+
+_YES = ("approve", "approved", "yes", "y", "true", "ok")
+_NO = ("reject", "rejected", "no", "n", "false", "deny")
+
+
+def approve(
+    question: str,
+    *,
+    key: str | None = None,
+    details: Any = None,
+    validator: Callable[[Any], object] | None = None,
+    default: bool | None = None,
+    deadline: float | datetime | None = None,
+) -> bool:
+    """Ask a person to approve; return True for approve, False for reject.
+
+    Accepted answers: a bool, or one of ``approve/yes/y/ok`` and ``reject/no/n/deny`` (any case).
+    """
+    answer = interrupt(
+        {"type": "approval", "question": question, "details": details},
+        key=key,
+        schema={"anyOf": [{"type": "boolean"}, {"enum": [*_YES, *_NO]}]},
+        validator=validator,
+        default=_NO_DEFAULT if default is None else default,
+        deadline=deadline,
+    )
+    if isinstance(answer, str):
+        return answer.lower() in _YES
+    return bool(answer)
+
+
+def choose(
+    question: str,
+    options: Sequence[str],
+    *,
+    key: str | None = None,
+    validator: Callable[[Any], object] | None = None,
+    default: str | None = None,
+    deadline: float | datetime | None = None,
+) -> str:
+    """Ask a person to pick one of ``options``; return the option picked."""
+    if not options:
+        raise GraphDefinitionError("choose() needs at least one option")
+    result: str = interrupt(
+        {"type": "choice", "question": question, "options": list(options)},
+        key=key,
+        schema={"enum": list(options)},
+        validator=validator,
+        default=_NO_DEFAULT if default is None else default,
+        deadline=deadline,
+    )
+    return result
+
+
+def ask(
+    prompt: str,
+    *,
+    key: str | None = None,
+    validator: Callable[[Any], object] | None = None,
+    default: str | None = None,
+    deadline: float | datetime | None = None,
+) -> str:
+    """Ask a person for free text; return it."""
+    result: str = interrupt(
+        {"type": "input", "prompt": prompt},
+        key=key,
+        schema={"type": "string"},
+        validator=validator,
+        default=_NO_DEFAULT if default is None else default,
+        deadline=deadline,
+    )
+    return result
+
+
+def interrupt_state() -> tuple[bool, Any]:
+    """Return ``(was_interrupted, state)`` for the code running now.
+
+    ``was_interrupted`` is True when an interrupt was raised at this address on an earlier
+    pass of the task; ``state`` is what it saved with ``state=`` (None if nothing).
+    """
+    ctx = current_task("interrupt_state()")
+    where = str(current_address())
+    return where in ctx.scratch.raised, ctx.scratch.states.get(where)
+
+
+def resume_context() -> tuple[bool, bool, Any]:
+    """Return ``(is_target, has_data, data)`` for the code running now.
+
+    ``is_target`` is True when this pass answers an interrupt raised here or below;
+    ``has_data``/``data`` give the answer to the interrupt raised exactly here, if any.
+    """
+    ctx = current_task("resume_context()")
+    where = str(current_address())
+    for local in ctx.targeted:
+        if local_address(local) == where:
+            data = ctx.scratch.answers.get(local)
+            return True, data is not None, data
+    return ctx.answered_under(where), False, None
+
+
+async def step(name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` once per task and record its result; re-runs of the task get the record.
+
+    Use it for work before an `interrupt()` that must not repeat when the task re-runs (an LLM
+    call, a lookup). The result must be encodable (it is stored in the checkpoint while the task
+    waits). Calls with the same name are told apart by call order.
+    """
+    ctx = current_task("step()")
+    base = f"{current_address()}|{name}"
+    n = ctx.next_ordinal(ctx.step_counters, base)
+    key = f"{base}#{n}" if n else base
+    if key in ctx.scratch.steps:
+        recorded: T = ctx.scratch.steps[key]
+        return recorded
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    ctx.scratch.steps[key] = result
+    return result
+
+
+def composite_interrupt(info: Any, state: Any, children: Sequence[BaseException]) -> None:
+    """Raise one interrupt report that carries every child interrupt.
+
+    For code that runs several children (tool calls, sub-agents) and collected their interrupt
+    signals: all of them are reported together, none is lost. ``state`` is saved at the current
+    address (read it back with `interrupt_state()`).
+
+    Raises:
+        InterruptSignal: Always (when at least one child interrupted).
+        GraphDefinitionError: A child is not an interrupt signal, or there are none.
+    """
+    raised: list[Raised] = []
+    for child in children:
+        if not isinstance(child, InterruptSignal):
+            raise GraphDefinitionError(
+                f"composite_interrupt() takes interrupt signals, got {type(child).__name__}; "
+                "re-raise real errors yourself"
+            )
+        raised.extend(child.raised)
+    if not raised:
+        raise GraphDefinitionError("composite_interrupt() needs at least one child interrupt")
+    ctx = current_task("composite_interrupt()")
+    where = str(current_address())
+    if state is not None:
+        ctx.scratch.states[where] = state
+    raise InterruptSignal(raised, info)
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """One child for `gather_children`: where it lives and what to run."""
+
+    segment: Segment
+    """Its address level, e.g. ``Segment("tool", "execute", call_id)``."""
+    fn: Callable[[], Any]
+    """A sync or async callable with no arguments."""
+
+
+async def gather_children(children: Sequence[Child], *, info: Any = None) -> list[Any]:
+    """Run children concurrently; report all their interrupts; never re-run a finished one.
+
+    Each child runs one level deeper in the address tree. On a re-run of the task:
+
+    * a child that finished on an earlier pass is not run again: its recorded result is used;
+    * a child whose interrupts are all still unanswered is not run again: they are re-reported
+      with the same ids;
+    * a child with an answered interrupt runs again and gets its answer.
+
+    No child is cancelled because a sibling interrupted. Results must be encodable.
+
+    Returns:
+        The children's results, in order, when none interrupted.
+
+    Raises:
+        InterruptSignal: One composite report of every child interrupt.
+    """
+    ctx = current_task("gather_children()")
+    base = current_address()
+    results: list[Any] = [None] * len(children)
+    signals: list[InterruptSignal] = []
+
+    async def run_one(i: int, child: Child) -> None:
+        with child_scope(child.segment) as addr:
+            where = str(addr)
+            if where in ctx.scratch.done:
+                results[i] = ctx.scratch.done[where]
+                return
+            blocked = ctx.blocked_under(addr)
+            if blocked and not ctx.answered_under(where):
+                signals.append(InterruptSignal(blocked))
+                return
+            try:
+                value = child.fn()
+                if inspect.isawaitable(value):
+                    value = await value
+            except InterruptSignal as sig:
+                signals.append(sig)
+                return
+            results[i] = value
+            ctx.scratch.done[where] = value
+
+    seen = {c.segment for c in children}
+    if len(seen) != len(children):
+        raise GraphDefinitionError(f"gather_children() got duplicate segments under {base}")
+    async with anyio.create_task_group() as tg:
+        for i, child in enumerate(children):
+            tg.start_soon(run_one, i, child)
+    if signals:
+        # Report in child order for a deterministic interrupt list.
+        order = {str(base.child(c.segment)): n for n, c in enumerate(children)}
+
+        def rank(sig: BaseException) -> int:
+            assert isinstance(sig, InterruptSignal)
+            addr = sig.raised[0].interrupt.address
+            return order.get(str(addr[: len(base) + 1]), 0)
+
+        composite_interrupt(info, None, sorted(signals, key=rank))
+    return results

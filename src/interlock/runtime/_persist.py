@@ -1,0 +1,321 @@
+"""Checkpoint bodies in and out of a store: delta chains, snapshots, interrupt index rows.
+
+A checkpoint body stores channel *deltas* against its parent; every so often it stores full
+values instead (a snapshot), so rebuilding a state reads one snapshot plus the deltas after it.
+Snapshots are taken when the bytes of deltas since the last one reach twice its size (and at
+least `SNAPSHOT_MIN_BYTES`), or after `SNAPSHOT_MAX_CHAIN` checkpoints: the store holds at most
+about 1.5× the state's size in snapshots, plus the deltas, and a rebuild reads a bounded chain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import (
+    CheckpointCorrupt,
+    CheckpointNotFound,
+    GraphChanged,
+    UnregisteredType,
+)
+from ..graph._builder import CompiledGraph
+from ..stores import CheckpointRecord, InterruptRecord, Resolution, Store
+from ._context import interrupt_id
+from ._engine import Level, new_id
+from ._signals import Raised
+from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
+
+__all__ = ["SNAPSHOT_MAX_CHAIN", "SNAPSHOT_MIN_BYTES", "Head", "ThreadIO", "cancellations"]
+
+SNAPSHOT_MIN_BYTES = 256 * 1024
+SNAPSHOT_MAX_CHAIN = 1000
+
+
+@dataclass(slots=True)
+class Head:
+    """A checkpoint record plus what its decoded body says about the delta chain."""
+
+    record: CheckpointRecord
+    chain_bytes: int = 0
+    """Bytes of deltas since (and excluding) the base snapshot, this body included."""
+    snapshot_bytes: int = 0
+    """Size of the base snapshot's body."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """The metadata stored with the checkpoint."""
+
+
+class ThreadIO:
+    """Reads and writes one App's checkpoints."""
+
+    def __init__(self, store: Store, plan: CompiledGraph) -> None:
+        self.store = store
+        self.plan = plan
+        self.codec = plan.codec
+
+    async def head(self, thread: str) -> Head | None:
+        """The thread's latest checkpoint, or None for a new thread."""
+        record = await self.store.get_checkpoint(thread)
+        return None if record is None else Head(record)
+
+    async def get(self, thread: str, checkpoint_id: str | None) -> Head:
+        """One checkpoint (the latest when ``checkpoint_id`` is None)."""
+        record = await self.store.get_checkpoint(thread, checkpoint_id)
+        if record is None:
+            raise CheckpointNotFound(thread, checkpoint_id)
+        return Head(record)
+
+    def decode(self, record: CheckpointRecord) -> dict[str, Any]:
+        """Decode a body, turning any damage into `CheckpointCorrupt`."""
+        try:
+            body = self.codec.decode(record.body)
+        except CheckpointCorrupt as exc:
+            raise CheckpointCorrupt(
+                f"checkpoint {record.id} of thread {record.thread!r} is damaged: {exc}",
+                thread=record.thread,
+                checkpoint_id=record.id,
+            ) from exc
+        if not isinstance(body, dict) or "ch" not in body or not isinstance(body["ch"], dict):
+            raise CheckpointCorrupt(
+                f"checkpoint {record.id} of thread {record.thread!r} is not a checkpoint body",
+                thread=record.thread,
+                checkpoint_id=record.id,
+            )
+        return body
+
+    async def load(self, thread: str, head: Head) -> tuple[Level, set[str]]:
+        """Rebuild the level stored at ``head``; also return its pending interrupt ids."""
+        record = head.record
+        body = self.decode(record)
+        if body.get("fp") != self.plan.fingerprint:
+            raise GraphChanged(
+                thread=thread, stored=str(body.get("fp")), current=self.plan.fingerprint
+            )
+        level = level_from_wire(self.plan, body, thread=thread, channels=False)
+        chain: list[dict[str, Any]] = []
+        if record.base_seq != record.seq:
+            rows = await self.store.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
+            chain = [self.decode(r) for r in _ancestry(record, rows)]
+        try:
+            for b in chain:
+                apply_channels(level, b["ch"])
+            apply_channels(level, body["ch"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointCorrupt(
+                f"checkpoint {record.id} of thread {thread!r} has invalid state deltas: {exc}",
+                thread=thread,
+                checkpoint_id=record.id,
+            ) from exc
+        for ch in level.channels.values():
+            ch.mark()
+        if record.base_seq == record.seq:
+            head.chain_bytes, head.snapshot_bytes = 0, len(record.body)
+        else:
+            head.chain_bytes = int(body.get("chain", 0)) + len(record.body)
+            head.snapshot_bytes = int(body.get("snap", 0))
+        head.meta = dict(body.get("meta", {}))
+        return level, {r.id for r in level.pending}
+
+    async def load_many(
+        self, thread: str, records: Sequence[CheckpointRecord]
+    ) -> list[tuple[Level, dict[str, Any]]]:
+        """Rebuild several checkpoints of one thread (a history page), reading each row once."""
+        if not records:
+            return []
+        lo = min(r.base_seq for r in records)
+        hi = max(r.seq for r in records)
+        rows = await self.store.checkpoint_range(thread, lo=lo, hi=hi)
+        bodies: dict[str, dict[str, Any]] = {}
+
+        def body_of(r: CheckpointRecord) -> dict[str, Any]:
+            if r.id not in bodies:
+                bodies[r.id] = self.decode(r)
+            return bodies[r.id]
+
+        levels = []
+        for record in records:
+            body = body_of(record)
+            level = level_from_wire(self.plan, body, thread=thread, channels=False)
+            if record.base_seq != record.seq:
+                for r in _ancestry(record, rows):
+                    apply_channels(level, body_of(r)["ch"])
+            apply_channels(level, body["ch"])
+            levels.append((level, dict(body.get("meta", {}))))
+        return levels
+
+    async def commit(
+        self,
+        level: Level,
+        *,
+        thread: str,
+        parent: Head | None,
+        thread_head: Head | None,
+        source: Any,
+        status: Any,
+        resolutions: Sequence[Resolution],
+        known: set[str],
+        metadata: Mapping[str, Any],
+    ) -> Head:
+        """Write ``level`` as the thread's next checkpoint (after ``parent``); return its head.
+
+        New pending interrupts go into the store's index in the same transaction. ``known`` is
+        updated with them.
+        """
+        seq = thread_head.record.seq + 1 if thread_head else 1
+        snapshot = (
+            parent is None
+            or parent.chain_bytes >= max(SNAPSHOT_MIN_BYTES, 2 * parent.snapshot_bytes)
+            or seq - parent.record.base_seq >= SNAPSHOT_MAX_CHAIN
+        )
+        body = level_to_wire(level, full=snapshot)
+        body["meta"] = dict(metadata)
+        # The body records the chain length *before* itself; readers add its own size.
+        if not snapshot:
+            assert parent is not None
+            body["chain"] = parent.chain_bytes
+            body["snap"] = parent.snapshot_bytes
+        data = self._encode(body, level)
+        if snapshot:
+            chain, snap, base_seq = 0, len(data), seq
+        else:
+            assert parent is not None
+            chain, snap, base_seq = (
+                parent.chain_bytes + len(data),
+                parent.snapshot_bytes,
+                parent.record.base_seq,
+            )
+        record = CheckpointRecord(
+            thread=thread,
+            id=f"{seq:010d}-{new_id()}",
+            parent_id=parent.record.id if parent else None,
+            seq=seq,
+            step=level.step,
+            base_seq=base_seq,
+            created_at=time.time(),
+            source=source,
+            status=status,
+            body=data,
+        )
+        fresh = [r for r in level.pending if r.id not in known]
+        rows = [self._interrupt_row(r, thread, record.id) for r in fresh]
+        gone = [i for i in dict.fromkeys(level.dropped) if i in known]
+        if gone:
+            resolutions = [*resolutions, *cancellations(gone)]
+        await self.store.append_checkpoint(
+            record,
+            expected_head=thread_head.record.id if thread_head else None,
+            new_interrupts=rows,
+            resolutions=resolutions,
+        )
+        known.update(r.id for r in fresh)
+        known.difference_update(gone)
+        level.dropped.clear()
+        for ch in level.channels.values():
+            ch.mark()
+        # chain/snap above describe the state *after* this body (what the next commit needs).
+        return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata))
+
+    def _interrupt_row(self, r: Raised, thread: str, checkpoint_id: str) -> InterruptRecord:
+        i = r.interrupt
+        return InterruptRecord(
+            id=i.id,
+            thread=thread,
+            checkpoint_id=checkpoint_id,
+            key=i.key,
+            address=str(i.address),
+            kind=i.kind,
+            status="pending",
+            created_at=i.created_at,
+            deadline=i.deadline,
+            body=self.codec.encode(raised_to_wire(r), path="interrupt"),
+        )
+
+    def _encode(self, body: dict[str, Any], level: Level) -> bytes:
+        try:
+            return self.codec.encode(body, path="checkpoint")
+        except UnregisteredType:
+            # Find the offending value and name it by its state path.
+            for key, delta in body["ch"].items():
+                self.codec.encode(delta[1], path=f"state.{key}")
+            for tid, s in body.get("scr", {}).items():
+                self.codec.encode(s, path=f"task[{_node_of(level, tid)}]")
+            for tid, res in body.get("res", {}).items():
+                self.codec.encode(res, path=f"task[{_node_of(level, tid)}].writes")
+            raise
+
+    def relineage(self, level: Level, lineage: str) -> dict[str, str]:
+        """Give a level (and the subgraph levels stored in it) a new lineage.
+
+        Every pending interrupt gets the id it would have had under the new lineage; returns
+        ``{old_id: new_id}``.
+        """
+        renamed: dict[str, str] = {}
+        level.lineage = lineage
+        _rekey(level.pending, lineage, renamed)
+        for sc in level.scratch.values():
+            for addr, wire in sc.children.items():
+                sc.children[addr] = _rekey_wire(wire, lineage, renamed)
+        return renamed
+
+
+def cancellations(ids: Iterable[str]) -> list[Resolution]:
+    """Resolutions that cancel the given interrupts on the record, now."""
+    now = time.time()
+    return [Resolution(id=i, status="cancelled", resolved_at=now, resolution=None) for i in ids]
+
+
+def _node_of(level: Level, tid: str) -> str:
+    return next((t.node for t in level.tasks if t.id == tid), tid)
+
+
+def _rekey(pending: list[Raised], lineage: str, renamed: dict[str, str]) -> None:
+    from dataclasses import replace
+
+    for n, r in enumerate(pending):
+        new = interrupt_id(lineage, r.task, r.local)
+        renamed[r.id] = new
+        r.interrupt = replace(r.interrupt, id=new)
+        pending[n] = r
+
+
+def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> dict[str, Any]:
+    from ._wire import raised_from_wire
+
+    wire = dict(wire)
+    wire["lin"] = lineage
+    pend = [raised_from_wire(w) for w in wire.get("pend", [])]
+    _rekey(pend, lineage, renamed)
+    if pend:
+        wire["pend"] = [raised_to_wire(r) for r in pend]
+    scr = {}
+    for tid, s in wire.get("scr", {}).items():
+        s = dict(s)
+        if "children" in s:
+            s["children"] = {a: _rekey_wire(w, lineage, renamed) for a, w in s["children"].items()}
+        scr[tid] = s
+    if scr:
+        wire["scr"] = scr
+    return wire
+
+
+def _ancestry(record: CheckpointRecord, rows: Sequence[CheckpointRecord]) -> list[CheckpointRecord]:
+    """The checkpoints from ``record``'s base snapshot up to its parent, oldest first."""
+    by_id = {r.id: r for r in rows}
+    out: list[CheckpointRecord] = []
+    cur = record.parent_id
+    while True:
+        r = by_id.get(cur) if cur is not None else None
+        if r is None:
+            raise CheckpointCorrupt(
+                f"checkpoint {record.id} of thread {record.thread!r}: its delta chain is broken "
+                f"at {cur!r} (base seq {record.base_seq})",
+                thread=record.thread,
+                checkpoint_id=record.id,
+            )
+        out.append(r)
+        if r.seq == record.base_seq:
+            break
+        cur = r.parent_id
+    out.reverse()
+    return out

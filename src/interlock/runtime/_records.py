@@ -1,0 +1,195 @@
+"""Public records of the runtime: addresses, interrupts, commands and run results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+__all__ = [
+    "Address",
+    "Command",
+    "Interrupt",
+    "InterruptKind",
+    "RunResult",
+    "RunStatus",
+    "Segment",
+    "SegmentKind",
+    "Send",
+    "StateSnapshot",
+]
+
+StateT = TypeVar("StateT")
+
+SegmentKind = Literal["graph", "node", "subgraph", "tool", "agent"]
+InterruptKind = Literal["dynamic", "before", "after", "external", "reconcile"]
+RunStatus = Literal["done", "interrupted", "paused", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One level of an address: a node, a subgraph, a tool call, an agent."""
+
+    kind: SegmentKind
+    """What the level is."""
+    name: str
+    """Its name (node name, tool name...)."""
+    sub_id: str = ""
+    """Tells apart instances of the same name (a Send index, a tool call id)."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind}:{self.name}:{self.sub_id}" if self.sub_id else f"{self.kind}:{self.name}"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> Segment:
+        """Parse ``kind:name[:sub_id]`` back into a segment."""
+        kind, _, rest = text.partition(":")
+        name, _, sub = rest.partition(":")
+        if kind not in ("graph", "node", "subgraph", "tool", "agent") or not name:
+            raise ValueError(f"not an address segment: {text!r}")
+        return cls(kind, name, sub)  # type: ignore[arg-type]
+
+
+class Address(tuple[Segment, ...]):
+    """Where in the graph tree something happened, outermost level first.
+
+    Rendered as ``node:review/tool:execute:call_1``.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "/".join(str(s) for s in self)
+
+    def child(self, segment: Segment) -> Address:
+        """Return this address extended by one level."""
+        return Address((*self, segment))
+
+    def is_within(self, other: Address) -> bool:
+        """True when ``other`` is this address or one of its ancestors."""
+        return len(other) <= len(self) and self[: len(other)] == other
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """Parse a rendered address."""
+        return cls(Segment.parse(p) for p in text.split("/")) if text else cls()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Interrupt:
+    """A question the run is waiting on.
+
+    ``repr`` shows its live state: ``<Interrupt 7f3a91 pending node:review/tool:execute>``.
+    """
+
+    id: str
+    """Opaque, unique id. Resume by this id (or by `key`)."""
+    key: str | None
+    """Optional key chosen by the code that raised it."""
+    address: Address
+    """Where it was raised."""
+    kind: InterruptKind
+    """``dynamic`` (raised by code), ``before``/``after`` (static breakpoints), ``external``."""
+    info: Any
+    """Payload for the person (JSON-able data or registered types)."""
+    schema: Mapping[str, Any] | None = None
+    """JSON Schema the answer must satisfy, if any."""
+    created_at: float
+    """Unix time it was raised."""
+    deadline: float | None = None
+    """Unix time after which it expires, if any."""
+    status: Literal["pending", "resolved", "expired", "cancelled"] = "pending"
+    """Lifecycle state."""
+
+    def __repr__(self) -> str:
+        return f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Fan-out: run ``node`` as its own task with ``arg`` as its input instead of the state."""
+
+    node: str
+    """The node to run."""
+    arg: Any
+    """The task's input."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """A node's or a caller's instruction beyond a plain state update.
+
+    Returned by a node: ``update`` is its state update and ``goto`` adds successors. Passed to
+    `App.resume`: ``resume`` answers the single pending interrupt (or maps ids/keys to answers),
+    ``update`` edits the state first, ``goto`` schedules extra nodes.
+    ``Command(resume=None)`` means "targeted, no data" and is valid.
+    """
+
+    resume: Any = None
+    """The answer, or a mapping ``{id_or_key: answer}``."""
+    update: Mapping[str, Any] | None = None
+    """A state update applied before continuing."""
+    goto: str | Send | Sequence[str | Send] = ()
+    """Nodes (or `Send`s) to run next."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult(Generic[StateT]):
+    """What `App.run` and `App.resume` return."""
+
+    thread: str
+    """The thread that ran."""
+    status: RunStatus
+    """``done``, ``interrupted`` (answers needed), ``paused`` (no answer needed), ``failed``."""
+    state: StateT
+    """The state at the last checkpoint, as the schema's type."""
+    values: dict[str, Any]
+    """The same state as a plain dict."""
+    interrupts: list[Interrupt] = field(default_factory=list)
+    """Pending interrupts, in raise order."""
+    checkpoint_id: str | None = None
+    """The last checkpoint committed (None only with durability that wrote nothing)."""
+    error: BaseException | None = None
+    """The exception when ``status == "failed"`` and the caller asked not to raise."""
+
+    def interrupt(self, key: str | None = None) -> Interrupt:
+        """Return the single pending interrupt, or the one with ``key``."""
+        found = [i for i in self.interrupts if key is None or i.key == key]
+        if len(found) != 1:
+            raise LookupError(
+                f"expected exactly one pending interrupt{f' with key {key!r}' if key else ''}, "
+                f"found {len(found)}: {[i.id for i in found]}"
+            )
+        return found[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateSnapshot(Generic[StateT]):
+    """A thread's state at one checkpoint, as `App.get_state` and `App.history` return it."""
+
+    thread: str
+    """The thread."""
+    checkpoint_id: str
+    """The checkpoint."""
+    parent_id: str | None
+    """The checkpoint it follows."""
+    step: int
+    """Supersteps completed when it was written."""
+    status: str
+    """``ready``, ``interrupted``, ``paused``, ``done`` or ``failed``."""
+    source: str
+    """Why it was written: ``input``, ``loop``, ``resume``, ``update`` or ``fork``."""
+    created_at: float
+    """Unix time of the commit."""
+    state: StateT
+    """The state, as the schema's type."""
+    values: dict[str, Any]
+    """The state as a plain dict."""
+    next: tuple[str, ...]
+    """Nodes that run next (with their pending interrupts, if any)."""
+    interrupts: list[Interrupt]
+    """Pending interrupts at this checkpoint."""
+    metadata: dict[str, Any]
+    """Free-form metadata written with the checkpoint."""

@@ -1,0 +1,199 @@
+"""Plain-data form of a `Level` (what goes into a checkpoint body) and back.
+
+The wire form holds only builtins and user values; the codec turns it into bytes. Loading
+checks the shape and turns any mismatch into `CheckpointCorrupt`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import CheckpointCorrupt
+from ..graph._builder import CompiledGraph
+from ..graph._channels import MISSING, AppendChannel
+from ._context import Scratch
+from ._engine import Level, TaskResult, TaskState
+from ._records import Address, Interrupt, Send
+from ._signals import Raised
+
+__all__ = [
+    "WIRE_VERSION",
+    "level_from_wire",
+    "level_to_wire",
+    "raised_from_wire",
+    "raised_to_wire",
+]
+
+WIRE_VERSION = 1
+
+
+def raised_to_wire(r: Raised) -> list[Any]:
+    """Encode a pending interrupt."""
+    i = r.interrupt
+    return [
+        i.id,
+        i.key,
+        str(i.address),
+        i.kind,
+        i.info,
+        i.schema,
+        i.created_at,
+        i.deadline,
+        r.validator,
+        r.has_default,
+        r.on_timeout,
+        r.task,
+        r.local,
+        r.owner,
+    ]
+
+
+def raised_from_wire(w: list[Any]) -> Raised:
+    """Decode a pending interrupt."""
+    (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
+    task, local, owner = w[11:14]
+    if kind not in ("dynamic", "before", "after", "external", "reconcile"):
+        raise ValueError(f"unknown interrupt kind {kind!r}")
+    record = Interrupt(
+        id=str(iid),
+        key=key,
+        address=Address.parse(addr),
+        kind=kind,
+        info=info,
+        schema=schema,
+        created_at=float(created),
+        deadline=deadline,
+    )
+    return Raised(
+        record,
+        validator=vname,
+        has_default=bool(has_default),
+        on_timeout=on_timeout,
+        task=str(task),
+        local=str(local),
+        owner=owner,
+    )
+
+
+def _goto_to_wire(g: str | Send) -> Any:
+    return g if isinstance(g, str) else {"send": g.node, "arg": g.arg}
+
+
+def _goto_from_wire(g: Any) -> str | Send:
+    if isinstance(g, str):
+        return g
+    return Send(str(g["send"]), g["arg"])
+
+
+def level_to_wire(level: Level, *, full: bool) -> dict[str, Any]:
+    """Encode a level; channels as full values (``full``) or as deltas since their last mark."""
+    channels: dict[str, Any] = {}
+    for key, ch in level.channels.items():
+        d = ch.full() if full else ch.delta()
+        if d is not None:
+            channels[key] = list(d)
+    body: dict[str, Any] = {
+        "v": WIRE_VERSION,
+        "fp": level.plan.fingerprint,
+        "lin": level.lineage,
+        "step": level.step,
+        "ch": channels,
+        "tasks": [
+            [
+                t.id,
+                t.node,
+                t.sub,
+                t.arg is not MISSING,
+                None if t.arg is MISSING else t.arg,
+                t.passed_before,
+            ]
+            for t in level.tasks
+        ],
+    }
+    if level.results:
+        body["res"] = {
+            tid: [[list(w) for w in r.writes], [_goto_to_wire(g) for g in r.goto]]
+            for tid, r in level.results.items()
+        }
+    if level.scratch:
+        body["scr"] = {tid: s.to_wire() for tid, s in level.scratch.items()}
+    if level.pending:
+        body["pend"] = [raised_to_wire(r) for r in level.pending]
+    if level.origin:
+        body["org"] = level.origin
+    if level.written:
+        body["wr"] = sorted(level.written)
+    return body
+
+
+def apply_channels(level: Level, channels: dict[str, Any]) -> None:
+    """Apply a body's channel deltas (or full values) to a level."""
+    for key, (op, payload) in channels.items():
+        ch = level.channels.get(key)
+        if ch is None:
+            raise ValueError(f"checkpoint has unknown state key {key!r}")
+        ch.apply(op, payload)
+
+
+def level_from_wire(
+    plan: CompiledGraph,
+    body: dict[str, Any],
+    *,
+    thread: str,
+    lineage: str | None = None,
+    channels: bool = True,
+) -> Level:
+    """Rebuild a level from its wire form (channels applied when ``channels``)."""
+    try:
+        if body["v"] != WIRE_VERSION:
+            raise ValueError(f"unsupported checkpoint version {body['v']!r}")
+        from ._records import Address as _A
+
+        level = Level(plan, thread=thread, lineage=lineage or str(body["lin"]), base=_A())
+        level.step = int(body["step"])
+        if channels:
+            apply_channels(level, body["ch"])
+        for tid, node, sub, has_arg, arg, passed in body["tasks"]:
+            if node not in plan.nodes:
+                raise ValueError(f"checkpoint names unknown node {node!r}")
+            level.tasks.append(
+                TaskState(str(tid), str(node), str(sub), arg if has_arg else MISSING, bool(passed))
+            )
+        for tid, (writes, goto) in body.get("res", {}).items():
+            level.results[str(tid)] = TaskResult(
+                [(str(k), v) for k, v in writes], [_goto_from_wire(g) for g in goto]
+            )
+        for tid, s in body.get("scr", {}).items():
+            level.scratch[str(tid)] = Scratch.from_wire(s)
+        level.pending = [raised_from_wire(w) for w in body.get("pend", [])]
+        level.origin = {str(k): int(v) for k, v in body.get("org", {}).items()}
+        level.written = {str(k) for k in body.get("wr", [])}
+        for ch in level.channels.values():
+            ch.mark()
+        return level
+    except CheckpointCorrupt:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise CheckpointCorrupt(
+            f"checkpoint of thread {thread!r} has an invalid structure ({type(exc).__name__}: "
+            f"{exc}); it was not written by this version of interlock or was damaged",
+            thread=thread,
+        ) from exc
+
+
+def subgraph_output(level: Level, parent_keys: frozenset[str]) -> dict[str, Any]:
+    """What a finished subgraph hands back to its parent: its writes to shared keys.
+
+    For append keys that is the items it appended (so the parent's reducer does not duplicate
+    what it passed in); for other keys the final value.
+    """
+    out: dict[str, Any] = {}
+    for key in level.written:
+        if key not in parent_keys:
+            continue
+        ch = level.channels[key]
+        if isinstance(ch, AppendChannel):
+            out[key] = ch.value[level.origin.get(key, 0) :]
+        elif ch.value is not MISSING:
+            out[key] = ch.value
+    return out

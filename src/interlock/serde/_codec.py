@@ -1,0 +1,248 @@
+"""The codec: values to checksummed msgpack bytes and back, with a registry of user classes.
+
+Layout of an encoding::
+
+    offset 0   b"ILK"       magic
+    offset 3   1            format version
+    offset 4   crc32(body)  big-endian uint32; detects corruption, not tampering
+    offset 8   body         msgpack; see `interlock.serde._types` for the tags
+
+Encoding walks the value once (`_encode.Walker`), mapping each node by `type(v)` and copying
+a container only when something inside it changes; plain subtrees are recognised at C speed and
+handed to msgspec untouched. Decoding lets msgspec parse the body, then walks the result once
+(`_decode.Rebuilder`), in place, to rebuild tagged containers and enforce the depth limit. Paths
+for error messages are computed only after an error, by walking the value a second time.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
+from ._decode import Corrupt, Rebuilder
+from ._encode import TooDeep, Unsupported, Walker
+from ._types import Entry, ext_hook, make_entry, type_name
+
+__all__ = ["DEFAULT_CODEC", "Codec"]
+
+_MAGIC: Final = b"ILK"
+_VERSION: Final = 1
+_HEADER: Final = struct.Struct(">3sBI")
+
+
+class Codec:
+    """Encodes checkpoint state and payloads to bytes and decodes them, safely.
+
+    Plain data (None, bool, int, float, str, bytes, list, dict), tuple, set, frozenset,
+    bytearray, datetime, date, time, timedelta, UUID and Decimal are always supported.
+    Dataclasses, pydantic models, msgspec Structs and Enums must be registered: decoding only
+    ever constructs registered classes, looked up in this codec's own registry, and never
+    imports or evaluates anything.
+
+    Args:
+        types: Classes to register under their default names.
+        max_bytes: The largest encoding `encode` produces and `decode` accepts.
+        max_depth: The deepest nesting of containers (lists, dicts, tuples, sets, registered
+            objects) allowed; a flat list has depth 1.
+    """
+
+    __slots__ = (
+        "_by_cls",
+        "_by_name",
+        "_checking",
+        "_decoder",
+        "_encoder",
+        "_max_bytes",
+        "_max_depth",
+        "_rebuilder",
+        "_trusting",
+    )
+
+    def __init__(
+        self,
+        *,
+        types: Iterable[type] = (),
+        max_bytes: int = 64 * 1024 * 1024,
+        max_depth: int = 100,
+    ) -> None:
+        if max_bytes < 1 or max_depth < 1:
+            raise ValueError(
+                f"max_bytes and max_depth must be positive (got {max_bytes} and {max_depth})"
+            )
+        self._max_bytes = max_bytes
+        self._max_depth = max_depth
+        self._by_cls: dict[type, Entry] = {}
+        self._by_name: dict[str, Entry] = {}
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(ext_hook=ext_hook)
+        self._trusting = Walker(self._by_cls, max_depth, trust_ints=True)
+        self._checking = Walker(self._by_cls, max_depth, trust_ints=False)
+        self._rebuilder = Rebuilder(self._by_name, max_depth)
+        for cls in types:
+            self.register(cls)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Codec {len(self._by_cls)} registered types "
+            f"max_bytes={self._max_bytes} max_depth={self._max_depth}>"
+        )
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest encoding accepted."""
+        return self._max_bytes
+
+    @property
+    def max_depth(self) -> int:
+        """The deepest nesting of containers accepted."""
+        return self._max_depth
+
+    def register(self, cls: type, *, name: str | None = None) -> None:
+        """Allow instances of `cls` in encoded values.
+
+        Registering a class again under the same name does nothing, and so does registering
+        a type that is always supported, such as ``datetime``.
+
+        Args:
+            cls: A dataclass, pydantic model, msgspec Struct or Enum class.
+            name: The name written on the wire; defaults to ``module.QualName``. Give a stable
+                name if the class may move to another module while checkpoints still exist.
+
+        Raises:
+            TypeError: `cls` is not a class of a kind that can be registered.
+            ValueError: The name or the class is already registered for something else.
+        """
+        if not isinstance(cls, type):
+            raise TypeError(f"register() takes a class, not {cls!r}")
+        if self._checking.supports(cls) and cls not in self._by_cls:
+            return  # always supported (list, datetime, UUID, ...): nothing to register
+        name = type_name(cls) if name is None else name
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a registered name must be a non-empty str, not {name!r}")
+        known = self._by_name.get(name)
+        if known is not None and known.cls is cls:
+            return
+        if known is not None:
+            raise ValueError(
+                f"cannot register {type_name(cls)} as {name!r}: that name is already taken by "
+                f"{type_name(known.cls)}; register one of them with another name=..."
+            )
+        if cls in self._by_cls:
+            raise ValueError(
+                f"{type_name(cls)} is already registered as {self._by_cls[cls].name!r}; "
+                "a class has one name"
+            )
+        entry = make_entry(cls, name)
+        self._by_cls[cls] = entry
+        self._by_name[name] = entry
+        self._trusting.add(entry)
+        self._checking.add(entry)
+
+    def is_registered(self, cls: type) -> bool:
+        """Say whether the codec encodes instances of exactly `cls`, registered or built in."""
+        return self._checking.supports(cls)
+
+    def copy(self) -> Codec:
+        """Return a codec with the same limits and an independent copy of the registry."""
+        twin = Codec(max_bytes=self._max_bytes, max_depth=self._max_depth)
+        for entry in self._by_cls.values():
+            twin.register(entry.cls, name=entry.name)
+        return twin
+
+    def encode(self, value: object, *, path: str = "value") -> bytes:
+        """Encode `value` to bytes that `decode` turns back into an equal value of the same types.
+
+        Args:
+            value: The value to encode.
+            path: How to name `value` in error messages, e.g. ``state`` or ``interrupt.payload``.
+
+        Raises:
+            UnregisteredType: Somewhere in `value` is an instance of a class that is not
+                supported or not registered; the message gives its path.
+            PayloadTooLarge: The value nests deeper than max_depth (or is cyclic), or its
+                encoding is larger than max_bytes.
+            SerializationError: A str holds a lone surrogate, which UTF-8 cannot encode.
+        """
+        try:
+            try:
+                body = self._encoder.encode(self._trusting.walk(value))
+            except OverflowError:
+                # Some int does not fit in 64 bits: walk again, checking every int.
+                body = self._encoder.encode(self._checking.walk(value))
+        except (Unsupported, TooDeep, RecursionError):
+            raise self._checking.explain(value, path) from None
+        except UnicodeEncodeError as exc:
+            raise SerializationError(
+                f"{path}: a str cannot be encoded as UTF-8 ({exc.reason}); "
+                "remove lone surrogates, e.g. with s.encode('utf-8', 'replace').decode()"
+            ) from exc
+        size = len(body) + _HEADER.size
+        if size > self._max_bytes:
+            raise PayloadTooLarge(
+                f"{path}: the encoding is {size} bytes, over the limit of {self._max_bytes}; keep "
+                "large blobs out of the state or raise the limit with Codec(max_bytes=...)"
+            )
+        return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(body)) + body
+
+    def decode(self, data: bytes | memoryview) -> Any:
+        """Decode bytes made by `encode`.
+
+        Raises:
+            CheckpointCorrupt: The data is damaged, was not made by a codec, is over the limits,
+                or names a class this codec has not registered. Nothing else is ever raised.
+        """
+        try:
+            view = memoryview(data).cast("B")
+        except (TypeError, ValueError) as exc:
+            raise CheckpointCorrupt(f"expected bytes to decode, got {type(data).__name__}") from exc
+        size = view.nbytes
+        if size > self._max_bytes:
+            raise CheckpointCorrupt(
+                f"the data is {size} bytes, over the limit of {self._max_bytes}; if it is "
+                "genuine, decode it with a Codec(max_bytes=...) that allows it"
+            )
+        if size < _HEADER.size or bytes(view[:3]) != _MAGIC:
+            raise CheckpointCorrupt(
+                f"the data is not an interlock encoding (it starts {bytes(view[:8])!r}); "
+                "it is damaged or was written by something else"
+            )
+        _, version, crc = _HEADER.unpack_from(view)
+        if version != _VERSION:
+            raise CheckpointCorrupt(
+                f"format version {version} is not supported (this codec reads version "
+                f"{_VERSION}); the data was written by another version of interlock"
+            )
+        body = view[_HEADER.size :]
+        actual = zlib.crc32(body)
+        if actual != crc:
+            raise CheckpointCorrupt(
+                f"checksum mismatch (stored {crc:#010x}, computed {actual:#010x}): "
+                "the data was damaged in storage or in transit"
+            )
+        try:
+            return self._rebuilder.rebuild(self._decoder.decode(body))
+        except Corrupt as exc:
+            raise CheckpointCorrupt(f"the data is malformed: {exc}") from exc
+        except RecursionError as exc:
+            raise CheckpointCorrupt("the data nests too deeply to decode") from exc
+        except Exception as exc:
+            # msgspec errors, a registered constructor refusing the fields, a bad leaf payload:
+            # hostile input may cause any of them, and each one means the same thing.
+            raise CheckpointCorrupt(f"the data is malformed: {_describe(exc)}") from exc
+
+
+def _describe(exc: Exception) -> str:
+    try:
+        detail = f"{type(exc).__name__}: {exc}"
+    except Exception:  # a user exception whose __str__ fails
+        detail = type(exc).__name__
+    return detail if len(detail) <= 300 else detail[:300] + "..."
+
+
+DEFAULT_CODEC: Final = Codec()
+"""A codec with no registered types."""

@@ -1,0 +1,228 @@
+"""`MemoryStore`: the store protocol in a few dicts, for tests and single-process use."""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Sequence
+from types import TracebackType
+
+import anyio.lowlevel
+
+from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
+from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
+from ._checks import check_append_args, head_mismatch
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A `Store` that keeps everything in process memory; nothing survives the process.
+
+    It has exactly the semantics of the durable stores (compare-and-set on the head, atomic
+    appends, interrupts leave ``pending`` once), so tests written against it hold for them.
+    Safe for concurrent tasks of one event loop: every method decides and mutates without
+    awaiting in between, and none yields to the event loop (they only check for
+    cancellation). Bodies are kept as given, not copied.
+    """
+
+    def __init__(self) -> None:
+        self._closed = False
+        self._threads: dict[str, ThreadRecord] = {}
+        # Invariant: _checkpoints[t][i].seq == i + 1 (seqs are contiguous from 1).
+        self._checkpoints: dict[str, list[CheckpointRecord]] = {}
+        self._checkpoint_ids: dict[str, CheckpointRecord] = {}
+        self._interrupts: dict[str, InterruptRecord] = {}
+        self._interrupts_by_thread: dict[str, dict[str, None]] = {}
+        # Invariant: exactly the interrupts whose status is pending, in insertion order, so a
+        # stable sort by created_at breaks ties by insertion.
+        self._pending: dict[str, InterruptRecord] = {}
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<MemoryStore {len(self._threads)} threads, {len(self._checkpoint_ids)} checkpoints, "
+            f"{len(self._pending)} pending {state}>"
+        )
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def append_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        expected_head: str | None,
+        new_interrupts: Sequence[InterruptRecord] = (),
+        resolutions: Sequence[Resolution] = (),
+    ) -> None:
+        """Commit a checkpoint, its new interrupts and resolutions at once (see `Store`)."""
+        # A cancelled caller is cancelled before anything changes. We do not yield to the
+        # event loop: there is no I/O to wait for, and a scheduling round trip per checkpoint
+        # would dominate the cost of an in-memory run.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        check_append_args(record, new_interrupts, resolutions)
+        resolved = self._check_append(record, expected_head, new_interrupts, resolutions)
+        self._apply_append(record, new_interrupts, resolved)
+
+    def _check_append(
+        self,
+        record: CheckpointRecord,
+        expected_head: str | None,
+        new_interrupts: Sequence[InterruptRecord],
+        resolutions: Sequence[Resolution],
+    ) -> list[InterruptRecord]:
+        """Raise what a backend's transaction would raise; return the resolved interrupts."""
+        thread = record.thread
+        head = self._threads.get(thread)
+        busy = head_mismatch(
+            record, expected_head, None if head is None else (head.head_id, head.head_seq)
+        )
+        if busy is not None:
+            raise busy
+        resolved: dict[str, InterruptRecord] = {}
+        for res in resolutions:
+            current = resolved.get(res.id) or self._interrupts.get(res.id)
+            if current is None or current.thread != thread:
+                pending = [i.id for i in self._oldest_pending(thread, None, len(self._pending))]
+                raise UnknownInterrupt(res.id, pending, thread=thread)
+            if current.status != "pending":
+                raise InterruptAlreadyResolved(res.id, status=current.status)
+            resolved[res.id] = dataclasses.replace(
+                current, status=res.status, resolved_at=res.resolved_at, resolution=res.resolution
+            )
+        if record.id in self._checkpoint_ids:
+            raise StoreError(
+                f"cannot append checkpoint {record.id!r} to thread {thread!r}: the id is taken; "
+                "checkpoint ids must be unique across the store"
+            )
+        new_ids = {i.id for i in new_interrupts}
+        if len(new_ids) < len(new_interrupts) or not new_ids.isdisjoint(self._interrupts):
+            raise StoreError(
+                f"cannot append checkpoint {record.id!r} to thread {thread!r}: a new interrupt "
+                "reuses an id; interrupt ids must be unique across the store"
+            )
+        return list(resolved.values())
+
+    def _apply_append(
+        self,
+        record: CheckpointRecord,
+        new_interrupts: Sequence[InterruptRecord],
+        resolved: list[InterruptRecord],
+    ) -> None:
+        thread = record.thread
+        self._checkpoints.setdefault(thread, []).append(record)
+        self._checkpoint_ids[record.id] = record
+        self._threads[thread] = ThreadRecord(
+            thread=thread,
+            head_id=record.id,
+            head_seq=record.seq,
+            status=record.status,
+            updated_at=record.created_at,
+        )
+        for interrupt in resolved:
+            self._interrupts[interrupt.id] = interrupt
+            del self._pending[interrupt.id]
+        by_thread = self._interrupts_by_thread.setdefault(thread, {})
+        for interrupt in new_interrupts:
+            self._interrupts[interrupt.id] = interrupt
+            by_thread[interrupt.id] = None
+            if interrupt.status == "pending":
+                self._pending[interrupt.id] = interrupt
+
+    async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
+        """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        if id is None:
+            chain = self._checkpoints.get(thread)
+            return chain[-1] if chain else None
+        found = self._checkpoint_ids.get(id)
+        return found if found is not None and found.thread == thread else None
+
+    async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        chain = self._checkpoints.get(thread, [])
+        return chain[max(lo, 1) - 1 : max(hi, 0)]
+
+    async def list_checkpoints(
+        self, thread: str, *, before_seq: int | None = None, limit: int = 50
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        chain = self._checkpoints.get(thread, [])
+        end = len(chain) if before_seq is None else min(max(before_seq - 1, 0), len(chain))
+        start = max(end - max(limit, 0), 0)
+        return chain[start:end][::-1]
+
+    async def get_thread(self, thread: str) -> ThreadRecord | None:
+        """Return the thread's head record, or None if the thread does not exist."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._threads.get(thread)
+
+    async def get_interrupt(self, id: str) -> InterruptRecord | None:
+        """Return one interrupt by id, or None."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._interrupts.get(id)
+
+    async def pending(
+        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+    ) -> list[InterruptRecord]:
+        """Return pending interrupts, oldest first (ties in insertion order)."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._oldest_pending(thread, key, limit)
+
+    def _oldest_pending(
+        self, thread: str | None, key: str | None, limit: int
+    ) -> list[InterruptRecord]:
+        matches = (
+            i
+            for i in self._pending.values()
+            if (thread is None or i.thread == thread) and (key is None or i.key == key)
+        )
+        # nsmallest is stable, like sorted(), so equal created_at keep insertion order.
+        return heapq.nsmallest(max(limit, 0), matches, key=_created_at)
+
+    async def delete_thread(self, thread: str) -> None:
+        """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        self._threads.pop(thread, None)
+        for checkpoint in self._checkpoints.pop(thread, []):
+            del self._checkpoint_ids[checkpoint.id]
+        for interrupt_id in self._interrupts_by_thread.pop(thread, {}):
+            del self._interrupts[interrupt_id]
+            self._pending.pop(interrupt_id, None)
+
+    async def close(self) -> None:
+        """Mark the store closed and drop its data. Idempotent."""
+        self._closed = True
+        self._threads.clear()
+        self._checkpoints.clear()
+        self._checkpoint_ids.clear()
+        self._interrupts.clear()
+        self._interrupts_by_thread.clear()
+        self._pending.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("this MemoryStore was closed; create a new one")
+
+
+def _created_at(interrupt: InterruptRecord) -> float:
+    return interrupt.created_at

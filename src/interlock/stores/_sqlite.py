@@ -1,0 +1,362 @@
+"""`SqliteStore`: the embedded default store, one SQLite file shared by any number of processes.
+
+How it stays fast and never reports "database is locked" under normal load:
+
+* WAL journal: readers never block the writer nor each other; ``synchronous=FULL`` (default)
+  makes every committed append survive power loss, ``NORMAL`` survives a process crash only.
+* Every write is one short ``BEGIN IMMEDIATE`` transaction, so a writer takes the lock before it
+  reads and can never deadlock upgrading a read lock. SQLite's busy handler waits for the lock
+  up to ``busy_timeout``; a ``SQLITE_BUSY`` that escapes anyway is retried as a whole
+  transaction with jittered backoff until the same deadline.
+* One connection per store, used from worker threads (`anyio.to_thread`) under a lock: an
+  append is a single trip to a worker thread, and the event loop never blocks on the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Literal, TypeVar
+
+import anyio.to_thread
+
+from .._errors import (
+    InterruptAlreadyResolved,
+    StoreClosed,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
+from . import _sqlite_schema as sql
+from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
+from ._checks import check_append_args, head_mismatch
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_SYNCHRONOUS: Final = ("FULL", "NORMAL", "OFF")
+_MAX_ATTEMPTS: Final = 12
+_FIRST_BACKOFF: Final = 0.002
+_MAX_BACKOFF: Final = 0.25
+"""Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
+
+
+class SqliteStore:
+    """A `Store` in one SQLite file; several processes may share the file.
+
+    The file and its parent directory are created on first use; the schema is created or
+    migrated then too. Use ``async with SqliteStore(path) as store:`` to open it eagerly (a bad
+    file fails there) and close it on exit.
+
+    Args:
+        path: The database file.
+        synchronous: ``FULL`` makes each append durable on power loss; ``NORMAL`` is faster and
+            durable on a process crash; ``OFF`` is for tests.
+        busy_timeout: Seconds an operation waits for another writer before `StoreError`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL", "OFF"] = "FULL",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}, not {synchronous!r}")
+        if busy_timeout < 0:
+            raise ValueError(f"busy_timeout must be >= 0 seconds, not {busy_timeout!r}")
+        self._path = os.fspath(path)
+        self._synchronous = synchronous
+        self._busy_timeout = busy_timeout
+        # Invariant: _conn is only touched by a thread holding _lock; None before first use
+        # and after close.
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._conn is not None else "unopened"
+        return f"<SqliteStore {self._path!r} {state}>"
+
+    async def __aenter__(self) -> SqliteStore:
+        await self._run(_nothing)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def append_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        expected_head: str | None,
+        new_interrupts: Sequence[InterruptRecord] = (),
+        resolutions: Sequence[Resolution] = (),
+    ) -> None:
+        """Commit a checkpoint, its new interrupts and resolutions in one transaction.
+
+        One ``BEGIN IMMEDIATE`` transaction: compare-and-set the head, resolve, insert. See
+        `Store.append_checkpoint` for the rules and errors.
+        """
+        check_append_args(record, new_interrupts, resolutions)
+        await self._run(lambda c: _append(c, record, expected_head, new_interrupts, resolutions))
+
+    async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
+        """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        if id is None:
+            return await self._run(lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, (thread,)))
+        return await self._run(lambda c: _one(c, sql.SELECT_CHECKPOINT, (id, thread)))
+
+    async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
+
+    async def list_checkpoints(
+        self, thread: str, *, before_seq: int | None = None, limit: int = 50
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        before = 2**63 - 1 if before_seq is None else before_seq
+        params = (thread, before, max(limit, 0))
+        return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
+
+    async def get_thread(self, thread: str) -> ThreadRecord | None:
+        """Return the thread's head record, or None if the thread does not exist."""
+        row = await self._run(lambda c: c.execute(sql.SELECT_THREAD, (thread,)).fetchone())
+        return None if row is None else sql.thread_from_row(row)
+
+    async def get_interrupt(self, id: str) -> InterruptRecord | None:
+        """Return one interrupt by id, or None."""
+        row = await self._run(lambda c: c.execute(sql.SELECT_INTERRUPT, (id,)).fetchone())
+        return None if row is None else sql.interrupt_from_row(row)
+
+    async def pending(
+        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+    ) -> list[InterruptRecord]:
+        """Return pending interrupts, oldest first (ties in insertion order), through an index."""
+        query: str
+        params: tuple[object, ...]
+        if thread is None and key is None:
+            query, params = sql.PENDING_ALL, (max(limit, 0),)
+        elif key is None:
+            query, params = sql.PENDING_BY_THREAD, (thread, max(limit, 0))
+        elif thread is None:
+            query, params = sql.PENDING_BY_KEY, (key, max(limit, 0))
+        else:
+            query, params = sql.PENDING_BY_THREAD_AND_KEY, (thread, key, max(limit, 0))
+        rows = await self._run(lambda c: c.execute(query, params).fetchall())
+        return [sql.interrupt_from_row(row) for row in rows]
+
+    async def delete_thread(self, thread: str) -> None:
+        """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
+        await self._run(lambda c: _delete(c, thread))
+
+    async def close(self) -> None:
+        """Close the connection; SQLite then folds the WAL into the file. Idempotent."""
+        with anyio.CancelScope(shield=True):  # a cancelled caller still releases the file
+            await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            try:
+                conn.close()
+            except sqlite3.Error as exc:
+                raise StoreError(f"closing SQLite database {self._path!r} failed: {exc}") from exc
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the connection in a worker thread, retrying while the file is busy."""
+        deadline = time.monotonic() + self._busy_timeout
+        attempt = 1
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(self._call, fn)
+            except _Busy as busy:
+                left = deadline - time.monotonic()
+                if attempt >= _MAX_ATTEMPTS or left <= 0:
+                    raise StoreError(
+                        f"SQLite database {self._path!r} stayed locked by another connection for "
+                        f"{self._busy_timeout:g}s ({attempt} attempts): {busy.__cause__}. Another "
+                        "process holds a long write transaction; shorten it or raise "
+                        "SqliteStore(busy_timeout=...)"
+                    ) from busy.__cause__
+            backoff = min(_MAX_BACKOFF, _FIRST_BACKOFF * 2**attempt)
+            await anyio.sleep(min(left, random.uniform(0, backoff)))
+            attempt += 1
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` under the lock, opening the database first if needed (worker thread)."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"SqliteStore {self._path!r} was closed; create a new one")
+            try:
+                conn = self._conn
+                if conn is None:
+                    conn = self._conn = self._open()
+                return fn(conn)
+            except sqlite3.Error as exc:
+                if _is_busy(exc):
+                    raise _Busy from exc
+                raise self._translate(exc) from exc
+            except sql.SchemaMismatch as exc:
+                raise StoreError(f"cannot use {self._path!r} as an interlock store: {exc}") from exc
+
+    def _open(self) -> sqlite3.Connection:
+        if self._path != ":memory:":
+            try:
+                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the directory of SQLite database {self._path!r}: {exc}"
+                ) from exc
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            check_same_thread=False,  # guarded by self._lock instead
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            sql.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        message = str(exc)
+        if "not a database" in message or "malformed" in message:
+            return StoreError(
+                f"{self._path!r} is not a SQLite database or is corrupted ({message}); "
+                "point SqliteStore at a new file, or restore this one from a backup"
+            )
+        if isinstance(exc, sqlite3.OperationalError) and "unable to open" in message:
+            return StoreError(
+                f"cannot open SQLite database {self._path!r} ({message}); check that the "
+                "directory exists and is writable"
+            )
+        return StoreError(f"SQLite database {self._path!r} failed: {type(exc).__name__}: {message}")
+
+
+class _Busy(Exception):
+    """The database was locked; the operation may be retried (the sqlite3 error is the cause)."""
+
+
+class _UnknownTarget(Exception):
+    def __init__(self, interrupt_id: str) -> None:
+        self.interrupt_id = interrupt_id
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    """Run the body in a ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+def _append(
+    conn: sqlite3.Connection,
+    record: CheckpointRecord,
+    expected_head: str | None,
+    new_interrupts: Sequence[InterruptRecord],
+    resolutions: Sequence[Resolution],
+) -> None:
+    thread = record.thread
+    params: tuple[object, ...]
+    try:
+        with _write(conn):
+            # 1. Compare-and-set the head; a no-op statement means the head was not expected.
+            new = (record.id, record.seq, record.status, record.created_at)
+            if expected_head is None:
+                params = (thread, *new)
+                moved = record.seq == 1 and _changed(conn, sql.INSERT_THREAD, params)
+            else:
+                params = (*new, thread, expected_head, record.seq - 1)
+                moved = _changed(conn, sql.MOVE_HEAD, params)
+            if not moved:
+                head = conn.execute(sql.SELECT_HEAD, (thread,)).fetchone()
+                raise head_mismatch(record, expected_head, head) or ThreadBusy(thread)
+            # 2. Resolutions, each a compare-and-set out of pending.
+            for res in resolutions:
+                params = (res.status, res.resolved_at, res.resolution, res.id, thread)
+                if not _changed(conn, sql.RESOLVE, params):
+                    found = conn.execute(sql.SELECT_INTERRUPT_STATUS, (res.id, thread)).fetchone()
+                    if found is None:
+                        raise _UnknownTarget(res.id)
+                    raise InterruptAlreadyResolved(res.id, status=found[0])
+            # 3. The new rows.
+            try:
+                conn.execute(sql.INSERT_CHECKPOINT, sql.checkpoint_row(record))
+                if new_interrupts:
+                    conn.executemany(sql.INSERT_INTERRUPT, map(sql.interrupt_row, new_interrupts))
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
+                    "checkpoint and interrupt ids must be unique across the store"
+                ) from exc
+    except _UnknownTarget as unknown:
+        # Rolled back by now, so this lists what is really pending.
+        pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
+        raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+
+
+def _delete(conn: sqlite3.Connection, thread: str) -> None:
+    with _write(conn):
+        for statement in sql.DELETE_THREAD:
+            conn.execute(statement, (thread,))
+
+
+def _changed(conn: sqlite3.Connection, statement: str, params: tuple[object, ...]) -> bool:
+    return conn.execute(statement, params).rowcount > 0
+
+
+def _one(
+    conn: sqlite3.Connection, query: str, params: tuple[object, ...]
+) -> CheckpointRecord | None:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else sql.checkpoint_from_row(row)
+
+
+def _many(
+    conn: sqlite3.Connection, query: str, params: tuple[object, ...]
+) -> list[CheckpointRecord]:
+    return [sql.checkpoint_from_row(row) for row in conn.execute(query, params)]

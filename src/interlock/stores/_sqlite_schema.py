@@ -1,0 +1,318 @@
+"""The SQLite schema of `SqliteStore`, its migrations and the SQL it runs.
+
+The schema version lives in ``PRAGMA user_version``; ``PRAGMA application_id`` marks the file
+as interlock's so that a store never migrates somebody else's database. To change the schema,
+append a step to `MIGRATIONS`: the step at index ``i`` takes a database from version ``i`` to
+``i + 1`` and runs inside the migration transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Final
+
+from ._base import CheckpointRecord, InterruptRecord, ThreadRecord
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
+
+APPLICATION_ID: Final = 0x494C4B31
+"""``PRAGMA application_id`` of an interlock database (ASCII ``ILK1``)."""
+
+_V1: Final = (
+    # Small rows looked up by key only: no rowid needed.
+    """
+    CREATE TABLE threads (
+        thread     TEXT PRIMARY KEY,
+        head_id    TEXT NOT NULL,
+        head_seq   INTEGER NOT NULL,
+        status     TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID
+    """,
+    # A rowid table, not WITHOUT ROWID: bodies are large rows, which SQLite advises against
+    # clustering. Measured with 20 interleaved threads, the rowid table appended 4 kB bodies
+    # ~30% faster, looked up heads and ids faster and made a 5-12% smaller file; clustering
+    # won only on range reads of 500 B bodies.
+    """
+    CREATE TABLE checkpoints (
+        thread     TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        id         TEXT NOT NULL UNIQUE,
+        parent_id  TEXT,
+        step       INTEGER NOT NULL,
+        base_seq   INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        source     TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        body       BLOB NOT NULL,
+        PRIMARY KEY (thread, seq)
+    )
+    """,
+    # A rowid table: the rowid is the insertion order that breaks created_at ties.
+    """
+    CREATE TABLE interrupts (
+        id            TEXT PRIMARY KEY,
+        thread        TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        key           TEXT,
+        address       TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        created_at    REAL NOT NULL,
+        deadline      REAL,
+        body          BLOB NOT NULL,
+        resolved_at   REAL,
+        resolution    BLOB
+    )
+    """,
+    # The inbox across threads, and by key: partial, so they hold only pending interrupts.
+    "CREATE INDEX interrupts_pending ON interrupts (created_at) WHERE status = 'pending'",
+    "CREATE INDEX interrupts_pending_key ON interrupts (key, created_at) WHERE status = 'pending'",
+    # Full, not partial: with status as an equality prefix it serves the per-thread inbox in
+    # O(pending of the thread) and also lets delete_thread find resolved interrupts.
+    "CREATE INDEX interrupts_thread ON interrupts (thread, status, created_at)",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+"""``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
+
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+"""The version this code reads and writes."""
+
+
+class SchemaMismatch(Exception):
+    """Raised by `migrate` when the file is not a database this code may use."""
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to `SCHEMA_VERSION` in one ``BEGIN IMMEDIATE`` transaction.
+
+    Safe to run from several processes at once: the version is read again under the write
+    lock, so exactly one of them migrates.
+
+    Returns:
+        The version the database had before.
+
+    Raises:
+        SchemaMismatch: The file belongs to another application or a newer interlock.
+    """
+    found = _user_version(conn)
+    if found == SCHEMA_VERSION:
+        _check_application_id(conn)
+        return found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = _user_version(conn)
+        if found > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"schema version {found} was written by a newer interlock (this one knows up "
+                f"to {SCHEMA_VERSION}); upgrade interlock to open it"
+            )
+        if found == 0:
+            _check_empty(conn)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        else:
+            _check_application_id(conn)
+        for step in MIGRATIONS[found:]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.rollback()
+        raise
+    return found
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _check_application_id(conn: sqlite3.Connection) -> None:
+    (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+    if app_id != APPLICATION_ID:
+        raise SchemaMismatch(
+            f"the database belongs to another application (application_id {app_id:#x}); "
+            "give SqliteStore a file of its own"
+        )
+
+
+def _check_empty(conn: sqlite3.Connection) -> None:
+    (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    if tables:
+        raise SchemaMismatch(
+            "the database already has tables of another application; "
+            "give SqliteStore a file of its own"
+        )
+
+
+# The statements below are reused verbatim so sqlite3's statement cache prepares each once.
+
+CHECKPOINT_COLUMNS: Final = (
+    "thread, seq, id, parent_id, step, base_seq, created_at, source, status, body"
+)
+INTERRUPT_COLUMNS: Final = (
+    "id, thread, checkpoint_id, key, address, kind, status, created_at, deadline, body, "
+    "resolved_at, resolution"
+)
+
+INSERT_THREAD: Final = (
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (thread) DO NOTHING"
+)
+MOVE_HEAD: Final = (
+    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ? "
+    "WHERE thread = ? AND head_id = ? AND head_seq = ?"
+)
+SELECT_HEAD: Final = "SELECT head_id, head_seq FROM threads WHERE thread = ?"
+SELECT_THREAD: Final = (
+    "SELECT thread, head_id, head_seq, status, updated_at FROM threads WHERE thread = ?"
+)
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RESOLVE: Final = (
+    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ? "
+    "WHERE id = ? AND thread = ? AND status = 'pending'"
+)
+SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = ? AND thread = ?"
+INSERT_INTERRUPT: Final = (
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+SELECT_HEAD_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = ?1 AND seq = (SELECT head_seq FROM threads WHERE thread = ?1)"
+)
+SELECT_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
+)
+SELECT_RANGE: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = ? AND seq >= ? AND seq <= ? ORDER BY seq"
+)
+SELECT_PAGE: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+)
+SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ?"
+
+# One statement per filter combination, each answered by one index in created_at order
+# (rowid, the index's hidden last column, breaks ties).
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts INDEXED BY {{index}} WHERE {{where}}"
+PENDING_ALL: Final = _PENDING.format(
+    index="interrupts_pending",
+    where="status = 'pending' ORDER BY created_at, rowid LIMIT ?",
+)
+PENDING_BY_THREAD: Final = _PENDING.format(
+    index="interrupts_thread",
+    where="thread = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?",
+)
+PENDING_BY_KEY: Final = _PENDING.format(
+    index="interrupts_pending_key",
+    where="key = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?",
+)
+PENDING_BY_THREAD_AND_KEY: Final = _PENDING.format(
+    index="interrupts_thread",
+    where="thread = ? AND status = 'pending' AND key = ? ORDER BY created_at, rowid LIMIT ?",
+)
+PENDING_IDS_OF_THREAD: Final = (
+    "SELECT id FROM interrupts INDEXED BY interrupts_thread "
+    "WHERE thread = ? AND status = 'pending' ORDER BY created_at, rowid"
+)
+
+DELETE_THREAD: Final = (
+    "DELETE FROM interrupts WHERE thread = ?1",
+    "DELETE FROM checkpoints WHERE thread = ?1",
+    "DELETE FROM threads WHERE thread = ?1",
+)
+
+
+# Records to rows and back; the column order is CHECKPOINT_COLUMNS / INTERRUPT_COLUMNS.
+
+
+def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
+    return (
+        r.thread,
+        r.seq,
+        r.id,
+        r.parent_id,
+        r.step,
+        r.base_seq,
+        r.created_at,
+        r.source,
+        r.status,
+        r.body,
+    )
+
+
+def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
+    return (
+        r.id,
+        r.thread,
+        r.checkpoint_id,
+        r.key,
+        r.address,
+        r.kind,
+        r.status,
+        r.created_at,
+        r.deadline,
+        r.body,
+        r.resolved_at,
+        r.resolution,
+    )
+
+
+def checkpoint_from_row(row: Any) -> CheckpointRecord:
+    thread, seq, id, parent_id, step, base_seq, created_at, source, status, body = row
+    return CheckpointRecord(
+        thread=thread,
+        id=id,
+        parent_id=parent_id,
+        seq=seq,
+        step=step,
+        base_seq=base_seq,
+        created_at=created_at,
+        source=source,
+        status=status,
+        body=body,
+    )
+
+
+def interrupt_from_row(row: Any) -> InterruptRecord:
+    (
+        id,
+        thread,
+        checkpoint_id,
+        key,
+        address,
+        kind,
+        status,
+        created_at,
+        deadline,
+        body,
+        resolved_at,
+        resolution,
+    ) = row
+    return InterruptRecord(
+        id=id,
+        thread=thread,
+        checkpoint_id=checkpoint_id,
+        key=key,
+        address=address,
+        kind=kind,
+        status=status,
+        created_at=created_at,
+        deadline=deadline,
+        body=body,
+        resolved_at=resolved_at,
+        resolution=resolution,
+    )
+
+
+def thread_from_row(row: Any) -> ThreadRecord:
+    thread, head_id, head_seq, status, updated_at = row
+    return ThreadRecord(
+        thread=thread, head_id=head_id, head_seq=head_seq, status=status, updated_at=updated_at
+    )

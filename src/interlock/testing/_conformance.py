@@ -1,0 +1,558 @@
+"""`StoreConformance`: the tests every `Store` backend must pass."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import anyio
+import pytest
+
+from .._errors import (
+    InterruptAlreadyResolved,
+    StoreClosed,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
+from ..stores._base import (
+    CheckpointRecord,
+    CheckpointStatus,
+    InterruptRecord,
+    InterruptStatus,
+    Resolution,
+    Store,
+    ThreadRecord,
+)
+
+__all__ = ["StoreConformance"]
+
+_T0 = 1_700_000_000.25
+_EVERYTHING = 10**6
+
+
+def _checkpoint(
+    thread: str,
+    seq: int,
+    *,
+    id: str | None = None,
+    parent_id: str | None = None,
+    status: CheckpointStatus = "ready",
+    body: bytes | None = None,
+) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread=thread,
+        id=id or f"{thread}.{seq:04d}",
+        parent_id=parent_id or (f"{thread}.{seq - 1:04d}" if seq > 1 else None),
+        seq=seq,
+        step=seq - 2,
+        base_seq=seq - (seq - 1) % 4,
+        created_at=_T0 + seq,
+        source="input" if seq == 1 else "loop",
+        status=status,
+        body=f"body of {thread} #{seq}".encode() if body is None else body,
+    )
+
+
+def _interrupt(
+    id: str,
+    at: CheckpointRecord,
+    *,
+    key: str | None = None,
+    created_at: float | None = None,
+    deadline: float | None = None,
+) -> InterruptRecord:
+    return InterruptRecord(
+        id=id,
+        thread=at.thread,
+        checkpoint_id=at.id,
+        key=key,
+        address=f"node:review/tool:{id}",
+        kind="dynamic",
+        status="pending",
+        created_at=at.created_at if created_at is None else created_at,
+        deadline=deadline,
+        body=f"interrupt {id}".encode(),
+    )
+
+
+def _resolve(
+    id: str, status: InterruptStatus = "resolved", value: bytes | None = b"ok"
+) -> Resolution:
+    return Resolution(id=id, status=status, resolved_at=_T0 + 10_000, resolution=value)
+
+
+async def _grow(
+    store: Store, thread: str, n: int, *, interrupts: Sequence[str] = ()
+) -> list[CheckpointRecord]:
+    """Append ``n`` checkpoints to the thread; the first of them raises ``interrupts``."""
+    head = await store.get_thread(thread)
+    seq, expected = (0, None) if head is None else (head.head_seq, head.head_id)
+    written: list[CheckpointRecord] = []
+    for _ in range(n):
+        seq += 1
+        record = _checkpoint(thread, seq, parent_id=expected)
+        new = [_interrupt(i, record) for i in interrupts] if not written else []
+        await store.append_checkpoint(record, expected_head=expected, new_interrupts=new)
+        written.append(record)
+        expected = record.id
+    return written
+
+
+async def _snapshot(store: Store, threads: Sequence[str], interrupts: Sequence[str]) -> object:
+    """Everything the store says about these threads and interrupts."""
+    return (
+        [await store.get_thread(t) for t in threads],
+        [await store.checkpoint_range(t, lo=1, hi=_EVERYTHING) for t in threads],
+        [await store.get_interrupt(i) for i in interrupts],
+        await store.pending(limit=_EVERYTHING),
+    )
+
+
+class StoreConformance:
+    """Tests that check a `Store` keeps every clause of the protocol.
+
+    Subclass it in a test module and provide one fixture, ``store``, that yields a fresh, empty
+    store and closes it afterwards::
+
+        class TestMyStore(StoreConformance):
+            @pytest.fixture
+            async def store(self, tmp_path):
+                my_store = MyStore(tmp_path / "db")
+                yield my_store
+                await my_store.close()
+
+    The tests are marked ``anyio`` and run under anyio's pytest plugin: on asyncio unless an
+    ``anyio_backend`` fixture of yours says otherwise.
+    """
+
+    pytestmark = pytest.mark.anyio
+
+    # Appending and reading back
+
+    async def test_is_a_store(self, store: Store) -> None:
+        assert isinstance(store, Store)
+
+    async def test_empty_store_has_nothing(self, store: Store) -> None:
+        assert await store.get_thread("t") is None
+        assert await store.get_checkpoint("t") is None
+        assert await store.get_checkpoint("t", "t.0001") is None
+        assert await store.checkpoint_range("t", lo=1, hi=10) == []
+        assert await store.list_checkpoints("t") == []
+        assert await store.get_interrupt("i") is None
+        assert await store.pending() == []
+
+    async def test_append_then_read_head_thread_and_by_id(self, store: Store) -> None:
+        first, second, third = await _grow(store, "t", 3)
+        assert await store.get_checkpoint("t") == third
+        assert await store.get_checkpoint("t", first.id) == first
+        assert await store.get_checkpoint("t", second.id) == second
+        assert await store.get_thread("t") == ThreadRecord(
+            thread="t", head_id=third.id, head_seq=3, status="ready", updated_at=third.created_at
+        )
+
+    async def test_checkpoint_of_another_thread_is_absent(self, store: Store) -> None:
+        (a,) = await _grow(store, "a", 1)
+        await _grow(store, "b", 1)
+        assert await store.get_checkpoint("b", a.id) is None
+        assert await store.get_checkpoint("a", "no-such-id") is None
+
+    async def test_unusual_values_round_trip(self, store: Store) -> None:
+        thread = "thread/ünïcode ✓ 'quoted'"
+        first = _checkpoint(thread, 1, id="id ✓ 1", body=b"")
+        second = _checkpoint(
+            thread, 2, id="id ✓ 2", parent_id=first.id, status="failed", body=bytes(range(256)) * 4
+        )
+        big = _checkpoint(thread, 3, id="id ✓ 3", parent_id=second.id, body=b"\0x" * 500_000)
+        raised = _interrupt("i ✓", second, key="ключ", deadline=_T0 + 0.125)
+        plain = _interrupt("plain", second)
+        await store.append_checkpoint(first, expected_head=None)
+        await store.append_checkpoint(
+            second, expected_head=first.id, new_interrupts=[raised, plain]
+        )
+        await store.append_checkpoint(
+            big,
+            expected_head=second.id,
+            resolutions=[_resolve(raised.id, value=b"\0\xff"), _resolve(plain.id, value=None)],
+        )
+        assert await store.checkpoint_range(thread, lo=1, hi=3) == [first, second, big]
+        resolved = await store.get_interrupt(raised.id)
+        assert resolved == dataclasses.replace(
+            raised, status="resolved", resolved_at=_T0 + 10_000, resolution=b"\0\xff"
+        )
+        got_plain = await store.get_interrupt(plain.id)
+        assert got_plain is not None
+        assert got_plain.resolution is None
+        assert got_plain.status == "resolved"
+
+    # Reading history
+
+    async def test_checkpoint_range_bounds(self, store: Store) -> None:
+        written = await _grow(store, "t", 10)
+
+        async def seqs(lo: int, hi: int) -> list[int]:
+            return [c.seq for c in await store.checkpoint_range("t", lo=lo, hi=hi)]
+
+        assert await store.checkpoint_range("t", lo=1, hi=10) == written
+        assert await seqs(3, 5) == [3, 4, 5]
+        assert await seqs(5, 5) == [5]
+        assert await seqs(6, 5) == []
+        assert await seqs(0, 2) == [1, 2]
+        assert await seqs(9, 100) == [9, 10]
+        assert await seqs(11, 20) == []
+        assert await store.checkpoint_range("other", lo=1, hi=10) == []
+
+    async def test_list_checkpoints_pages_newest_first(self, store: Store) -> None:
+        written = await _grow(store, "t", 250)
+        await _grow(store, "other", 3)
+        pages: list[list[CheckpointRecord]] = []
+        before: int | None = None
+        while page := await store.list_checkpoints("t", before_seq=before, limit=50):
+            pages.append(page)
+            before = page[-1].seq
+        assert [len(p) for p in pages] == [50] * 5
+        assert [c for p in pages for c in p] == written[::-1]
+        assert [c.seq for c in await store.list_checkpoints("t")] == list(range(250, 200, -1))
+        assert [c.seq for c in await store.list_checkpoints("t", before_seq=4)] == [3, 2, 1]
+        assert [c.seq for c in await store.list_checkpoints("t", limit=2)] == [250, 249]
+        assert await store.list_checkpoints("t", before_seq=1) == []
+        assert await store.list_checkpoints("t", limit=0) == []
+
+    # Compare-and-set on the head
+
+    async def test_wrong_expected_head_changes_nothing(self, store: Store) -> None:
+        first, _, third = await _grow(store, "t", 3, interrupts=["i1"])
+        before = await _snapshot(store, ["t"], ["i1", "new"])
+        stale = _checkpoint("t", 4, id="stale", parent_id=first.id)
+        with pytest.raises(ThreadBusy) as caught:
+            await store.append_checkpoint(
+                stale,
+                expected_head=first.id,
+                new_interrupts=[_interrupt("new", stale)],
+                resolutions=[_resolve("i1")],
+            )
+        assert caught.value.thread == "t"
+        assert await _snapshot(store, ["t"], ["i1", "new"]) == before
+        assert await store.get_checkpoint("t", "stale") is None
+        assert (await store.get_checkpoint("t")) == third
+
+    async def test_new_thread_that_exists_is_busy(self, store: Store) -> None:
+        await _grow(store, "t", 2)
+        before = await _snapshot(store, ["t"], [])
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(_checkpoint("t", 1, id="again"), expected_head=None)
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(_checkpoint("t", 3, id="again"), expected_head=None)
+        assert await _snapshot(store, ["t"], []) == before
+
+    async def test_expected_head_of_missing_thread_is_busy(self, store: Store) -> None:
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(_checkpoint("t", 1), expected_head="t.0000")
+        assert await _snapshot(store, ["t"], []) == ([None], [[]], [], [])
+
+    async def test_wrong_seq_is_busy(self, store: Store) -> None:
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(_checkpoint("new", 2), expected_head=None)
+        assert await store.get_thread("new") is None
+        _, second = await _grow(store, "t", 2)
+        before = await _snapshot(store, ["t"], [])
+        for seq in (1, 2, 4, 0):
+            record = _checkpoint("t", seq, id=f"bad{seq}", parent_id=second.id)
+            with pytest.raises(ThreadBusy):
+                await store.append_checkpoint(record, expected_head=second.id)
+        assert await _snapshot(store, ["t"], []) == before
+
+    # Resolutions
+
+    async def test_resolution_moves_interrupt_out_of_pending(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a", "b"])
+        second = _checkpoint("t", 2, status="interrupted")
+        await store.append_checkpoint(
+            second, expected_head=first.id, resolutions=[_resolve("a", value=b"yes")]
+        )
+        a = await store.get_interrupt("a")
+        assert a is not None
+        assert (a.status, a.resolved_at, a.resolution) == ("resolved", _T0 + 10_000, b"yes")
+        assert await store.get_interrupt("b") == _interrupt("b", first)
+        assert [i.id for i in await store.pending(thread="t")] == ["b"]
+        assert [i.id for i in await store.pending()] == ["b"]
+        thread = await store.get_thread("t")
+        assert thread is not None
+        assert (thread.head_id, thread.status) == (second.id, "interrupted")
+
+    async def test_second_resolution_is_refused_with_the_status(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a"])
+        second = _checkpoint("t", 2)
+        await store.append_checkpoint(
+            second, expected_head=first.id, resolutions=[_resolve("a", "expired")]
+        )
+        before = await _snapshot(store, ["t"], ["a"])
+        with pytest.raises(InterruptAlreadyResolved) as caught:
+            await store.append_checkpoint(
+                _checkpoint("t", 3), expected_head=second.id, resolutions=[_resolve("a")]
+            )
+        assert (caught.value.interrupt_id, caught.value.status) == ("a", "expired")
+        assert await _snapshot(store, ["t"], ["a"]) == before
+
+    async def test_unknown_interrupt_lists_the_pending_ones(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a", "b"])
+        await _grow(store, "other", 1, interrupts=["elsewhere"])
+        before = await _snapshot(store, ["t", "other"], ["a", "b", "elsewhere"])
+        for target in ("ghost", "elsewhere"):
+            with pytest.raises(UnknownInterrupt) as caught:
+                await store.append_checkpoint(
+                    _checkpoint("t", 2), expected_head=first.id, resolutions=[_resolve(target)]
+                )
+            assert caught.value.target == target
+            assert caught.value.thread == "t"
+            assert caught.value.pending == ("a", "b")
+        assert await _snapshot(store, ["t", "other"], ["a", "b", "elsewhere"]) == before
+
+    async def test_one_bad_resolution_rolls_back_the_whole_append(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a", "b", "done"])
+        second = _checkpoint("t", 2)
+        await store.append_checkpoint(
+            second, expected_head=first.id, resolutions=[_resolve("done", "cancelled")]
+        )
+        ids = ["a", "b", "done", "c"]
+        before = await _snapshot(store, ["t"], ids)
+        third = _checkpoint("t", 3)
+        attempts: list[tuple[type[Exception], list[Resolution]]] = [
+            (UnknownInterrupt, [_resolve("a"), _resolve("ghost")]),
+            (InterruptAlreadyResolved, [_resolve("a"), _resolve("done")]),
+            (InterruptAlreadyResolved, [_resolve("b"), _resolve("a"), _resolve("b")]),
+        ]
+        for error, resolutions in attempts:
+            with pytest.raises(error):
+                await store.append_checkpoint(
+                    third,
+                    expected_head=second.id,
+                    new_interrupts=[_interrupt("c", third)],
+                    resolutions=resolutions,
+                )
+            assert await _snapshot(store, ["t"], ids) == before
+        assert await store.get_checkpoint("t", third.id) is None
+
+    async def test_head_is_checked_before_resolutions(self, store: Store) -> None:
+        first, _ = await _grow(store, "t", 2, interrupts=["a"])
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(
+                _checkpoint("t", 3), expected_head=first.id, resolutions=[_resolve("ghost")]
+            )
+
+    async def test_contradictory_arguments_are_refused(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a"])
+        second = _checkpoint("t", 2)
+        before = await _snapshot(store, ["t"], ["a", "x"])
+        with pytest.raises(ValueError, match="pending"):
+            await store.append_checkpoint(
+                second, expected_head=first.id, resolutions=[_resolve("a", "pending")]
+            )
+        with pytest.raises(ValueError, match="belong"):
+            await store.append_checkpoint(
+                second, expected_head=first.id, new_interrupts=[_interrupt("x", first)]
+            )
+        assert await _snapshot(store, ["t"], ["a", "x"]) == before
+
+    async def test_reused_ids_are_refused(self, store: Store) -> None:
+        (taken,) = await _grow(store, "a", 1, interrupts=["i"])
+        (first,) = await _grow(store, "t", 1)
+        before = await _snapshot(store, ["a", "t"], ["i", "j"])
+        reused = _checkpoint("t", 2, id=taken.id)
+        with pytest.raises(StoreError):
+            await store.append_checkpoint(reused, expected_head=first.id)
+        second = _checkpoint("t", 2)
+        for new in (["i"], ["j", "j"]):
+            with pytest.raises(StoreError):
+                await store.append_checkpoint(
+                    second,
+                    expected_head=first.id,
+                    new_interrupts=[_interrupt(i, second) for i in new],
+                )
+        assert await _snapshot(store, ["a", "t"], ["i", "j"]) == before
+
+    # The inbox
+
+    async def test_pending_is_oldest_first_and_filters(self, store: Store) -> None:
+        a1 = _checkpoint("a", 1)
+        b1 = _checkpoint("b", 1)
+        await store.append_checkpoint(
+            a1,
+            expected_head=None,
+            new_interrupts=[
+                _interrupt("a-late", a1, key="k", created_at=_T0 + 50),
+                _interrupt("a-early", a1, created_at=_T0 + 10),
+            ],
+        )
+        await store.append_checkpoint(
+            b1,
+            expected_head=None,
+            new_interrupts=[
+                _interrupt("b-first", b1, key="k", created_at=_T0 + 5),
+                _interrupt("b-mid", b1, key="other", created_at=_T0 + 30),
+            ],
+        )
+
+        async def ids(
+            thread: str | None = None, key: str | None = None, limit: int = 100
+        ) -> list[str]:
+            return [i.id for i in await store.pending(thread=thread, key=key, limit=limit)]
+
+        assert await ids() == ["b-first", "a-early", "b-mid", "a-late"]
+        assert await ids(limit=2) == ["b-first", "a-early"]
+        assert await ids(limit=0) == []
+        assert await ids(thread="a") == ["a-early", "a-late"]
+        assert await ids(thread="a", limit=1) == ["a-early"]
+        assert await ids(key="k") == ["b-first", "a-late"]
+        assert await ids(key="k", limit=1) == ["b-first"]
+        assert await ids(thread="a", key="k") == ["a-late"]
+        assert await ids(thread="b", key="nope") == []
+        assert await ids(thread="nope") == []
+        assert await store.pending(thread="a", key="k") == [
+            _interrupt("a-late", a1, key="k", created_at=_T0 + 50)
+        ]
+
+    async def test_pending_ties_keep_append_order(self, store: Store) -> None:
+        order = ["m", "c", "x", "a", "q"]
+        await _grow(store, "t", 1, interrupts=order[:3])
+        await _grow(store, "u", 1, interrupts=order[3:])  # same created_at as thread t's
+        assert [i.id for i in await store.pending()] == order
+
+    async def test_resolved_interrupts_leave_the_inbox(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a", "b", "c"])
+        second = _checkpoint("t", 2)
+        await store.append_checkpoint(
+            second,
+            expected_head=first.id,
+            resolutions=[_resolve("a"), _resolve("c", "expired", None)],
+        )
+        assert [i.id for i in await store.pending()] == ["b"]
+        assert [i.id for i in await store.pending(thread="t")] == ["b"]
+        await store.append_checkpoint(
+            _checkpoint("t", 3), expected_head=second.id, resolutions=[_resolve("b", "cancelled")]
+        )
+        assert await store.pending() == []
+        assert await store.pending(thread="t") == []
+
+    # Deleting
+
+    async def test_delete_thread_removes_everything_of_it(self, store: Store) -> None:
+        first, second, third = await _grow(store, "t", 3, interrupts=["a", "b"])
+        await store.append_checkpoint(
+            _checkpoint("t", 4), expected_head=third.id, resolutions=[_resolve("a")]
+        )
+        kept = await _grow(store, "u", 2, interrupts=["u-i"])
+        await store.delete_thread("t")
+        assert await store.get_thread("t") is None
+        assert await store.checkpoint_range("t", lo=1, hi=9) == []
+        assert await store.get_interrupt("a") is None
+        assert await store.get_interrupt("b") is None
+        assert await store.get_checkpoint("t", second.id) is None
+        assert await store.list_checkpoints("t") == []
+        assert await store.pending(thread="t") == []
+        assert await store.checkpoint_range("u", lo=1, hi=9) == kept
+        assert [i.id for i in await store.pending()] == ["u-i"]
+        await store.delete_thread("t")
+        await store.delete_thread("never")
+        # The thread and its ids are free again.
+        assert await _grow(store, "t", 1, interrupts=["a"]) == [first]
+
+    # Closing
+
+    async def test_close_is_idempotent_and_later_calls_raise(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1)
+        await store.close()
+        await store.close()
+        with pytest.raises(StoreClosed):
+            await store.append_checkpoint(_checkpoint("t", 2), expected_head=first.id)
+        with pytest.raises(StoreClosed):
+            await store.get_checkpoint("t")
+        with pytest.raises(StoreClosed):
+            await store.get_checkpoint("t", first.id)
+        with pytest.raises(StoreClosed):
+            await store.checkpoint_range("t", lo=1, hi=1)
+        with pytest.raises(StoreClosed):
+            await store.list_checkpoints("t")
+        with pytest.raises(StoreClosed):
+            await store.get_thread("t")
+        with pytest.raises(StoreClosed):
+            await store.get_interrupt("i")
+        with pytest.raises(StoreClosed):
+            await store.pending()
+        with pytest.raises(StoreClosed):
+            await store.delete_thread("t")
+
+    # Concurrency
+
+    async def test_exactly_one_writer_wins_per_head(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1)
+        go = anyio.Event()
+        won: list[str] = []
+        lost: list[str] = []
+
+        async def writer(name: str) -> None:
+            await go.wait()
+            record = _checkpoint("t", 2, id=name, parent_id=first.id)
+            try:
+                await store.append_checkpoint(record, expected_head=first.id)
+            except ThreadBusy:
+                lost.append(name)
+            else:
+                won.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                tg.start_soon(writer, f"w{n}")
+            go.set()
+        assert len(won) == 1
+        assert len(lost) == 19
+        head = await store.get_thread("t")
+        assert head is not None
+        assert (head.head_id, head.head_seq) == (won[0], 2)
+
+    async def test_concurrent_writers_build_one_unbroken_chain(self, store: Store) -> None:
+        await _grow(store, "t", 1)
+        wins: list[str] = []
+
+        async def writer(name: str, count: int) -> None:
+            for n in range(count):
+                while True:
+                    head = await store.get_thread("t")
+                    assert head is not None
+                    mine = f"{name}.{n}"
+                    record = _checkpoint("t", head.head_seq + 1, id=mine, parent_id=head.head_id)
+                    try:
+                        await store.append_checkpoint(record, expected_head=head.head_id)
+                    except ThreadBusy:
+                        continue
+                    wins.append(mine)
+                    break
+
+        async with anyio.create_task_group() as tg:
+            for w in range(8):
+                tg.start_soon(writer, f"w{w}", 10)
+        chain = await store.checkpoint_range("t", lo=1, hi=_EVERYTHING)
+        assert [c.seq for c in chain] == list(range(1, 82))
+        assert all(c.parent_id == p.id for p, c in itertools.pairwise(chain))
+        assert sorted(c.id for c in chain[1:]) == sorted(wins)
+
+    async def test_cancelled_append_is_all_or_nothing(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a"])
+        second = _checkpoint("t", 2)
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await store.append_checkpoint(
+                second,
+                expected_head=first.id,
+                new_interrupts=[_interrupt("b", second)],
+                resolutions=[_resolve("a")],
+            )
+        head = await store.get_thread("t")
+        assert head is not None
+        written = head.head_id == second.id
+        assert (await store.get_checkpoint("t", second.id) is not None) == written
+        assert (await store.get_interrupt("b") is not None) == written
+        assert [i.id for i in await store.pending()] == (["b"] if written else ["a"])
+        # Whatever happened, the store goes on from its real head.
+        await _grow(store, "t", 1)

@@ -1,0 +1,192 @@
+"""Checkpoints on disk: another process resumes, deltas stay small, damage is detected."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from interlock import (
+    START,
+    CheckpointCorrupt,
+    Graph,
+    SqliteStore,
+    Store,
+    UnregisteredType,
+    append,
+    interrupt,
+)
+from interlock.stores import CheckpointRecord
+
+pytestmark = pytest.mark.anyio
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[dict[str, str]], append]
+
+
+async def test_chat_thread_file_stays_within_3x_raw_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    store = SqliteStore(path)
+    g = Graph(Chat)
+    turn = 0
+
+    def reply(s: Chat) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": f"{turn:04d}" + "a" * 1020}]}
+
+    g.add_node("reply", reply).add_edge(START, "reply")
+    app = g.compile(store=store)
+    raw = 0
+    for turn in range(300):
+        user = {"role": "user", "content": f"{turn:04d}" + "u" * 1020}
+        await app.run({"messages": [user]}, thread="chat")
+        raw += 2 * 1024
+    state = await app.get_state("chat")
+    assert len(state.values["messages"]) == 600
+    assert state.values["messages"][-1]["content"].startswith("0299")
+    await store.close()
+    size = path.stat().st_size
+    assert size <= 3 * raw, f"database is {size} bytes for {raw} raw bytes ({size / raw:.2f}x)"
+
+
+@dataclasses.dataclass
+class Opaque:
+    secret: str
+
+
+async def test_unregistered_type_in_state_names_the_path(store: Store) -> None:
+    g = Graph(Chat)
+    g.add_node(
+        "bad", lambda s: {"messages": [{"role": "x"}, {"role": "y", "payload": Opaque("s")}]}
+    )
+    g.add_edge(START, "bad")
+    app = g.compile(store=store)
+    with pytest.raises(UnregisteredType) as info:
+        await app.run({"messages": [{"role": "user"}]}, thread="t")
+    assert "state.messages" in str(info.value) and "Opaque" in str(info.value)
+    assert "register" in str(info.value)
+    # The thread stays at its last good checkpoint (the input).
+    assert (await app.get_state("t")).values["messages"] == [{"role": "user"}]
+
+
+async def test_registered_types_round_trip_through_checkpoints(store: Store) -> None:
+    class S(TypedDict, total=False):
+        items: Annotated[list[Opaque], append]
+
+    g = Graph(S)
+    g.add_node("a", lambda s: {"items": [Opaque("x")]})
+    g.add_node("b", lambda s: {"items": [Opaque(interrupt("more?"))]})
+    g.add_edge(START, "a").add_edge("a", "b")
+    app = g.compile(store=store)
+    r = await app.run({}, thread="t")
+    state = await app.get_state("t")
+    assert state.values["items"] == [Opaque("x")]
+    r = await app.resume("t", {r.interrupt().id: "y"})
+    assert r.values["items"] == [Opaque("x"), Opaque("y")]
+
+
+async def test_corrupt_checkpoint_gives_typed_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    store = SqliteStore(path)
+    g = Graph(Chat)
+    g.add_node("a", lambda s: {"messages": [{"role": "a"}]}).add_edge(START, "a")
+    app = g.compile(store=store)
+    await app.run({}, thread="t")
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE checkpoints SET body = ? WHERE seq = 2", (b"\x00garbage",))
+    db.close()
+    store = SqliteStore(path)
+    try:
+        app = g.compile(store=store)
+        with pytest.raises(CheckpointCorrupt, match="thread 't'"):
+            await app.get_state("t")
+    finally:
+        await store.close()
+
+
+async def test_broken_delta_chain_is_reported(store: Store) -> None:
+    g = Graph(Chat)
+    g.add_node("a", lambda s: {"messages": [{"role": "a"}]}).add_edge(START, "a")
+    app = g.compile(store=store)
+    await app.run({}, thread="t")
+    head = await store.get_checkpoint("t")
+    assert head is not None and head.base_seq == 1 and head.seq == 2
+    orphan = dataclasses.replace(head, id="x", seq=3, parent_id="missing")
+    await store.append_checkpoint(orphan, expected_head=head.id)
+    with pytest.raises(CheckpointCorrupt, match="delta chain is broken"):
+        await app.get_state("t")
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from typing import Annotated, TypedDict
+    import anyio
+    from interlock import Graph, SqliteStore, START, END, append, approve
+
+    class S(TypedDict, total=False):
+        log: Annotated[list[str], append]
+        ok: bool
+
+    def build(store):
+        g = Graph(S)
+        g.add_node("agent", lambda s: {"log": ["agent"]})
+        g.add_node("approve", lambda s: {"ok": approve("ship it?", key="ship")})
+        g.add_node("execute", lambda s: {"log": ["executed"]})
+        g.add_edge(START, "agent").add_edge("agent", "approve")
+        g.add_conditional_edges("approve", lambda s: "execute" if s["ok"] else END)
+        return g.compile(store=store)
+
+    async def main(path, mode):
+        store = SqliteStore(path)
+        app = build(store)
+        if mode == "start":
+            r = await app.run({}, thread="order-1")
+        else:
+            r = await app.resume("order-1", {"ship": True})
+        await store.close()
+        print(json.dumps({"status": r.status, "log": r.values.get("log"),
+                          "interrupts": [i.id for i in r.interrupts]}))
+
+    anyio.run(main, sys.argv[1], sys.argv[2])
+    """
+)
+
+
+def test_a_thread_paused_by_one_process_is_resumed_by_another(tmp_path: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    db = str(tmp_path / "shared.db")
+
+    def run(mode: str) -> dict[str, Any]:
+        out = subprocess.run(
+            [sys.executable, str(script), db, mode], capture_output=True, text=True, check=True
+        )
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+    first = run("start")
+    assert first["status"] == "interrupted" and len(first["interrupts"]) == 1
+    second = run("resume")
+    assert second == {"status": "done", "log": ["agent", "executed"], "interrupts": []}
+
+
+async def test_checkpoint_records_hold_parent_links_and_sources(store: Store) -> None:
+    g = Graph(Chat)
+    g.add_node("a", lambda s: {"messages": [{"role": "a"}]})
+    g.add_node("b", lambda s: {"messages": [{"role": interrupt("b?")}]})
+    g.add_edge(START, "a").add_edge("a", "b")
+    app = g.compile(store=store)
+    r = await app.run({}, thread="t")
+    await app.resume("t", {r.interrupt().id: "b"})
+    records: list[CheckpointRecord] = await store.checkpoint_range("t", lo=1, hi=100)
+    assert [r.source for r in records] == ["input", "loop", "loop", "resume", "loop"]
+    assert [r.status for r in records] == ["ready", "ready", "interrupted", "ready", "done"]
+    assert [r.parent_id for r in records[1:]] == [r.id for r in records[:-1]]

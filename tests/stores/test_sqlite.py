@@ -1,0 +1,413 @@
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from interlock._errors import InterruptAlreadyResolved, StoreError, ThreadBusy, UnknownInterrupt
+from interlock.stores import (
+    CheckpointRecord,
+    InterruptRecord,
+    MemoryStore,
+    Resolution,
+    SqliteStore,
+    Store,
+)
+from interlock.stores import _sqlite_schema as schema
+from interlock.testing import StoreConformance
+
+pytestmark = pytest.mark.anyio
+
+
+class TestSqliteStore(StoreConformance):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteStore]:
+        async with SqliteStore(tmp_path / "store.db") as store:
+            yield store
+
+
+def checkpoint(thread: str, seq: int, body: bytes = b"body") -> CheckpointRecord:
+    return CheckpointRecord(
+        thread=thread,
+        id=f"{thread}.{seq}",
+        parent_id=f"{thread}.{seq - 1}" if seq > 1 else None,
+        seq=seq,
+        step=seq - 2,
+        base_seq=1,
+        created_at=1000.0 + seq,
+        source="loop",
+        status="ready",
+        body=body,
+    )
+
+
+def interrupt(id: str, at: CheckpointRecord, key: str | None = None) -> InterruptRecord:
+    return InterruptRecord(
+        id=id,
+        thread=at.thread,
+        checkpoint_id=at.id,
+        key=key,
+        address=f"node:{id}",
+        kind="dynamic",
+        status="pending",
+        created_at=at.created_at,
+        deadline=None,
+        body=b"i",
+    )
+
+
+async def grow(store: SqliteStore, thread: str, n: int, body: bytes = b"body") -> None:
+    for seq in range(1, n + 1):
+        head = None if seq == 1 else f"{thread}.{seq - 1}"
+        await store.append_checkpoint(checkpoint(thread, seq, body), expected_head=head)
+
+
+@contextlib.contextmanager
+def side_connection(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection beside the store's, closed afterwards."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("synchronous", "level"), [("FULL", 2), ("NORMAL", 1), ("OFF", 0)])
+async def test_file_is_wal_with_the_requested_sync(
+    tmp_path: Path, synchronous: str, level: int
+) -> None:
+    async with SqliteStore(tmp_path / "s.db", synchronous=synchronous) as store:  # type: ignore[arg-type]
+        pragmas = await store._run(
+            lambda c: (
+                c.execute("PRAGMA journal_mode").fetchone()[0],
+                c.execute("PRAGMA synchronous").fetchone()[0],
+            )
+        )
+    assert pragmas == ("wal", level)
+
+
+async def test_default_is_full_sync(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "s.db") as store:
+        assert await store._run(lambda c: c.execute("PRAGMA synchronous").fetchone()[0]) == 2
+
+
+async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 1)
+    with side_connection(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 1
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        # migrate() is a no-op on a current database and reports the version it found.
+        assert schema.migrate(conn) == 1
+
+
+async def test_reopened_store_sees_everything(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 3)
+        head = await store.get_checkpoint("t")
+        assert head is not None
+        second = checkpoint("u", 1)
+        await store.append_checkpoint(
+            second, expected_head=None, new_interrupts=[interrupt("i", second, key="k")]
+        )
+        before = (
+            await store.get_thread("t"),
+            await store.checkpoint_range("t", lo=1, hi=9),
+            await store.pending(),
+        )
+    async with SqliteStore(path) as reopened:
+        after = (
+            await reopened.get_thread("t"),
+            await reopened.checkpoint_range("t", lo=1, hi=9),
+            await reopened.pending(),
+        )
+        assert after == before
+        assert [i.id for i in await reopened.pending(key="k")] == ["i"]
+        await reopened.append_checkpoint(checkpoint("t", 4), expected_head=head.id)
+
+
+async def test_file_and_directory_are_created_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "app.db"
+    store = SqliteStore(path)
+    assert repr(store) == f"<SqliteStore {str(path)!r} unopened>"
+    assert not path.parent.exists()
+    assert await store.get_thread("t") is None
+    assert path.exists()
+    assert repr(store) == f"<SqliteStore {str(path)!r} open>"
+    await store.close()
+    assert repr(store) == f"<SqliteStore {str(path)!r} closed>"
+
+
+async def test_close_folds_the_wal_into_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    wal = anyio.Path(f"{path}-wal")
+    store = SqliteStore(path)
+    await grow(store, "t", 200, body=os.urandom(500))
+    assert await wal.exists()
+    await store.close()
+    assert not await wal.exists()
+    assert not await anyio.Path(f"{path}-shm").exists()
+    # About 100 kB of bodies: the file holds them with modest overhead.
+    assert 100_000 < (await anyio.Path(path).stat()).st_size < 250_000
+    with side_connection(path) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("query", "params", "index"),
+    [
+        (schema.PENDING_ALL, (10,), "interrupts_pending"),
+        (schema.PENDING_BY_THREAD, ("t", 10), "interrupts_thread"),
+        (schema.PENDING_BY_KEY, ("k", 10), "interrupts_pending_key"),
+        (schema.PENDING_BY_THREAD_AND_KEY, ("t", "k", 10), "interrupts_thread"),
+        (schema.PENDING_IDS_OF_THREAD, ("t",), "interrupts_thread"),
+    ],
+)
+async def test_pending_queries_read_an_index_in_order(
+    tmp_path: Path, query: str, params: tuple[object, ...], index: str
+) -> None:
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await grow(store, "t", 1)
+    with side_connection(tmp_path / "s.db") as conn:
+        plan = " | ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
+    assert f"USING INDEX {index}" in plan
+    assert "TEMP B-TREE" not in plan  # no sort: rows come out of the index oldest first
+
+
+async def test_inbox_cost_does_not_grow_with_resolved_interrupts(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+
+    def vm_steps(conn: sqlite3.Connection, query: str, params: tuple[object, ...]) -> int:
+        count = 0
+
+        def tick() -> int:
+            nonlocal count
+            count += 1
+            return 0
+
+        conn.set_progress_handler(tick, 1)
+        try:
+            conn.execute(query, params).fetchall()
+        finally:
+            conn.set_progress_handler(None, 1)
+        return count
+
+    def cost() -> list[int]:
+        with side_connection(path) as conn:
+            return [
+                vm_steps(conn, schema.PENDING_ALL, (100,)),
+                vm_steps(conn, schema.PENDING_BY_THREAD, ("t", 100)),
+                vm_steps(conn, schema.PENDING_BY_KEY, ("k", 100)),
+            ]
+
+    async with SqliteStore(path, synchronous="OFF") as store:
+        first = checkpoint("t", 1)
+        few = [interrupt(f"live{n}", first, key="k") for n in range(5)]
+        await store.append_checkpoint(first, expected_head=None, new_interrupts=few)
+        small = cost()
+        second = checkpoint("t", 2)
+        crowd = [interrupt(f"old{n}", second, key="k") for n in range(2000)]
+        await store.append_checkpoint(second, expected_head=first.id, new_interrupts=crowd)
+        await store.append_checkpoint(
+            checkpoint("t", 3),
+            expected_head=second.id,
+            resolutions=[
+                Resolution(id=i.id, status="resolved", resolved_at=2.0, resolution=None)
+                for i in crowd
+            ],
+        )
+        assert await store.pending() == few
+        after = cost()
+    # 2,000 resolved interrupts of the same thread and key cost the inbox (almost) nothing.
+    assert all(a <= s * 1.2 for a, s in zip(after, small, strict=True)), (after, small)
+
+
+async def test_corrupt_file_gives_a_clear_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    path.write_bytes(b"this is not a database, just some text " * 200)
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match="is not a SQLite database or is corrupted") as caught:
+        await store.get_thread("t")
+    assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)
+    assert str(path) in str(caught.value)
+    await store.close()
+    assert path.read_bytes().startswith(b"this is not a database")
+
+
+async def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with side_connection(path) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match="another application"):
+        await store.get_thread("t")
+    await store.close()
+    with side_connection(path) as conn:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
+        assert tables == ["users"]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 1)
+    with side_connection(path) as conn:
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match="newer interlock"):
+        await store.get_checkpoint("t")
+    await store.close()
+
+
+async def test_long_lock_gives_store_error_then_store_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, busy_timeout=0.2) as store:
+        await grow(store, "t", 1)
+        with side_connection(path) as blocker:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreError, match="stayed locked") as caught:
+                await store.append_checkpoint(checkpoint("t", 2), expected_head="t.1")
+            assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+            assert "busy_timeout" in str(caught.value)
+            blocker.execute("COMMIT")
+        await store.append_checkpoint(checkpoint("t", 2), expected_head="t.1")
+        assert (await store.get_checkpoint("t")) == checkpoint("t", 2)
+
+
+async def test_waiting_for_the_lock_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path, busy_timeout=30) as store:
+        await grow(store, "t", 1)
+
+        async def append(record: CheckpointRecord, head: str) -> None:
+            await store.append_checkpoint(record, expected_head=head)
+
+        with side_connection(path) as blocker:
+            blocker.execute("BEGIN IMMEDIATE")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(append, checkpoint("t", 2), "t.1")
+                # Runs only if the append waits off the event loop; otherwise the append
+                # waits 30 s for a lock this task would release.
+                await anyio.wait_all_tasks_blocked()
+                blocker.execute("COMMIT")
+        assert (await store.get_checkpoint("t")) == checkpoint("t", 2)
+
+
+def test_bad_arguments_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteStore(tmp_path / "s.db", synchronous="EXTRA")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="busy_timeout"):
+        SqliteStore(tmp_path / "s.db", busy_timeout=-1)
+
+
+# SqliteStore against MemoryStore on random operation sequences: same outcomes, same state.
+
+THREADS = ("a", "b", "c")
+step = st.tuples(
+    st.sampled_from(["append"] * 5 + ["delete"]),
+    st.sampled_from(THREADS),
+    st.sampled_from(["head"] * 7 + ["first", "none", "bogus"]),
+    st.sampled_from([0] * 9 + [1, -1]),  # seq off by
+    st.lists(st.sampled_from(["k1", "k2", None]), max_size=3),  # keys of new interrupts
+    st.lists(  # resolutions: which of the interrupt ids so far (or one more: an unknown id)
+        st.tuples(st.integers(0, 999), st.sampled_from(["resolved", "expired", "cancelled"])),
+        max_size=2,
+    ),
+)
+
+
+def outcome(exc: BaseException | None) -> object:
+    if isinstance(exc, UnknownInterrupt):
+        return ("unknown", exc.target, exc.pending, exc.thread)
+    if isinstance(exc, InterruptAlreadyResolved):
+        return ("already", exc.interrupt_id, exc.status)
+    if isinstance(exc, ThreadBusy):
+        return ("busy", exc.thread)
+    return None if exc is None else type(exc)
+
+
+async def everything(store: Store) -> object:
+    seen = []
+    for t in THREADS:
+        seen += [await store.get_thread(t), await store.checkpoint_range(t, lo=1, hi=999)]
+        seen += [await store.list_checkpoints(t, limit=3), await store.get_checkpoint(t)]
+        for key in ("k1", "k2", None):
+            seen.append(await store.pending(thread=t, key=key))
+    seen += [await store.pending(key="k1", limit=2), await store.pending()]
+    return seen
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.lists(step, min_size=5, max_size=40))
+def test_sqlite_store_behaves_like_memory_store(steps: list[tuple[Any, ...]]) -> None:
+    async def run(path: Path) -> None:
+        model = MemoryStore()
+        async with SqliteStore(path, synchronous="OFF") as real:
+            interrupt_ids: dict[str, list[str]] = {t: [] for t in THREADS}
+            for n, (op, thread, head_mode, off_by, keys, picks) in enumerate(steps):
+                head = await model.get_thread(thread)
+                if op == "delete":
+                    await model.delete_thread(thread)
+                    await real.delete_thread(thread)
+                    continue
+                first = await model.checkpoint_range(thread, lo=1, hi=1)
+                expected = {
+                    "head": head.head_id if head else None,
+                    "first": first[0].id if first else None,
+                    "none": None,
+                    "bogus": "bogus",
+                }[head_mode]
+                record = checkpoint_record(thread, n, (head.head_seq if head else 0) + 1 + off_by)
+                new = [
+                    replace(interrupt(f"i{n}.{k}", record, key), created_at=float(n % 3))
+                    for k, key in enumerate(keys)
+                ]
+                # Mostly this thread's interrupts, sometimes another's or an unknown id.
+                others = [i for ids in interrupt_ids.values() for i in ids]
+                pool = [*interrupt_ids[thread] * 10, *others, "ghost"]
+                resolutions = [
+                    Resolution(
+                        id=pool[i % len(pool)],
+                        status=status,
+                        resolved_at=float(n),
+                        resolution=f"r{n}".encode(),
+                    )
+                    for i, status in picks
+                ]
+                results = []
+                for store in (model, real):
+                    try:
+                        await store.append_checkpoint(
+                            record,
+                            expected_head=expected,
+                            new_interrupts=new,
+                            resolutions=resolutions,
+                        )
+                    except (ThreadBusy, InterruptAlreadyResolved, UnknownInterrupt) as exc:
+                        results.append(outcome(exc))
+                    else:
+                        results.append(outcome(None))
+                assert results[0] == results[1], (record, expected, resolutions)
+                interrupt_ids[thread] += [i.id for i in new]
+            assert await everything(real) == await everything(model)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(run, Path(tmp) / "s.db")
+
+
+def checkpoint_record(thread: str, n: int, seq: int) -> CheckpointRecord:
+    return replace(checkpoint(thread, seq), id=f"{thread}.{n}", parent_id=None, created_at=n)
