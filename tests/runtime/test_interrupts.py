@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Annotated, Any, TypedDict
 
@@ -19,10 +20,13 @@ from interlock import (
     Send,
     Store,
     UnknownInterrupt,
+    UnregisteredType,
     append,
     approve,
     ask,
+    child_scope,
     choose,
+    composite_interrupt,
     gather_children,
     interrupt,
     interrupt_state,
@@ -361,3 +365,60 @@ async def test_on_interrupt_handler_answers_live(store: Store) -> None:
     r = await app.run({"amount": 3}, thread="t", on_interrupt=handler)
     assert r.status == "done" and asked == ["pay 3?"]
     assert entries["execute"] == 1
+
+
+async def test_user_composite_reports_every_child_and_keeps_its_state(store: Store) -> None:
+    seen: list[Any] = []
+    g = Graph(S)
+
+    def reviewers(s: S) -> dict[str, Any]:
+        seen.append(interrupt_state())
+        signals: list[BaseException] = []
+        answers = []
+        for name in ("legal", "finance"):
+            with child_scope(Segment("agent", name)):
+                try:
+                    answers.append(approve(f"{name} ok?"))
+                except InterruptSignal as sig:
+                    signals.append(sig)
+        if signals:
+            composite_interrupt("two reviews", {"asked": len(signals)}, signals)
+        return {"answer": answers}
+
+    g.add_node("review", reviewers).add_edge(START, "review")
+    app = g.compile(store=store)
+    r = await app.run({}, thread="t")
+    assert [str(i.address) for i in r.interrupts] == [
+        "node:review/agent:legal",
+        "node:review/agent:finance",
+    ]
+    assert seen == [(False, None)]
+    legal, finance = r.interrupts
+    r = await app.resume("t", {legal.id: True})
+    assert [i.id for i in r.interrupts] == [finance.id]
+    assert seen[1] == (False, {"asked": 2})  # the composite's state, at the node's address
+    r = await app.resume("t", {finance.id: False})
+    assert r.values["answer"] == [True, False]
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    name: str
+
+
+async def test_types_outside_the_schema_are_registered_explicitly(store: Store) -> None:
+    def build(types: list[type[Any]]) -> Any:
+        g = Graph(S, types=types)
+        g.add_node("plan", lambda s: {"log": ["plan"]})
+        g.add_node("work", lambda job: {"log": [interrupt(job).name]})
+        g.add_edge(START, "plan")
+        g.add_conditional_edges("plan", lambda s: [Send("work", Job("a"))])
+        return g.compile(store=store)
+
+    with pytest.raises(UnregisteredType, match="Job is not registered"):
+        await build([]).run({}, thread="t1")
+    app = build([Job])
+    r = await app.run({}, thread="t2")
+    assert r.interrupt().info == Job("a")
+    r = await app.resume("t2", {r.interrupt().id: Job("b")})
+    assert r.values["log"] == ["plan", "b"]
