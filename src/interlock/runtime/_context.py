@@ -144,16 +144,22 @@ def child_scope(segment: Segment) -> Iterator[Address]:
         _address.reset(token)
 
 
-@contextlib.contextmanager
-def enter_task(ctx: TaskContext, address: Address) -> Iterator[None]:
-    """Install ``ctx`` and ``address`` for the duration of one task (engine use)."""
-    t1 = _task.set(ctx)
-    t2 = _address.set(address)
-    try:
-        yield
-    finally:
-        _address.reset(t2)
-        _task.reset(t1)
+class enter_task:
+    """Install a task context and its address for the duration of one task (engine use)."""
+
+    __slots__ = ("address", "ctx", "t1", "t2")
+
+    def __init__(self, ctx: TaskContext, address: Address) -> None:
+        self.ctx = ctx
+        self.address = address
+
+    def __enter__(self) -> None:
+        self.t1 = _task.set(self.ctx)
+        self.t2 = _address.set(self.address)
+
+    def __exit__(self, *exc: object) -> None:
+        _address.reset(self.t2)
+        _task.reset(self.t1)
 
 
 def local_key(address: str, match: str) -> str:

@@ -14,6 +14,7 @@ interrupt) or runnable.
 from __future__ import annotations
 
 import inspect
+import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -35,9 +36,17 @@ __all__ = ["Level", "TaskResult", "TaskState", "new_id"]
 StepHook = Callable[["Level"], Awaitable[None]]
 
 
+_ID_PREFIX = secrets.token_hex(6)
+_ID_COUNTER = itertools.count()
+
+
 def new_id() -> str:
-    """Return a fresh random id (tasks, lineages)."""
-    return secrets.token_hex(8)
+    """Return a fresh unique id (tasks, checkpoints, lineages).
+
+    A random per-process prefix and a counter: unique across processes and machines with
+    overwhelming probability, and much cheaper than asking the OS for randomness per id.
+    """
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):x}"
 
 
 @dataclass(slots=True)
@@ -72,8 +81,9 @@ class Level:
     """The live state of one graph level; see the module docstring."""
 
     __slots__ = (
+        "_addresses",
+        "_base",
         "after",
-        "base",
         "before",
         "channels",
         "dropped",
@@ -98,7 +108,8 @@ class Level:
         self.plan = plan
         self.thread = thread
         self.lineage = lineage
-        self.base = base
+        self._base = base
+        self._addresses: dict[tuple[str, str], Address] = {}
         self.channels: dict[str, Channel] = plan.schema.new_channels()
         self.tasks: list[TaskState] = []
         self.results: dict[str, TaskResult] = {}
@@ -118,6 +129,16 @@ class Level:
         self.run_after: tuple[str, ...] = ()
         self.before = plan.interrupt_before
         self.after = plan.interrupt_after
+
+    @property
+    def base(self) -> Address:
+        """The address of the task that runs this level (empty at the top)."""
+        return self._base
+
+    @base.setter
+    def base(self, value: Address) -> None:
+        self._base = value
+        self._addresses = {}
 
     # -- options -------------------------------------------------------------------------
 
@@ -345,9 +366,18 @@ class Level:
         while True:
             if not self.tasks:
                 return "done" if not self.pending else self.status()
-            blocked = self.blocked()
-            runnable = [t for t in self.tasks if t.id not in self.results and t.id not in blocked]
-            hold = [t for t in runnable if t.node in self.before and not t.passed_before]
+            if self.pending or self.results:
+                blocked = self.blocked()
+                runnable = [
+                    t for t in self.tasks if t.id not in self.results and t.id not in blocked
+                ]
+            else:
+                runnable = self.tasks
+            hold = (
+                [t for t in runnable if t.node in self.before and not t.passed_before]
+                if self.before
+                else None
+            )
             if hold:
                 for t in hold:
                     self.pending.append(
@@ -374,7 +404,7 @@ class Level:
             finished = self.tasks
             self._finish_step()
             self.steps_taken += 1
-            paused_after = [t.node for t in finished if t.node in self.after]
+            paused_after = self.after and [t.node for t in finished if t.node in self.after]
             if paused_after:
                 info = {"nodes": sorted(set(paused_after)), "when": "after"}
                 self.pending.append(self._pause("after", None, info))
@@ -456,11 +486,11 @@ class Level:
             task_id=task.id,
             node=task.node,
             scratch=scratch,
-            pending=[r for r in self.pending if r.owner == task.id],
+            pending=[r for r in self.pending if r.owner == task.id] if self.pending else [],
             targeted=targeted,
             engine=self,
         )
-        address = self.base.child(Segment(spec.kind, task.node, task.sub))  # type: ignore[arg-type]
+        address = self._address_of(task, spec.kind)
         arg = self.view() if task.arg is MISSING else task.arg
         try:
             with enter_task(ctx, address):
@@ -476,6 +506,14 @@ class Level:
             return _Outcome(task, signal=sig, scratch=scratch)
         except Exception as exc:
             return _Outcome(task, error=exc, scratch=scratch if scratch.to_wire() else None)
+
+    def _address_of(self, task: TaskState, kind: str) -> Address:
+        key = (task.node, task.sub)
+        address = self._addresses.get(key)
+        if address is None:
+            address = self.base.child(Segment(kind, task.node, task.sub))  # type: ignore[arg-type]
+            self._addresses[key] = address
+        return address
 
     def _result_of(self, node: str, out: Any) -> TaskResult:
         if out is None:

@@ -7,8 +7,6 @@ import heapq
 from collections.abc import Sequence
 from types import TracebackType
 
-import anyio.lowlevel
-
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
 from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
@@ -22,8 +20,7 @@ class MemoryStore:
     It has exactly the semantics of the durable stores (compare-and-set on the head, atomic
     appends, interrupts leave ``pending`` once), so tests written against it hold for them.
     Safe for concurrent tasks of one event loop: every method decides and mutates without
-    awaiting in between, and none yields to the event loop (they only check for
-    cancellation). Bodies are kept as given, not copied.
+    awaiting in between; none of them awaits at all. Bodies are kept as given, not copied.
     """
 
     def __init__(self) -> None:
@@ -65,10 +62,8 @@ class MemoryStore:
         resolutions: Sequence[Resolution] = (),
     ) -> None:
         """Commit a checkpoint, its new interrupts and resolutions at once (see `Store`)."""
-        # A cancelled caller is cancelled before anything changes. We do not yield to the
-        # event loop: there is no I/O to wait for, and a scheduling round trip per checkpoint
-        # would dominate the cost of an in-memory run.
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        # No await: there is no I/O to wait for, and yielding to the event loop per checkpoint
+        # would dominate the cost of an in-memory run. The method is atomic by construction.
         self._check_open()
         check_append_args(record, new_interrupts, resolutions)
         resolved = self._check_append(record, expected_head, new_interrupts, resolutions)
@@ -141,7 +136,6 @@ class MemoryStore:
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         if id is None:
             chain = self._checkpoints.get(thread)
@@ -151,7 +145,6 @@ class MemoryStore:
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         chain = self._checkpoints.get(thread, [])
         return chain[max(lo, 1) - 1 : max(hi, 0)]
@@ -160,7 +153,6 @@ class MemoryStore:
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         chain = self._checkpoints.get(thread, [])
         end = len(chain) if before_seq is None else min(max(before_seq - 1, 0), len(chain))
@@ -169,13 +161,11 @@ class MemoryStore:
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         return self._threads.get(thread)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         return self._interrupts.get(id)
 
@@ -183,7 +173,6 @@ class MemoryStore:
         self, *, thread: str | None = None, key: str | None = None, limit: int = 100
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order)."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         return self._oldest_pending(thread, key, limit)
 
@@ -200,7 +189,6 @@ class MemoryStore:
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         self._threads.pop(thread, None)
         for checkpoint in self._checkpoints.pop(thread, []):
