@@ -8,8 +8,8 @@ How it stays fast and never reports "database is locked" under normal load:
   reads and can never deadlock upgrading a read lock. SQLite's busy handler waits for the lock
   up to ``busy_timeout``; a ``SQLITE_BUSY`` that escapes anyway is retried as a whole
   transaction with jittered backoff until the same deadline.
-* One connection per store, used from worker threads (`anyio.to_thread`) under a lock: an
-  append is a single trip to a worker thread, and the event loop never blocks on the disk.
+* One connection per store, used from one dedicated worker thread (see `ThreadWorker`) under
+  a lock: an append is a single trip to that thread, and the event loop never blocks on disk.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .._errors import (
 from . import _sqlite_schema as sql
 from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
+from ._worker import ThreadWorker
 
 __all__ = ["SqliteStore"]
 
@@ -82,6 +83,7 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._worker = ThreadWorker(f"interlock-sqlite:{Path(self._path).name}")
 
     @property
     def path(self) -> str:
@@ -173,6 +175,7 @@ class SqliteStore:
         """Close the connection; SQLite then folds the WAL into the file. Idempotent."""
         with anyio.CancelScope(shield=True):  # a cancelled caller still releases the file
             await anyio.to_thread.run_sync(self._close)
+            await anyio.to_thread.run_sync(self._worker.stop)
 
     def _close(self) -> None:
         with self._lock:
@@ -191,7 +194,7 @@ class SqliteStore:
         attempt = 1
         while True:
             try:
-                return await anyio.to_thread.run_sync(self._call, fn)
+                return await self._worker.run(lambda: self._call(fn))
             except _Busy as busy:
                 left = deadline - time.monotonic()
                 if attempt >= _MAX_ATTEMPTS or left <= 0:
