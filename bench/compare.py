@@ -1,0 +1,550 @@
+"""Benchmark interlock against LangGraph, side by side, scenario by scenario.
+
+Each side runs in its own interpreter so their dependencies never mix: interlock in this
+virtualenv (``sys.executable``), LangGraph in ``bench/.venv-langgraph`` (``--langgraph-python``).
+Every measurement is a fresh subprocess that prints one JSON line; the sides alternate
+repetition by repetition (interlock, LangGraph, interlock, LangGraph, ...) so machine noise
+lands on both. The table shows medians. See bench/README.md.
+
+    python bench/compare.py                 # everything, 5 repetitions
+    python bench/compare.py --quick         # 1 repetition, small sizes (well under a minute)
+    python bench/compare.py --only S1,S3 --reps 3 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from _common import SCENARIOS, SIZES
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+SIDES = ("interlock", "langgraph")
+SCRIPTS = {"interlock": HERE / "_interlock_side.py", "langgraph": HERE / "_langgraph_side.py"}
+DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
+SETUP_HINT = (
+    "python3 -m venv bench/.venv-langgraph && "
+    "bench/.venv-langgraph/bin/pip install langgraph==1.2.22 langgraph-checkpoint-sqlite"
+)
+
+LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
+    # The faster of LangGraph's two APIs per scenario on the reference machine (README).
+    "S1": "sync",
+    "S2": "async",
+    "S3": "async",
+    "S4": "async",
+    "S4mem": "sync",
+    "S5": "async",  # resuming; listing uses S5list
+    "S5list": "sync",
+}
+S5_LISTINGS = ("get_tuple", "get_state", "scan")
+
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+out = Console(width=None if sys.stdout.isatty() else 150)
+
+
+# -- metrics and targets -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal: on the ratio (interlock better ×), or on interlock's own value."""
+
+    kind: Literal["ratio_at_least", "interlock_at_most", "interlock_zero", "both_zero"]
+    value: float = 0.0
+
+    def describe(self) -> str:
+        match self.kind:
+            case "ratio_at_least":
+                return "interlock ≤ LangGraph" if self.value == 1 else f"≥ {self.value:g}×"
+            case "interlock_at_most":
+                return f"interlock ≤ {self.value:g}"
+            case "interlock_zero":
+                return "interlock = 0"
+            case "both_zero":
+                return "both = 0"
+        raise AssertionError(self.kind)
+
+    def check(self, il: float, lg: float, ratio: float | None) -> bool:
+        match self.kind:
+            case "ratio_at_least":
+                return ratio is not None and ratio >= self.value
+            case "interlock_at_most":
+                return il <= self.value
+            case "interlock_zero":
+                return il == 0
+            case "both_zero":
+                return il == 0 and lg == 0
+        raise AssertionError(self.kind)
+
+
+@dataclass(frozen=True)
+class Metric:
+    scenario: str
+    key: str
+    label: str
+    unit: str
+    better: Literal["higher", "lower"]
+    word: str = ""
+    """What a ratio above 1 means for interlock: "faster", "smaller", ... ("" = no ratio)."""
+    target: Target | None = None
+
+
+def ratio_at_least(x: float) -> Target:
+    return Target("ratio_at_least", x)
+
+
+def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    s3 = sizes["S3"]
+    late = f"{s3['turns'] - s3['window'] + 1}–{s3['turns']}"
+    early = f"1–{s3['window']}"
+    n5 = sizes["S5"]["threads"]
+    return [
+        Metric("S1", "s1_steps_per_s_ckpt", "node-steps/s, checkpoint every step (memory)",
+               "/s", "higher", "higher", ratio_at_least(10)),
+        Metric("S1", "s1_steps_per_s_nockpt",
+               "node-steps/s, no checkpoints (il: durability=exit)", "/s", "higher", "higher"),
+        Metric("S2", "s2_round_trips_per_s", "round trips/s (run→interrupt, resume→end)",
+               "/s", "higher", "higher", ratio_at_least(5)),
+        Metric("S2", "s2_resume_p50_ms", "resume latency p50", "ms", "lower", "faster",
+               Target("interlock_at_most", 1.0)),
+        Metric("S2", "s2_run_p50_ms", "run-to-interrupt latency p50", "ms", "lower", "faster"),
+        Metric("S2", "s2_violations", "execute ≠ once or before approval", "n", "lower",
+               target=Target("both_zero")),
+        Metric("S3", "s3_db_ratio", "db bytes ÷ raw message bytes", "×", "lower", "smaller",
+               Target("interlock_at_most", 3)),
+        Metric("S3", "s3_db_mib", "main db file after close", "MiB", "lower", "smaller"),
+        Metric("S3", "s3_wal_kib", "-wal file after close", "KiB", "lower"),
+        Metric("S3", "s3_growth", f"mean turn time, turns {late} ÷ {early}", "×", "lower",
+               "flatter", Target("interlock_at_most", 1.3)),
+        Metric("S3", "s3_turn_ms_early", f"mean turn time, turns {early}", "ms", "lower",
+               "faster"),
+        Metric("S3", "s3_turn_ms_late", f"mean turn time, turns {late}", "ms", "lower", "faster"),
+        Metric("S3", "s3_history_s", f"read whole history, pages of {s3['page']}", "s", "lower",
+               "faster"),
+        Metric("S4", "s4_interrupt_ms", "SQLite: run to 50 interrupts", "ms", "lower", "faster",
+               ratio_at_least(5)),
+        Metric("S4", "s4_resume_all_ms", "SQLite: resume all 50 in one call", "ms", "lower",
+               "faster", ratio_at_least(5)),
+        Metric("S4", "s4_partial_pair_ms", "SQLite: resume 25, then 25", "ms", "lower",
+               "faster"),
+        Metric("S4", "s4_reentries", "unanswered siblings re-entered (partial)", "n", "lower",
+               target=Target("interlock_zero")),
+        Metric("S4", "s4_mem_interrupt_ms", "memory: run to 50 interrupts", "ms", "lower",
+               "faster"),
+        Metric("S4", "s4_mem_resume_all_ms", "memory: resume all 50 in one call", "ms", "lower",
+               "faster"),
+        Metric("S4", "s4_mem_partial_pair_ms", "memory: resume 25, then 25", "ms", "lower",
+               "faster"),
+        Metric("S5", "s5_build_s", f"build {n5:,} waiting threads (untargeted)", "s", "lower",
+               "faster"),
+        Metric("S5", "s5_list_s", f"fresh process: list {n5:,} pending", "s", "lower",
+               "faster", ratio_at_least(100)),
+        Metric("S5", "s5_resume_all_s", f"fresh process: resume all {n5:,}", "s", "lower",
+               "faster", ratio_at_least(4)),
+        Metric("S5", "s5_peak_rss_mib", "fresh process peak RSS (VmHWM)", "MiB", "lower",
+               "less", ratio_at_least(1)),
+        Metric("S5", "s5_errors", "listed/executed ≠ expected", "n", "lower",
+               target=Target("both_zero")),
+    ]  # fmt: skip
+
+
+def fmt(value: float, unit: str) -> str:
+    if value != value:  # NaN
+        return "—"
+    match unit:
+        case "/s":
+            return f"{value:,.0f}/s"
+        case "ms":
+            return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
+        case "s":
+            return f"{value:.4f} s" if value < 1 else f"{value:,.2f} s"
+        case "×":
+            return f"{value:.2f}×"
+        case "MiB" | "KiB":
+            return f"{value:,.1f} {unit}"
+        case _:
+            return f"{value:g}"
+
+
+# -- running the sides ---------------------------------------------------------------------------
+
+
+class SideFailed(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    """Every repetition's metrics for one scenario and side, plus what went wrong."""
+
+    reps: list[dict[str, float]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def side_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(
+        {
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LANGSMITH_TRACING": "false",
+            "LANGCHAIN_TRACING_V2": "false",
+        }
+    )
+    return env
+
+
+def run_side(
+    python: str, side: str, scenario: str, phase: str, params: Mapping[str, Any], work: Path
+) -> dict[str, Any]:
+    spec = {"scenario": scenario, "phase": phase, "params": dict(params), "workdir": str(work)}
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [python, str(SCRIPTS[side]), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=side_env(),
+        cwd=HERE,
+        timeout=3600,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise SideFailed(f"{side} {scenario}/{phase} exited {proc.returncode}:\n{tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["elapsed_s"] = elapsed
+    return result
+
+
+def side_params(
+    side: str, scenario: str, sizes: Mapping[str, Mapping[str, int]], args: argparse.Namespace
+) -> dict[str, Any]:
+    params: dict[str, Any] = dict(sizes[scenario])
+    if side == "langgraph":
+        api = args.langgraph_api
+        params["api"] = LANGGRAPH_API[scenario] if api == "auto" else api
+        if scenario == "S4":
+            params["mem_api"] = LANGGRAPH_API["S4mem"] if api == "auto" else api
+        if scenario == "S5":
+            params["list_api"] = LANGGRAPH_API["S5list"] if api == "auto" else api
+            params["listing"] = args.s5_listing
+    return params
+
+
+def run_scenario(
+    scenario: str,
+    rep: int,
+    pythons: Mapping[str, str],
+    sizes: Mapping[str, Mapping[str, int]],
+    args: argparse.Namespace,
+    root: Path,
+    outcomes: dict[str, dict[str, Outcome]],
+    raw: list[dict[str, Any]],
+) -> None:
+    work = root / f"{scenario}-rep{rep}"
+    work.mkdir(parents=True, exist_ok=True)
+    phases = ("build", "serve") if scenario == "S5" else ("run",)
+    try:
+        for side in SIDES:
+            outcome = outcomes[scenario][side]
+            params = side_params(side, scenario, sizes, args)
+            metrics: dict[str, float] = {}
+            try:
+                for phase in phases:
+                    result = run_side(pythons[side], side, scenario, phase, params, work)
+                    raw.append({"rep": rep, "params": params, **result})
+                    metrics.update(result["metrics"])
+                    outcome.info.update(result["info"])
+                    console.print(
+                        f"  rep {rep + 1} {scenario} {side:<9} {phase:<5} "
+                        f"{result['elapsed_s']:6.1f} s  {_brief(result['metrics'])}",
+                        highlight=False,
+                    )
+            except (SideFailed, subprocess.TimeoutExpired) as exc:
+                outcome.errors.append(str(exc))
+                console.print(f"  [red]rep {rep + 1} {scenario} {side} failed[/red]: {exc}")
+                continue
+            outcome.reps.append(metrics)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _brief(metrics: Mapping[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:3])
+
+
+# -- reporting -------------------------------------------------------------------------------------
+
+
+def median_of(outcome: Outcome, key: str) -> float:
+    values = [m[key] for m in outcome.reps if key in m]
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(
+    metrics: Sequence[Metric], outcomes: Mapping[str, Mapping[str, Outcome]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for m in metrics:
+        if m.scenario not in outcomes:
+            continue
+        il = median_of(outcomes[m.scenario]["interlock"], m.key)
+        lg = median_of(outcomes[m.scenario]["langgraph"], m.key)
+        ratio: float | None = None
+        if m.word and il == il and lg == lg and il > 0 and lg > 0:
+            ratio = il / lg if m.better == "higher" else lg / il
+        status = None
+        if m.target is not None:
+            measured = il == il and (lg == lg or m.target.kind in ("interlock_at_most",))
+            status = "PASS" if measured and m.target.check(il, lg, ratio) else "FAIL"
+            if not measured:
+                status = "N/A"
+        rows.append(
+            {
+                "scenario": m.scenario,
+                "metric": m.key,
+                "label": m.label,
+                "unit": m.unit,
+                "better": m.better,
+                "interlock_median": il,
+                "langgraph_median": lg,
+                "ratio": ratio,
+                "ratio_meaning": f"interlock {m.word} (×)" if m.word else None,
+                "target": m.target.describe() if m.target else None,
+                "status": status,
+                "reps": {
+                    "interlock": [r.get(m.key) for r in outcomes[m.scenario]["interlock"].reps],
+                    "langgraph": [r.get(m.key) for r in outcomes[m.scenario]["langgraph"].reps],
+                },
+            }
+        )
+    return rows
+
+
+def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], reps: int) -> Table:
+    by_key = {m.key: m for m in metrics}
+    table = Table(
+        title=f"interlock vs LangGraph — medians of {reps} repetition(s)",
+        caption="ratio: how many times better interlock is, in the direction named "
+        "(< 1× means LangGraph is better)",
+        show_lines=False,
+    )
+    for name, justify in (
+        ("", "left"),
+        ("metric", "left"),
+        ("interlock", "right"),
+        ("LangGraph", "right"),
+        ("ratio", "right"),
+        ("target", "left"),
+        ("", "center"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    previous = None
+    for row in rows:
+        m = by_key[row["metric"]]
+        if previous is not None and row["scenario"] != previous:
+            table.add_section()
+        scenario = row["scenario"] if row["scenario"] != previous else ""
+        previous = row["scenario"]
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}× {m.word}"
+        status = row["status"] or ""
+        style = {"PASS": "green", "FAIL": "bold red", "N/A": "yellow"}.get(status, "")
+        table.add_row(
+            scenario,
+            m.label,
+            fmt(row["interlock_median"], m.unit),
+            fmt(row["langgraph_median"], m.unit),
+            ratio,
+            row["target"] or "",
+            f"[{style}]{status}[/{style}]" if style else status,
+        )
+    return table
+
+
+def machine() -> dict[str, Any]:
+    def first(path: str, prefix: str) -> str:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith(prefix):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return "?"
+
+    disk = "?"
+    try:
+        df = subprocess.run(
+            ["df", "-hT", str(HERE)], capture_output=True, text=True, check=False
+        ).stdout.splitlines()
+        if len(df) > 1:
+            dev, fstype, size = df[1].split()[:3]
+            disk = f"{dev} {fstype} {size}"
+    except OSError:
+        pass
+    mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "ram_gib": round(int(mem_kib) / 2**20, 1) if mem_kib.isdigit() else "?",
+        "disk": disk,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--reps", type=int, default=None, help="repetitions per side (default 5)")
+    p.add_argument("--quick", action="store_true", help="1 repetition, reduced sizes")
+    p.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, e.g. S1,S3")
+    p.add_argument("--json", type=Path, default=None, help="save raw results to this file")
+    p.add_argument(
+        "--langgraph-python",
+        default=os.environ.get("LANGGRAPH_PYTHON", str(DEFAULT_LANGGRAPH_PYTHON)),
+        help="interpreter of the LangGraph virtualenv (default bench/.venv-langgraph)",
+    )
+    p.add_argument(
+        "--langgraph-api",
+        choices=("auto", "sync", "async"),
+        default="auto",
+        help="LangGraph API to use; auto = the faster one per scenario (see README)",
+    )
+    p.add_argument(
+        "--s5-listing",
+        choices=S5_LISTINGS,
+        default="get_tuple",
+        help="how the LangGraph side finds pending interrupts in S5 (see README)",
+    )
+    p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where db files go")
+    p.add_argument("--keep", action="store_true", help="keep the db files of each run")
+    args = p.parse_args(argv)
+    if args.reps is None:
+        args.reps = 1 if args.quick else 5
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    args.scenarios = [s.strip().upper() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        p.error(f"unknown scenario(s) {unknown}; choose from {', '.join(SCENARIOS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    lg_python = args.langgraph_python
+    if not Path(lg_python).exists():
+        console.print(
+            f"[red]LangGraph interpreter {lg_python} not found.[/red] Create it with:\n  "
+            f"{SETUP_HINT}\nor pass --langgraph-python."
+        )
+        return 2
+    pythons = {"interlock": sys.executable, "langgraph": lg_python}
+    sizes = SIZES["quick" if args.quick else "full"]
+    metrics = metrics_for(sizes)
+    info = machine()
+    console.print(
+        f"machine: {info['nproc']} × {info['cpu']}, {info['ram_gib']} GiB RAM, disk {info['disk']}"
+    )
+    console.print(
+        f"mode: {'quick' if args.quick else 'full'}, reps {args.reps}, scenarios "
+        f"{','.join(args.scenarios)}; interlock {sys.executable}, LangGraph {lg_python}"
+    )
+
+    outcomes = {s: {side: Outcome() for side in SIDES} for s in args.scenarios}
+    raw: list[dict[str, Any]] = []
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="run-", dir=args.workdir))
+    started = time.perf_counter()
+    try:
+        for scenario in args.scenarios:
+            for rep in range(args.reps):
+                run_scenario(scenario, rep, pythons, sizes, args, root, outcomes, raw)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+
+    rows = summarize(metrics, outcomes)
+    out.print()
+    out.print(
+        f"machine: {info['nproc']} CPU × {info['cpu']}, {info['ram_gib']} GiB RAM, "
+        f"disk {info['disk']}, kernel {info['kernel']}, Python {info['python']}",
+        highlight=False,
+    )
+    versions = _versions(outcomes)
+    out.print(f"versions: {versions}; wall time {elapsed:,.0f} s", highlight=False)
+    out.print(render(rows, metrics, args.reps))
+    failed = [
+        f"{s}/{side}: {err.splitlines()[0]}"
+        for s, sides in outcomes.items()
+        for side, o in sides.items()
+        for err in o.errors
+    ]
+    for line in failed:
+        out.print(f"[red]error[/red] {line}")
+    if args.json is not None:
+        document = {
+            "machine": info,
+            "mode": "quick" if args.quick else "full",
+            "reps": args.reps,
+            "sizes": {s: sizes[s] for s in args.scenarios},
+            "langgraph_params": {
+                s: side_params("langgraph", s, sizes, args) for s in args.scenarios
+            },
+            "wall_time_s": elapsed,
+            "summary": rows,
+            "info": {s: {side: o.info for side, o in d.items()} for s, d in outcomes.items()},
+            "errors": failed,
+            "raw": raw,
+        }
+        args.json.write_text(json.dumps(_no_nan(document), indent=2) + "\n")
+        out.print(f"raw results saved to {args.json}")
+    return 1 if failed else 0
+
+
+def _versions(outcomes: Mapping[str, Mapping[str, Outcome]]) -> str:
+    found: dict[str, str] = {}
+    for sides in outcomes.values():
+        for o in sides.values():
+            for name in ("interlock", "langgraph"):
+                if name in o.info:
+                    found[name] = str(o.info[name])
+    return ", ".join(f"{k} {v}" for k, v in sorted(found.items())) or "?"
+
+
+def _no_nan(value: Any) -> Any:
+    """``value`` with NaN (a metric that was not measured) as null, so the file is valid JSON."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_nan(v) for v in value]
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
