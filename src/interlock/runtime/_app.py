@@ -6,6 +6,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import anyio
@@ -15,6 +16,8 @@ from .._errors import (
     GraphDefinitionError,
     InvalidResume,
     NodeError,
+    ResumeError,
+    ThreadBusy,
     ThreadInterrupted,
 )
 from ..graph._channels import AppendChannel
@@ -105,18 +108,63 @@ class App(Generic[StateT]):
             metadata: Stored with the checkpoints of this run.
             emit: Receives events as they happen (see `stream`).
         """
-        head, level, known = await self._open(thread)
+        mode = durability or self.durability
+        # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
+        # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
+        # the read can be skipped. If the view was stale, start over from the store.
+        try:
+            opened = await self._open(thread, optimistic=mode == "sync", new=True)
+            return await self._run(
+                input,
+                thread,
+                opened,
+                on_pending,
+                interrupt_before,
+                interrupt_after,
+                on_interrupt,
+                mode,
+                metadata,
+                emit,
+            )
+        except _Stale:
+            opened = await self._open(thread, optimistic=False)
+            return await self._run(
+                input,
+                thread,
+                opened,
+                on_pending,
+                interrupt_before,
+                interrupt_after,
+                on_interrupt,
+                mode,
+                metadata,
+                emit,
+            )
+
+    async def _run(
+        self,
+        input: Any,
+        thread: str,
+        opened: _Opened,
+        on_pending: OnPending,
+        interrupt_before: Sequence[str],
+        interrupt_after: Sequence[str],
+        on_interrupt: InterruptHandler | None,
+        durability: Durability,
+        metadata: Mapping[str, Any] | None,
+        emit: Callable[[Event], None] | None,
+    ) -> RunResult[StateT]:
+        level = opened.level
         resolutions: list[Resolution] = []
         if level is None:
             level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
-        else:
-            if level.pending:
-                if on_pending != "cancel":
-                    raise ThreadInterrupted(thread, [r.id for r in level.pending])
-                resolutions = cancellations(r.id for r in level.pending)
+        elif level.pending:
+            if on_pending != "cancel":
+                opened.check(ThreadInterrupted(thread, [r.id for r in level.pending]))
+            resolutions = cancellations(r.id for r in level.pending)
         level.start(self.plan.schema.values_of(input))
         level.set_run_breakpoints(interrupt_before, interrupt_after)
-        ctx = _RunCtx(self, thread, durability or self.durability, metadata, emit, head, known)
+        ctx = _RunCtx(self, thread, durability, metadata, emit, opened)
         if ctx.durability == "sync" or resolutions:
             await ctx.commit(level, "input", resolutions)
         return await self._drive(level, ctx, on_interrupt)
@@ -155,26 +203,66 @@ class App(Generic[StateT]):
             CheckpointNotFound, UnknownInterrupt, InterruptAlreadyResolved, InvalidResume,
             GraphChanged, ThreadBusy: Nothing was changed.
         """
-        head, level, known = await self._open(thread)
+        # The decision commit comes before any task runs; it verifies a cached view of the
+        # thread by compare-and-set, so the read can be skipped (see `run`).
+        args = (
+            thread,
+            targets,
+            checkpoint_id,
+            actor,
+            interrupt_before,
+            interrupt_after,
+            on_interrupt,
+            durability or self.durability,
+            metadata,
+            emit,
+        )
+        try:
+            return await self._resume(await self._open(thread, optimistic=True), *args)
+        except _Stale:
+            return await self._resume(await self._open(thread, optimistic=False), *args)
+
+    async def _resume(
+        self,
+        opened: _Opened,
+        thread: str,
+        targets: Targets,
+        checkpoint_id: str | None,
+        actor: str | None,
+        interrupt_before: Sequence[str],
+        interrupt_after: Sequence[str],
+        on_interrupt: InterruptHandler | None,
+        durability: Durability,
+        metadata: Mapping[str, Any] | None,
+        emit: Callable[[Event], None] | None,
+    ) -> RunResult[StateT]:
+        head, level = opened.head, opened.level
         if head is None or level is None:
             raise CheckpointNotFound(thread)
         renamed: dict[str, str] = {}
         if checkpoint_id is not None and checkpoint_id != head.record.id:
             branch_from = await self._io.get(thread, checkpoint_id)
-            level, known = await self._io.load(thread, branch_from)
+            level, opened.known = await self._io.load(thread, branch_from)
             renamed = self._io.relineage(level, new_id())
         cmd = targets if isinstance(targets, Command) else None
-        answers = await self._answers(level, thread, targets, renamed)
+        try:
+            answers = await self._answers(level, thread, targets, renamed)
+        except ResumeError as exc:
+            opened.check(exc)
+            raise
         runnable = {t.id for t in level.tasks} - level.blocked() - set(level.results)
         if not answers and not runnable and cmd is None and level.pending:
-            raise InvalidResume(
-                f"thread {thread!r} waits on {len(level.dynamic_pending())} interrupt(s) that "
-                f"need an answer ({', '.join(r.id for r in level.dynamic_pending())}); "
-                "pass {id_or_key: answer} or Command(resume=...)"
+            opened.check(
+                InvalidResume(
+                    f"thread {thread!r} waits on {len(level.dynamic_pending())} interrupt(s) "
+                    f"that need an answer "
+                    f"({', '.join(r.id for r in level.dynamic_pending())}); "
+                    "pass {id_or_key: answer} or Command(resume=...)"
+                )
             )
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
         level.set_run_breakpoints(interrupt_before, interrupt_after)
-        ctx = _RunCtx(self, thread, durability or self.durability, metadata, emit, head, known)
+        ctx = _RunCtx(self, thread, durability, metadata, emit, opened)
         if renamed:
             ctx.parent = branch_from
             await ctx.commit(level, "fork", ())
@@ -259,19 +347,28 @@ class App(Generic[StateT]):
         level.answer(answers)
         return resolutions
 
-    async def _open(self, thread: str) -> tuple[Head | None, Level | None, set[str]]:
-        """Read the thread's head; rebuild its level unless this process holds it already."""
+    async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> _Opened:
+        """Get the thread's latest level: from this process's cache, or from the store.
+
+        ``optimistic`` returns the cached level without reading the store (and with ``new``,
+        when nothing is cached, assumes a new thread); the caller's first commit verifies that
+        view by compare-and-set.
+        """
+        warm = self._warm.pop(thread, None)
+        if optimistic and warm is not None:
+            warm[1].steps_taken = 0
+            return _Opened(*warm, verified=False)
+        if optimistic and new:
+            return _Opened(None, None, set(), verified=False)
         head = await self._io.head(thread)
         if head is None:
-            return None, None, set()
-        warm = self._warm.pop(thread, None)
+            return _Opened(None, None, set(), verified=True)
         if warm is not None and warm[0].record.id == head.record.id:
             # Nobody wrote since this process committed it: skip decoding the delta chain.
-            cached_head, level, known = warm
-            level.steps_taken = 0
-            return cached_head, level, known
+            warm[1].steps_taken = 0
+            return _Opened(*warm, verified=True)
         level, known = await self._io.load(thread, head)
-        return head, level, known
+        return _Opened(head, level, known, verified=True)
 
     def _keep_warm(self, ctx: _RunCtx, level: Level) -> None:
         if ctx.head is None:
@@ -406,7 +503,7 @@ class App(Generic[StateT]):
         if as_node is not None:
             level.results, level.scratch = {}, {}
             level.plan_after(as_node)
-        ctx = _RunCtx(self, thread, "sync", None, None, head, known)
+        ctx = _RunCtx(self, thread, "sync", None, None, _Opened(head, level, known))
         return await ctx.commit(level, "update", resolutions)
 
     async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
@@ -421,7 +518,7 @@ class App(Generic[StateT]):
             raise GraphDefinitionError(f"thread {new_thread!r} already exists; pick a new id")
         level.thread = new_thread
         self._io.relineage(level, new_id())
-        ctx = _RunCtx(self, new_thread, "sync", None, None, None, set())
+        ctx = _RunCtx(self, new_thread, "sync", None, None, _Opened(None, level, set()))
         return await ctx.commit(level, "fork", ())
 
     # -- streaming ------------------------------------------------------------------------
@@ -479,6 +576,27 @@ class App(Generic[StateT]):
         return anyio.run(self.fork, thread, checkpoint_id, new_thread)
 
 
+class _Stale(Exception):
+    """A cached view of a thread was out of date; the call starts over from the store."""
+
+
+@dataclass(slots=True)
+class _Opened:
+    """A thread as a call found it."""
+
+    head: Head | None
+    level: Level | None
+    known: set[str]
+    verified: bool = True
+    """False while the view comes from this process's cache and no commit has confirmed it."""
+
+    def check(self, error: Exception) -> None:
+        """Raise ``error`` if the view is verified; otherwise start over (it may be stale)."""
+        if not self.verified:
+            raise _Stale from error
+        raise error
+
+
 class _RunCtx:
     """One call's view of a thread: durability, the head it builds on, what it emits."""
 
@@ -489,17 +607,17 @@ class _RunCtx:
         durability: Durability,
         metadata: Mapping[str, Any] | None,
         emit: Callable[[Event], None] | None,
-        head: Head | None,
-        known: set[str],
+        opened: _Opened,
     ) -> None:
         self.app = app
         self.thread = thread
         self.durability = durability
         self.metadata = dict(metadata or {})
         self.emit = emit
-        self.head = head
+        self.head = opened.head
         self.parent: Head | None = None
-        self.known = known
+        self.known = opened.known
+        self.opened = opened
 
     async def commit(
         self,
@@ -511,23 +629,27 @@ class _RunCtx:
     ) -> str:
         status = level.status()
         parent = self.parent or self.head
-        self.head = await self.app._io.commit(
-            level,
-            thread=self.thread,
-            parent=parent,
-            thread_head=self.head,
-            source=source,
-            status=status,
-            resolutions=resolutions,
-            known=self.known,
-            metadata={**self.metadata, **({"actor": actor} if actor else {})},
-        )
+        try:
+            head = await self.app._io.commit(
+                level,
+                thread=self.thread,
+                parent=parent,
+                thread_head=self.head,
+                source=source,
+                status=status,
+                resolutions=resolutions,
+                known=self.known,
+                metadata={**self.metadata, **({"actor": actor} if actor else {})},
+            )
+        except (ThreadBusy, ResumeError) as exc:
+            self.opened.check(exc)
+            raise  # unreachable: check() raises
+        self.head = head
+        self.opened.verified = True
         self.parent = None
         if self.emit is not None:
-            self.emit(
-                CheckpointEvent(checkpoint_id=self.head.record.id, step=level.step, status=status)
-            )
-        return self.head.record.id
+            self.emit(CheckpointEvent(checkpoint_id=head.record.id, step=level.step, status=status))
+        return head.record.id
 
     async def advance(self, level: Level) -> RunResult[Any]:
         on_step = self._on_step if self.durability == "sync" else None
