@@ -65,3 +65,50 @@ async def test_cancelled_caller_waits_for_the_call_to_finish() -> None:
             pytest.fail("the cancellation was not delivered")
     assert finished == [True]  # the call completed before the cancellation was seen
     await anyio.to_thread.run_sync(worker.stop)
+
+
+async def test_a_lone_task_waits_on_the_queue_and_gets_results_and_errors() -> None:
+    import asyncio
+
+    from interlock.stores import _worker
+
+    loop = asyncio.get_running_loop()
+    assert _worker._alone(loop) in (True, False)  # reads private state without failing
+    worker = ThreadWorker("test")
+    ran_on: list[int] = []
+
+    def call() -> str:
+        ran_on.append(threading.get_ident())
+        return "ok"
+
+    def boom() -> None:
+        raise KeyError("lost")
+
+    assert await worker.run(call) == "ok"
+    assert ran_on != [threading.get_ident()]
+    with pytest.raises(KeyError, match="lost"):
+        await worker.run(boom)
+    await anyio.to_thread.run_sync(worker.stop)
+
+
+def test_alone_means_no_other_task_timer_or_watcher() -> None:
+    import asyncio
+
+    from interlock.stores._worker import _alone
+
+    async def main() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        seen = [_alone(loop)]
+        other = asyncio.ensure_future(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        seen.append(_alone(loop))  # another task exists
+        other.cancel()
+        await asyncio.gather(other, return_exceptions=True)
+        handle = loop.call_later(10, lambda: None)
+        seen.append(_alone(loop))  # a timer is registered
+        handle.cancel()
+        await asyncio.sleep(0)
+        seen.append(_alone(loop))
+        return seen
+
+    assert asyncio.run(main()) == [True, False, False, True]
