@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import msgspec
 import pytest
 
 from interlock import (
@@ -119,7 +120,7 @@ async def test_broken_delta_chain_is_reported(store: Store) -> None:
     await app.run({}, thread="t")
     head = await store.get_checkpoint("t")
     assert head is not None and head.base_seq == 1 and head.seq == 2
-    orphan = dataclasses.replace(head, id="x", seq=3, parent_id="missing")
+    orphan = msgspec.structs.replace(head, id="x", seq=3, parent_id="missing")
     await store.append_checkpoint(orphan, expected_head=head.id)
     with pytest.raises(CheckpointCorrupt, match="delta chain is broken"):
         await app.get_state("t")

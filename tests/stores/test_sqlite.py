@@ -5,7 +5,6 @@ import os
 import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from interlock._errors import InterruptAlreadyResolved, StoreError, ThreadBusy, UnknownInterrupt
 from interlock.stores import (

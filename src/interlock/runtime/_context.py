@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import GraphDefinitionError
@@ -32,30 +32,64 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
-class Scratch:
-    """What a task keeps across an interrupt (persisted in the checkpoint while it waits)."""
+_SCRATCH_PARTS = ("answers", "targeted", "states", "raised", "steps", "done", "children")
 
-    answers: dict[str, Any] = field(default_factory=dict)
+
+class Scratch:
+    """What a task keeps across an interrupt (persisted in the checkpoint while it waits).
+
+    Every part is created on first use: most tasks never interrupt, and a task is started for
+    every node of every superstep, so an empty scratch must cost nothing.
+    """
+
+    __slots__ = _SCRATCH_PARTS
+
+    answers: dict[str, Any]
     """Local key (address + call match) → answer, for every answered interrupt of this task."""
-    targeted: list[str] = field(default_factory=list)
+    targeted: list[str]
     """Local keys answered since the task last ran (consumed when it runs again)."""
-    states: dict[str, Any] = field(default_factory=dict)
+    states: dict[str, Any]
     """Address → the ``state=`` saved by the interrupt raised there."""
-    raised: dict[str, list[str]] = field(default_factory=dict)
+    raised: dict[str, list[str]]
     """Address → local keys of interrupts ever raised there."""
-    steps: dict[str, Any] = field(default_factory=dict)
+    steps: dict[str, Any]
     """Durable step key → recorded result."""
-    done: dict[str, Any] = field(default_factory=dict)
+    done: dict[str, Any]
     """Child address → result of a finished child (see `gather_children`)."""
-    children: dict[str, Any] = field(default_factory=dict)
+    children: dict[str, Any]
     """Child address → nested graph checkpoint (subgraphs)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for a part that was never set: create it empty.
+        if name not in _SCRATCH_PARTS:
+            raise AttributeError(name)
+        value: Any = [] if name == "targeted" else {}
+        object.__setattr__(self, name, value)
+        return value
+
+    def _get(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, name)
+        except AttributeError:
+            return None
+
+    def take_targeted(self) -> frozenset[str]:
+        """Return the local keys answered since the last run, and forget them."""
+        targeted = self._get("targeted")
+        if not targeted:
+            return frozenset()
+        self.targeted = []
+        return frozenset(targeted)
+
+    def has_targeted(self) -> bool:
+        """True when answers arrived since the task last ran."""
+        return bool(self._get("targeted"))
 
     def to_wire(self) -> dict[str, Any]:
         """Return a plain dict for the checkpoint body (only non-empty parts)."""
         out: dict[str, Any] = {}
-        for name in ("answers", "targeted", "states", "raised", "steps", "done", "children"):
-            value = getattr(self, name)
+        for name in _SCRATCH_PARTS:
+            value = self._get(name)
             if value:
                 out[name] = value
         return out
@@ -63,10 +97,12 @@ class Scratch:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Scratch:
         """Rebuild from `to_wire` output."""
-        parts: dict[str, Any] = {
-            k: list(v) if k == "targeted" else dict(v) for k, v in data.items()
-        }
-        return cls(**parts)
+        scratch = cls()
+        for name, value in data.items():
+            if name not in _SCRATCH_PARTS:
+                raise ValueError(f"unknown task scratch part {name!r}")
+            setattr(scratch, name, list(value) if name == "targeted" else dict(value))
+        return scratch
 
 
 @dataclass(slots=True)
@@ -87,15 +123,16 @@ class TaskContext:
     """Interrupts this task raised on its previous pass that are still unanswered."""
     targeted: frozenset[str]
     """Local keys answered for this pass (for `resume_context`)."""
-    counters: dict[str, int] = field(default_factory=dict)
-    """Call-order counters per address (matches re-raised interrupts to their answers)."""
-    step_counters: dict[str, int] = field(default_factory=dict)
-    """Call-order counters for durable steps with the same name."""
     engine: Any = None
     """The graph level running this task (subgraphs read it)."""
+    counters: dict[str, int] | None = None
+    """Call-order counters (matches re-raised interrupts and durable steps to their records)."""
 
-    def next_ordinal(self, counters: dict[str, int], key: str) -> int:
+    def next_ordinal(self, key: str) -> int:
         """Return how many times ``key`` was seen before in this pass, and count this one."""
+        counters = self.counters
+        if counters is None:
+            counters = self.counters = {}
         n = counters.get(key, 0)
         counters[key] = n + 1
         return n

@@ -203,9 +203,9 @@ class Level:
 
     def updates_of(self, writer: str, update: Any) -> list[tuple[str, Any]]:
         """Normalise a node's return value's update part into ``[(key, value)]``."""
-        values = self.plan.schema.values_of(update)
-        unknown = [k for k in values if k not in self.channels]
-        if unknown:
+        values = update if type(update) is dict else self.plan.schema.values_of(update)
+        if not self.plan.schema.names.issuperset(values):
+            unknown = [k for k in values if k not in self.channels]
             raise InvalidUpdate(
                 f"node {writer!r} returned unknown state keys {unknown}; "
                 f"the state has {sorted(self.channels)}"
@@ -277,7 +277,7 @@ class Level:
     def blocked(self) -> set[str]:
         """Ids of tasks that wait on a pending interrupt and got no new answer."""
         waiting = {r.owner for r in self.pending if r.owner is not None}
-        return {t for t in waiting if not (t in self.scratch and self.scratch[t].targeted)}
+        return {t for t in waiting if not (t in self.scratch and self.scratch[t].has_targeted())}
 
     def dynamic_pending(self) -> list[Raised]:
         """Pending interrupts that need an answer (not static or external pauses)."""
@@ -478,8 +478,7 @@ class Level:
     async def _run_task(self, task: TaskState) -> _Outcome:
         spec = self.plan.nodes[task.node]
         scratch = self.scratch.get(task.id) or Scratch()
-        targeted = frozenset(scratch.targeted)
-        scratch.targeted = []
+        targeted = scratch.take_targeted()
         ctx = TaskContext(
             thread=self.thread,
             lineage=self.lineage,

@@ -127,7 +127,7 @@ def interrupt(
     ctx = current_task("interrupt()")
     address = current_address()
     where = str(address)
-    match = f"k:{key}" if key is not None else f"#{ctx.next_ordinal(ctx.counters, where)}"
+    match = f"k:{key}" if key is not None else f"#{ctx.next_ordinal(where)}"
     local = local_key(where, match)
     if local in ctx.scratch.answers:
         answer = ctx.scratch.answers[local]
@@ -277,7 +277,7 @@ async def step(name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **
     """
     ctx = current_task("step()")
     base = f"{current_address()}|{name}"
-    n = ctx.next_ordinal(ctx.step_counters, base)
+    n = ctx.next_ordinal(f"step|{base}")
     key = f"{base}#{n}" if n else base
     if key in ctx.scratch.steps:
         recorded: T = ctx.scratch.steps[key]

@@ -169,7 +169,7 @@ class ThreadIO:
             or seq - parent.record.base_seq >= SNAPSHOT_MAX_CHAIN
         )
         body = level_to_wire(level, full=snapshot)
-        body["meta"] = dict(metadata)
+        body["meta"] = metadata
         # The body records the chain length *before* itself; readers add its own size.
         if not snapshot:
             assert parent is not None
@@ -197,9 +197,9 @@ class ThreadIO:
             status=status,
             body=data,
         )
-        fresh = [r for r in level.pending if r.id not in known]
+        fresh = [r for r in level.pending if r.id not in known] if level.pending else []
         rows = [self._interrupt_row(r, thread, record.id) for r in fresh]
-        gone = [i for i in dict.fromkeys(level.dropped) if i in known]
+        gone = [i for i in dict.fromkeys(level.dropped) if i in known] if level.dropped else []
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
         await self.store.append_checkpoint(
@@ -208,11 +208,15 @@ class ThreadIO:
             new_interrupts=rows,
             resolutions=resolutions,
         )
-        known.update(r.id for r in fresh)
-        known.difference_update(gone)
-        level.dropped.clear()
+        if fresh:
+            known.update(r.id for r in fresh)
+        if gone:
+            known.difference_update(gone)
+        if level.dropped:
+            level.dropped.clear()
         for ch in level.channels.values():
-            ch.mark()
+            if ch.dirty:
+                ch.mark()
         # chain/snap above describe the state *after* this body (what the next commit needs).
         return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata))
 

@@ -16,8 +16,9 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
+
+import msgspec
 
 __all__ = [
     "CheckpointRecord",
@@ -44,8 +45,7 @@ pause with no answer needed; ``done``: no more tasks; ``failed``: a node raised.
 InterruptStatus = Literal["pending", "resolved", "expired", "cancelled"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CheckpointRecord:
+class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One committed checkpoint, as the store sees it."""
 
     thread: str
@@ -70,8 +70,7 @@ class CheckpointRecord:
     """The encoded checkpoint (deltas, tasks, interrupts...); opaque to the store."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class InterruptRecord:
+class InterruptRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One interrupt in the store's index (the inbox)."""
 
     id: str
@@ -100,8 +99,7 @@ class InterruptRecord:
     """Encoded outcome (the resume value or decision); opaque to the store."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Resolution:
+class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     """A request to move one interrupt out of ``pending``, applied by compare-and-set."""
 
     id: str
@@ -114,8 +112,7 @@ class Resolution:
     """Encoded outcome to record."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ThreadRecord:
+class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A thread's head pointer."""
 
     thread: str

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Sequence
 from types import TracebackType
+
+import msgspec
 
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
 from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
@@ -92,7 +93,7 @@ class MemoryStore:
                 raise UnknownInterrupt(res.id, pending, thread=thread)
             if current.status != "pending":
                 raise InterruptAlreadyResolved(res.id, status=current.status)
-            resolved[res.id] = dataclasses.replace(
+            resolved[res.id] = msgspec.structs.replace(
                 current, status=res.status, resolved_at=res.resolved_at, resolution=res.resolution
             )
         if record.id in self._checkpoint_ids:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Sequence
 
 import anyio
+import msgspec
 import pytest
 
 from .._errors import (
@@ -178,7 +178,7 @@ class StoreConformance:
         )
         assert await store.checkpoint_range(thread, lo=1, hi=3) == [first, second, big]
         resolved = await store.get_interrupt(raised.id)
-        assert resolved == dataclasses.replace(
+        assert resolved == msgspec.structs.replace(
             raised, status="resolved", resolved_at=_T0 + 10_000, resolution=b"\0\xff"
         )
         got_plain = await store.get_interrupt(plain.id)
