@@ -28,7 +28,12 @@ class CountingStore(MemoryStore):
         return rows
 
 
-async def test_history_of_a_long_thread_reads_a_bounded_window() -> None:
+async def test_history_of_a_long_thread_reads_a_bounded_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interlock.runtime import _persist
+
+    monkeypatch.setattr(_persist, "SNAPSHOT_SMALL_BYTES", 0)  # exercise the chain rules
     store = CountingStore()
     g = Graph(Counter)
     g.add_node("inc", lambda s: {"n": s["n"] + 1})
@@ -60,6 +65,7 @@ async def test_snapshot_cadence_keeps_state_exact(monkeypatch: pytest.MonkeyPatc
     from interlock.runtime import _persist
 
     monkeypatch.setattr(_persist, "SNAPSHOT_MIN_BYTES", 512)
+    monkeypatch.setattr(_persist, "SNAPSHOT_SMALL_BYTES", 0)
     from typing import Annotated
 
     from interlock import append

@@ -113,7 +113,20 @@ async def test_corrupt_checkpoint_gives_typed_error(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_broken_delta_chain_is_reported(store: Store) -> None:
+async def test_small_states_are_stored_whole(store: Store) -> None:
+    g = Graph(Chat)
+    g.add_node("a", lambda s: {"messages": [{"role": "a"}]}).add_edge(START, "a")
+    await g.compile(store=store).run({}, thread="t")
+    records = await store.checkpoint_range("t", lo=1, hi=10)
+    assert [r.base_seq for r in records] == [r.seq for r in records] == [1, 2]
+
+
+async def test_broken_delta_chain_is_reported(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interlock.runtime import _persist
+
+    monkeypatch.setattr(_persist, "SNAPSHOT_SMALL_BYTES", 0)
     g = Graph(Chat)
     g.add_node("a", lambda s: {"messages": [{"role": "a"}]}).add_edge(START, "a")
     app = g.compile(store=store)

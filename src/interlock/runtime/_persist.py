@@ -5,6 +5,8 @@ values instead (a snapshot), so rebuilding a state reads one snapshot plus the d
 Snapshots are taken when the bytes of deltas since the last one reach twice its size (and at
 least `SNAPSHOT_MIN_BYTES`), or after `SNAPSHOT_MAX_CHAIN` checkpoints: the store holds at most
 about 1.5× the state's size in snapshots, plus the deltas, and a rebuild reads a bounded chain.
+A small state (under `SNAPSHOT_SMALL_BYTES` with its deltas) is always stored whole, so
+loading it is a single read.
 """
 
 from __future__ import annotations
@@ -27,10 +29,19 @@ from ._engine import Level, new_id
 from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
 
-__all__ = ["SNAPSHOT_MAX_CHAIN", "SNAPSHOT_MIN_BYTES", "Head", "ThreadIO", "cancellations"]
+__all__ = [
+    "SNAPSHOT_MAX_CHAIN",
+    "SNAPSHOT_MIN_BYTES",
+    "SNAPSHOT_SMALL_BYTES",
+    "Head",
+    "ThreadIO",
+    "cancellations",
+]
 
 SNAPSHOT_MIN_BYTES = 256 * 1024
 SNAPSHOT_MAX_CHAIN = 1000
+SNAPSHOT_SMALL_BYTES = 2048
+"""While snapshot + deltas stay under this, every checkpoint is a snapshot (one read to load)."""
 
 
 @dataclass(slots=True)
@@ -165,6 +176,8 @@ class ThreadIO:
         seq = thread_head.record.seq + 1 if thread_head else 1
         snapshot = (
             parent is None
+            # A small state is cheaper to store whole than to rebuild from a chain on load.
+            or parent.snapshot_bytes + parent.chain_bytes <= SNAPSHOT_SMALL_BYTES
             or parent.chain_bytes >= max(SNAPSHOT_MIN_BYTES, 2 * parent.snapshot_bytes)
             or seq - parent.record.base_seq >= SNAPSHOT_MAX_CHAIN
         )

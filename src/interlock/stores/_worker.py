@@ -56,6 +56,15 @@ def _alone(loop: asyncio.AbstractEventLoop) -> bool:
         # The loop's own wake-up pipe is always registered; anything more is someone's I/O.
         if len(loop._selector.get_map()) > 1:  # type: ignore[attr-defined]
             return False
+        # asyncio's registry of live tasks (of all loops) is cheap to measure; when it holds
+        # more than the caller, count this loop's unfinished tasks properly.
+        registry = getattr(asyncio.tasks, "_all_tasks", None)
+        if (
+            registry is not None
+            and getattr(asyncio.tasks, "_eager_tasks", None) is None
+            and len(registry) <= 1
+        ):
+            return True
         return len(asyncio.all_tasks(loop)) <= 1
     except (AttributeError, TypeError, RuntimeError):
         return False
