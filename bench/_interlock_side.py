@@ -330,10 +330,10 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
     t0 = perf_counter()
     store = SqliteStore(work / "s5-interlock.db")
     app = approval_graph(executed).compile(store=store)
-    # The inbox: one indexed query for every pending interrupt of the file. Decoding each body
-    # is what showing the question needs (a LangGraph snapshot also decodes its interrupts).
-    inbox = await store.pending(limit=LIST_LIMIT)
-    questions = [app.plan.codec.decode(rec.body) for rec in inbox]
+    # The inbox: one indexed query for every pending interrupt of the file, each decoded into
+    # an Interrupt with its question (a LangGraph snapshot also decodes its interrupts).
+    inbox = await app.inbox(limit=LIST_LIMIT)
+    questions = [i.info for i in inbox]
     t1 = perf_counter()
     for rec in inbox:
         r = await app.resume(rec.thread, {rec.id: True})
@@ -350,7 +350,7 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
         "s5_peak_rss_mib": peak_rss_kib() / 1024,
         "s5_errors": float(errors),
     }
-    info = {"listing": f"SqliteStore.pending(limit={LIST_LIMIT}) + codec.decode of each body"}
+    info = {"listing": f"App.inbox(limit={LIST_LIMIT})"}
     return metrics, info
 
 

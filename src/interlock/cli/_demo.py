@@ -120,14 +120,13 @@ async def _demo(
                     console.print(f"  [green]✓[/green] {event.node}: {line}")
 
         if resume_:
-            waiting = await store.pending(key=APPROVAL_KEY, limit=1)
+            waiting = await app.inbox(key=APPROVAL_KEY, limit=1)
             if not waiting:
                 console.print("Nothing is pending. Start one with: interlock demo --no-wait")
                 return 1
-            thread = waiting[0].thread
+            interrupt = waiting[0]
+            thread = interrupt.thread
             console.print(f"Resuming thread [bold]{thread}[/bold] from {db_path}")
-            state = await app.get_state(thread)
-            interrupt = state.interrupts[0]
         else:
             thread = f"order-{secrets.randbelow(90000) + 10000}"
             console.print(f"Starting thread [bold]{thread}[/bold] in {db_path}")

@@ -422,6 +422,18 @@ class App(Generic[StateT]):
 
     # -- reading ---------------------------------------------------------------------------------
 
+    async def inbox(
+        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+    ) -> list[Interrupt]:
+        """Return pending interrupts across threads, oldest first, through the store's index.
+
+        The cost grows with the number returned, not with the number of threads. Each
+        `Interrupt` carries its thread, so it can be answered with
+        ``app.resume(i.thread, {i.id: answer})``.
+        """
+        rows = await self.store.pending(thread=thread, key=key, limit=limit)
+        return [self._io.interrupt_of(row) for row in rows]
+
     async def get_state(
         self, thread: str, checkpoint_id: str | None = None
     ) -> StateSnapshot[StateT]:

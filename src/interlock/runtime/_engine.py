@@ -347,6 +347,7 @@ class Level:
         tid = task.id if task else f"step{self.step}"
         record = Interrupt(
             id=interrupt_id(self.lineage, tid, local),
+            thread=self.thread,
             key=None,
             address=address,
             kind=kind,  # type: ignore[arg-type]

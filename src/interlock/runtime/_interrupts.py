@@ -147,6 +147,7 @@ def interrupt(
         _VALIDATORS.setdefault(vname, validator)
     record = Interrupt(
         id=interrupt_id(ctx.lineage, ctx.task_id, local),
+        thread=ctx.thread,
         key=key,
         address=address,
         kind="dynamic",

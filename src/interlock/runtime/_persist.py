@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._errors import (
@@ -26,6 +26,7 @@ from ..graph._builder import CompiledGraph
 from ..stores import CheckpointRecord, InterruptRecord, Resolution, Store
 from ._context import interrupt_id
 from ._engine import Level, new_id
+from ._records import Address, Interrupt
 from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
 
@@ -245,7 +246,32 @@ class ThreadIO:
             status="pending",
             created_at=i.created_at,
             deadline=i.deadline,
-            body=self.codec.encode(raised_to_wire(r), path="interrupt"),
+            # What an inbox shows; the engine's own record of it is in the checkpoint.
+            body=self.codec.encode([i.info, i.schema], path="interrupt"),
+        )
+
+    def interrupt_of(self, row: InterruptRecord) -> Interrupt:
+        """Turn a row of the store's interrupt index into an `Interrupt`."""
+        try:
+            info, schema = self.codec.decode(row.body)
+            address = Address.parse(row.address)
+        except (ValueError, TypeError) as exc:
+            raise CheckpointCorrupt(
+                f"interrupt {row.id} of thread {row.thread!r} has an invalid index row: {exc}",
+                thread=row.thread,
+                checkpoint_id=row.checkpoint_id,
+            ) from exc
+        return Interrupt(
+            id=row.id,
+            thread=row.thread,
+            key=row.key,
+            address=address,
+            kind=row.kind,  # type: ignore[arg-type]
+            info=info,
+            schema=schema,
+            created_at=row.created_at,
+            deadline=row.deadline,
+            status=row.status,
         )
 
     def _encode(self, body: dict[str, Any], level: Level) -> bytes:
@@ -269,7 +295,7 @@ class ThreadIO:
         """
         renamed: dict[str, str] = {}
         level.lineage = lineage
-        _rekey(level.pending, lineage, renamed)
+        _rekey(level.pending, lineage, renamed, level.thread)
         for sc in level.scratch.values():
             for addr, wire in sc.children.items():
                 sc.children[addr] = _rekey_wire(wire, lineage, renamed)
@@ -286,14 +312,11 @@ def _node_of(level: Level, tid: str) -> str:
     return next((t.node for t in level.tasks if t.id == tid), tid)
 
 
-def _rekey(pending: list[Raised], lineage: str, renamed: dict[str, str]) -> None:
-    from dataclasses import replace
-
-    for n, r in enumerate(pending):
+def _rekey(pending: list[Raised], lineage: str, renamed: dict[str, str], thread: str = "") -> None:
+    for r in pending:
         new = interrupt_id(lineage, r.task, r.local)
         renamed[r.id] = new
-        r.interrupt = replace(r.interrupt, id=new)
-        pending[n] = r
+        r.interrupt = replace(r.interrupt, id=new, thread=thread)
 
 
 def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> dict[str, Any]:

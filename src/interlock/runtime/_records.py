@@ -86,6 +86,8 @@ class Interrupt:
 
     id: str
     """Opaque, unique id. Resume by this id (or by `key`)."""
+    thread: str = ""
+    """The thread that waits on it."""
     key: str | None
     """Optional key chosen by the code that raised it."""
     address: Address
@@ -104,7 +106,10 @@ class Interrupt:
     """Lifecycle state."""
 
     def __repr__(self) -> str:
-        return f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address}>"
+        return (
+            f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address} "
+            f"thread={self.thread!r}>"
+        )
 
 
 @dataclass(frozen=True, slots=True)

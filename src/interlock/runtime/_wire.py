@@ -48,14 +48,15 @@ def raised_to_wire(r: Raised) -> list[Any]:
     ]
 
 
-def raised_from_wire(w: list[Any]) -> Raised:
-    """Decode a pending interrupt."""
+def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
+    """Decode a pending interrupt of ``thread``."""
     (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
     task, local, owner = w[11:14]
     if kind not in ("dynamic", "before", "after", "external", "reconcile"):
         raise ValueError(f"unknown interrupt kind {kind!r}")
     record = Interrupt(
         id=str(iid),
+        thread=thread,
         key=key,
         address=Address.parse(addr),
         kind=kind,
@@ -165,7 +166,7 @@ def level_from_wire(
             )
         for tid, s in body.get("scr", {}).items():
             level.scratch[str(tid)] = Scratch.from_wire(s)
-        level.pending = [raised_from_wire(w) for w in body.get("pend", [])]
+        level.pending = [raised_from_wire(w, thread) for w in body.get("pend", [])]
         level.origin = {str(k): int(v) for k, v in body.get("org", {}).items()}
         level.written = {str(k) for k in body.get("wr", [])}
         for ch in level.channels.values():

@@ -1,0 +1,48 @@
+"""The inbox: pending interrupts across threads, from the store's index."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pytest
+
+from interlock import START, Graph, Store, approve, choose
+
+pytestmark = pytest.mark.anyio
+
+
+class S(TypedDict, total=False):
+    ok: bool
+    pick: str
+
+
+async def test_inbox_lists_every_waiting_thread_and_answers_resume_them(store: Store) -> None:
+    g = Graph(S)
+    g.add_node("gate", lambda s: {"ok": approve("ship?", key="ship")})
+    g.add_node("pick", lambda s: {"pick": choose("which?", ["a", "b"], key="pick")})
+    g.add_edge(START, "gate").add_edge("gate", "pick")
+    app = g.compile(store=store)
+    for n in range(5):
+        await app.run({}, thread=f"order-{n}")
+
+    inbox = await app.inbox()
+    assert [i.thread for i in inbox] == [f"order-{n}" for n in range(5)]
+    first = inbox[0]
+    assert first.key == "ship" and first.kind == "dynamic" and first.status == "pending"
+    assert first.info["question"] == "ship?" and str(first.address) == "node:gate"
+    assert first.schema is not None and "anyOf" in first.schema
+
+    await app.resume(first.thread, {first.id: True})
+    inbox = await app.inbox()
+    assert [(i.thread, i.key) for i in inbox] == [
+        *((f"order-{n}", "ship") for n in range(1, 5)),
+        ("order-0", "pick"),
+    ]
+    assert [i.thread for i in await app.inbox(key="pick")] == ["order-0"]
+    assert [i.key for i in await app.inbox(thread="order-3")] == ["ship"]
+    assert len(await app.inbox(limit=2)) == 2
+
+    for i in await app.inbox(key="ship"):
+        await app.resume(i.thread, {i.id: False})
+    remaining: list[Any] = await app.inbox()
+    assert [(i.thread, i.key) for i in remaining] == [(f"order-{n}", "pick") for n in range(5)]
