@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from .._errors import (
     CheckpointCorrupt,
@@ -316,7 +318,7 @@ def _rekey(pending: list[Raised], lineage: str, renamed: dict[str, str], thread:
     for r in pending:
         new = interrupt_id(lineage, r.task, r.local)
         renamed[r.id] = new
-        r.interrupt = replace(r.interrupt, id=new, thread=thread)
+        r.interrupt = msgspec.structs.replace(r.interrupt, id=new, thread=thread)
 
 
 def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> dict[str, Any]:

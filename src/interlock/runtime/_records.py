@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+import msgspec
+
 __all__ = [
     "Address",
     "Command",
@@ -73,12 +75,19 @@ class Address(tuple[Segment, ...]):
 
     @classmethod
     def parse(cls, text: str) -> Address:
-        """Parse a rendered address."""
-        return cls(Segment.parse(p) for p in text.split("/")) if text else cls()
+        """Parse a rendered address (parsed addresses are cached: they repeat a lot)."""
+        found = _PARSED.get(text)
+        if found is None:
+            found = cls(Segment.parse(p) for p in text.split("/")) if text else cls()
+            if len(_PARSED) < 4096:
+                _PARSED[text] = found
+        return found
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Interrupt:
+_PARSED: dict[str, Address] = {}
+
+
+class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
     """A question the run is waiting on.
 
     ``repr`` shows its live state: ``<Interrupt 7f3a91 pending node:review/tool:execute>``.
