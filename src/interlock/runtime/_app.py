@@ -111,35 +111,38 @@ class App(Generic[StateT]):
         mode = durability or self.durability
         # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
         # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
-        # the read can be skipped. If the view was stale, start over from the store.
+        # the read can be skipped.
+        return await self._verified(
+            thread,
+            optimistic=mode == "sync",
+            new=True,
+            call=lambda opened: self._run(
+                input,
+                thread,
+                opened,
+                on_pending,
+                interrupt_before,
+                interrupt_after,
+                on_interrupt,
+                mode,
+                metadata,
+                emit,
+            ),
+        )
+
+    async def _verified(
+        self,
+        thread: str,
+        *,
+        optimistic: bool,
+        new: bool,
+        call: Callable[[_Opened], Awaitable[RunResult[StateT]]],
+    ) -> RunResult[StateT]:
+        """Run ``call`` on the thread as `_open` finds it; once more from the store if stale."""
         try:
-            opened = await self._open(thread, optimistic=mode == "sync", new=True)
-            return await self._run(
-                input,
-                thread,
-                opened,
-                on_pending,
-                interrupt_before,
-                interrupt_after,
-                on_interrupt,
-                mode,
-                metadata,
-                emit,
-            )
+            return await call(await self._open(thread, optimistic=optimistic, new=new))
         except _Stale:
-            opened = await self._open(thread, optimistic=False)
-            return await self._run(
-                input,
-                thread,
-                opened,
-                on_pending,
-                interrupt_before,
-                interrupt_after,
-                on_interrupt,
-                mode,
-                metadata,
-                emit,
-            )
+            return await call(await self._open(thread, optimistic=False))
 
     async def _run(
         self,
@@ -217,10 +220,9 @@ class App(Generic[StateT]):
             metadata,
             emit,
         )
-        try:
-            return await self._resume(await self._open(thread, optimistic=True), *args)
-        except _Stale:
-            return await self._resume(await self._open(thread, optimistic=False), *args)
+        return await self._verified(
+            thread, optimistic=True, new=False, call=lambda opened: self._resume(opened, *args)
+        )
 
     async def _resume(
         self,
