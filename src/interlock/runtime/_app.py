@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import anyio
@@ -15,20 +13,19 @@ from .._errors import (
     CheckpointNotFound,
     GraphDefinitionError,
     InvalidResume,
-    NodeError,
     ResumeError,
-    ThreadBusy,
     ThreadInterrupted,
 )
 from ..graph._channels import AppendChannel
 from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
 from ._engine import Level, new_id
-from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
-from ._jsonschema import check
+from ._events import Event
 from ._persist import Head, ThreadIO, cancellations
 from ._records import Address, Command, Interrupt, RunResult, Send, StateSnapshot
-from ._signals import InterruptSignal, Raised
+from ._resume import Targets, check_targets, decide
+from ._runctx import Opened, RunCtx, Stale
+from ._signals import InterruptSignal
 from ._wire import level_from_wire, level_to_wire, subgraph_output
 
 if TYPE_CHECKING:
@@ -38,8 +35,6 @@ __all__ = ["App", "InterruptHandler", "Targets"]
 
 StateT = TypeVar("StateT")
 
-Targets = Mapping[str, Any] | Command | None
-"""What `App.resume` accepts: ``{id_or_key: answer}``, a `Command`, or None (continue pauses)."""
 InterruptHandler = Callable[[Interrupt], Awaitable[Any]]
 """An ``on_interrupt`` handler: receives a pending interrupt, returns its answer."""
 OnPending = Literal["raise", "cancel"]
@@ -136,19 +131,19 @@ class App(Generic[StateT]):
         *,
         optimistic: bool,
         new: bool,
-        call: Callable[[_Opened], Awaitable[RunResult[StateT]]],
+        call: Callable[[Opened], Awaitable[RunResult[StateT]]],
     ) -> RunResult[StateT]:
         """Run ``call`` on the thread as `_open` finds it; once more from the store if stale."""
         try:
             return await call(await self._open(thread, optimistic=optimistic, new=new))
-        except _Stale:
+        except Stale:
             return await call(await self._open(thread, optimistic=False))
 
     async def _run(
         self,
         input: Any,
         thread: str,
-        opened: _Opened,
+        opened: Opened,
         on_pending: OnPending,
         interrupt_before: Sequence[str],
         interrupt_after: Sequence[str],
@@ -167,7 +162,7 @@ class App(Generic[StateT]):
             resolutions = cancellations(r.id for r in level.pending)
         level.start(self.plan.schema.values_of(input))
         level.set_run_breakpoints(interrupt_before, interrupt_after)
-        ctx = _RunCtx(self, thread, durability, metadata, emit, opened)
+        ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
         if ctx.durability == "sync" or resolutions:
             await ctx.commit(level, "input", resolutions)
         return await self._drive(level, ctx, on_interrupt)
@@ -226,7 +221,7 @@ class App(Generic[StateT]):
 
     async def _resume(
         self,
-        opened: _Opened,
+        opened: Opened,
         thread: str,
         targets: Targets,
         checkpoint_id: str | None,
@@ -248,7 +243,7 @@ class App(Generic[StateT]):
             renamed = self._io.relineage(level, new_id())
         cmd = targets if isinstance(targets, Command) else None
         try:
-            answers = await self._answers(level, thread, targets, renamed)
+            answers = await check_targets(self.store, level, thread, targets, renamed)
         except ResumeError as exc:
             opened.check(exc)
             raise
@@ -264,11 +259,11 @@ class App(Generic[StateT]):
             )
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
         level.set_run_breakpoints(interrupt_before, interrupt_after)
-        ctx = _RunCtx(self, thread, durability, metadata, emit, opened)
+        ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
         if renamed:
             ctx.parent = branch_from
             await ctx.commit(level, "fork", ())
-        resolutions = self._decide(level, answers, actor)
+        resolutions = decide(self.plan.codec, level, answers, actor)
         if update:
             level.apply_writes(("resume", k, v) for k, v in update)
         if cmd is not None and cmd.goto:
@@ -277,79 +272,7 @@ class App(Generic[StateT]):
         await ctx.commit(level, "resume", resolutions, actor=actor)
         return await self._drive(level, ctx, on_interrupt)
 
-    async def _answers(
-        self, level: Level, thread: str, targets: Targets, renamed: Mapping[str, str]
-    ) -> dict[str, Any]:
-        """Turn resume targets into ``{interrupt_id: answer}``, checking every one."""
-        from .._errors import InterruptAlreadyResolved, UnknownInterrupt
-
-        pending = {r.id: r for r in level.pending}
-        if isinstance(targets, Command):
-            if isinstance(targets.resume, Mapping):
-                mapping: Mapping[str, Any] | None = targets.resume
-            else:
-                dynamic = level.dynamic_pending()
-                if len(dynamic) == 1:
-                    mapping = {dynamic[0].id: targets.resume}
-                elif not dynamic and targets.resume is None:
-                    mapping = None
-                else:
-                    raise InvalidResume(
-                        f"Command(resume=...) answers a single interrupt, but thread {thread!r} "
-                        f"has {len(dynamic)} pending ({', '.join(r.id for r in dynamic)}); "
-                        "pass {id_or_key: answer} instead"
-                    )
-        else:
-            mapping = targets
-        if mapping is None:
-            return {
-                r.id: None
-                for r in level.pending
-                if r.interrupt.kind not in ("dynamic", "reconcile")
-            }
-        answers: dict[str, Any] = {}
-        for target, value in mapping.items():
-            target = renamed.get(target, target)
-            if target in pending:
-                found = [pending[target]]
-            else:
-                found = [r for r in level.pending if r.interrupt.key == target]
-            if not found:
-                stored = await self.store.get_interrupt(target)
-                if stored is not None and stored.thread == thread and stored.status != "pending":
-                    raise InterruptAlreadyResolved(target, status=stored.status)
-                raise UnknownInterrupt(target, list(pending), thread=thread)
-            if len(found) > 1:
-                raise InvalidResume(
-                    f"key {target!r} matches {len(found)} pending interrupts "
-                    f"({', '.join(r.id for r in found)}); resume them by id"
-                )
-            r = found[0]
-            if r.id in answers:
-                raise InvalidResume(f"interrupt {r.id} is targeted twice", interrupt_id=r.id)
-            _validate(r, value)
-            answers[r.id] = value
-        return answers
-
-    def _decide(
-        self, level: Level, answers: Mapping[str, Any], actor: str | None
-    ) -> list[Resolution]:
-        """Deliver checked answers to their tasks; return the resolutions to commit with them."""
-        now = time.time()
-        encode = self.plan.codec.encode
-        resolutions = [
-            Resolution(
-                id=iid,
-                status="resolved",
-                resolved_at=now,
-                resolution=encode({"answer": answer, "actor": actor}, path="answer"),
-            )
-            for iid, answer in answers.items()
-        ]
-        level.answer(answers)
-        return resolutions
-
-    async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> _Opened:
+    async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
         """Get the thread's latest level: from this process's cache, or from the store.
 
         ``optimistic`` returns the cached level without reading the store (and with ``new``,
@@ -359,20 +282,20 @@ class App(Generic[StateT]):
         warm = self._warm.pop(thread, None)
         if optimistic and warm is not None:
             warm[1].steps_taken = 0
-            return _Opened(*warm, verified=False)
+            return Opened(*warm, verified=False)
         if optimistic and new:
-            return _Opened(None, None, set(), verified=False)
+            return Opened(None, None, set(), verified=False)
         head = await self._io.head(thread)
         if head is None:
-            return _Opened(None, None, set(), verified=True)
+            return Opened(None, None, set(), verified=True)
         if warm is not None and warm[0].record.id == head.record.id:
             # Nobody wrote since this process committed it: skip decoding the delta chain.
             warm[1].steps_taken = 0
-            return _Opened(*warm, verified=True)
+            return Opened(*warm, verified=True)
         level, known = await self._io.load(thread, head)
-        return _Opened(head, level, known, verified=True)
+        return Opened(head, level, known, verified=True)
 
-    def _keep_warm(self, ctx: _RunCtx, level: Level) -> None:
+    def _keep_warm(self, ctx: RunCtx, level: Level) -> None:
         if ctx.head is None:
             return
         self._warm[ctx.thread] = (ctx.head, level, ctx.known)
@@ -380,7 +303,7 @@ class App(Generic[StateT]):
             self._warm.popitem(last=False)
 
     async def _drive(
-        self, level: Level, ctx: _RunCtx, on_interrupt: InterruptHandler | None
+        self, level: Level, ctx: RunCtx, on_interrupt: InterruptHandler | None
     ) -> RunResult[StateT]:
         while True:
             result = await ctx.advance(level)
@@ -392,8 +315,8 @@ class App(Generic[StateT]):
                 if i.kind in ("dynamic", "reconcile"):
                     answers[i.id] = await on_interrupt(i)
             # Same checks and commit as App.resume, on the live level.
-            checked = await self._answers(level, ctx.thread, answers, {})
-            await ctx.commit(level, "resume", self._decide(level, checked, None))
+            checked = await check_targets(self.store, level, ctx.thread, answers, {})
+            await ctx.commit(level, "resume", decide(self.plan.codec, level, checked, None))
 
     # -- subgraphs ------------------------------------------------------------------------------
 
@@ -407,7 +330,7 @@ class App(Generic[StateT]):
             level = level_from_wire(self.plan, saved, thread=ctx.thread, lineage=ctx.lineage)
         else:
             level = Level(self.plan, thread=ctx.thread, lineage=ctx.lineage, base=address)
-            level.start(self.plan.schema.values_of(_as_dict(arg, parent)))
+            level.start(self.plan.schema.values_of(arg))
             level.origin = {
                 k: len(c.value) for k, c in level.channels.items() if isinstance(c, AppendChannel)
             }
@@ -517,7 +440,9 @@ class App(Generic[StateT]):
         if as_node is not None:
             level.results, level.scratch = {}, {}
             level.plan_after(as_node)
-        ctx = _RunCtx(self, thread, "sync", None, None, _Opened(head, level, known))
+        ctx = RunCtx(
+            self._io, self.recursion_limit, thread, "sync", None, None, Opened(head, level, known)
+        )
         return await ctx.commit(level, "update", resolutions)
 
     async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
@@ -532,7 +457,15 @@ class App(Generic[StateT]):
             raise GraphDefinitionError(f"thread {new_thread!r} already exists; pick a new id")
         level.thread = new_thread
         self._io.relineage(level, new_id())
-        ctx = _RunCtx(self, new_thread, "sync", None, None, _Opened(None, level, set()))
+        ctx = RunCtx(
+            self._io,
+            self.recursion_limit,
+            new_thread,
+            "sync",
+            None,
+            None,
+            Opened(None, level, set()),
+        )
         return await ctx.commit(level, "fork", ())
 
     # -- streaming ------------------------------------------------------------------------
@@ -588,164 +521,3 @@ class App(Generic[StateT]):
     def fork_sync(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
         """`fork` for scripts."""
         return anyio.run(self.fork, thread, checkpoint_id, new_thread)
-
-
-class _Stale(Exception):
-    """A cached view of a thread was out of date; the call starts over from the store."""
-
-
-@dataclass(slots=True)
-class _Opened:
-    """A thread as a call found it."""
-
-    head: Head | None
-    level: Level | None
-    known: set[str]
-    verified: bool = True
-    """False while the view comes from this process's cache and no commit has confirmed it."""
-
-    def check(self, error: Exception) -> None:
-        """Raise ``error`` if the view is verified; otherwise start over (it may be stale)."""
-        if not self.verified:
-            raise _Stale from error
-        raise error
-
-
-class _RunCtx:
-    """One call's view of a thread: durability, the head it builds on, what it emits."""
-
-    def __init__(
-        self,
-        app: App[Any],
-        thread: str,
-        durability: Durability,
-        metadata: Mapping[str, Any] | None,
-        emit: Callable[[Event], None] | None,
-        opened: _Opened,
-    ) -> None:
-        self.app = app
-        self.thread = thread
-        self.durability = durability
-        self.metadata = dict(metadata or {})
-        self.emit = emit
-        self.head = opened.head
-        self.parent: Head | None = None
-        self.known = opened.known
-        self.opened = opened
-
-    async def commit(
-        self,
-        level: Level,
-        source: Any,
-        resolutions: Sequence[Resolution],
-        *,
-        actor: str | None = None,
-    ) -> str:
-        status = level.status()
-        parent = self.parent or self.head
-        try:
-            head = await self.app._io.commit(
-                level,
-                thread=self.thread,
-                parent=parent,
-                thread_head=self.head,
-                source=source,
-                status=status,
-                resolutions=resolutions,
-                known=self.known,
-                metadata={**self.metadata, **({"actor": actor} if actor else {})},
-            )
-        except (ThreadBusy, ResumeError) as exc:
-            self.opened.check(exc)
-            raise  # unreachable: check() raises
-        self.head = head
-        self.opened.verified = True
-        self.parent = None
-        if self.emit is not None:
-            self.emit(CheckpointEvent(checkpoint_id=head.record.id, step=level.step, status=status))
-        return head.record.id
-
-    async def advance(self, level: Level) -> RunResult[Any]:
-        on_step = self._on_step if self.durability == "sync" else None
-        level.emit = self.emit
-        try:
-            await level.run(on_step=on_step, limit=self.app.recursion_limit)
-        except NodeError as exc:
-            await self._commit_failure(level, exc)
-            raise
-        await self.commit(level, "loop", ())
-        result = self.result(level)
-        if self.emit is not None:
-            for i in result.interrupts:
-                self.emit(InterruptEvent(interrupt=i))
-            self.emit(RunFinishedEvent(result=result))
-        return result
-
-    async def _commit_failure(self, level: Level, exc: NodeError) -> None:
-        # The finished tasks of the failed step are kept, so a later resume re-runs only the
-        # failed ones. Other errors (bad updates, serialization) leave the last checkpoint.
-        with anyio.CancelScope(shield=True):
-            await self.app._io.commit(
-                level,
-                thread=self.thread,
-                parent=self.head,
-                thread_head=self.head,
-                source="loop",
-                status="failed",
-                resolutions=(),
-                known=self.known,
-                metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
-            )
-
-    async def _on_step(self, level: Level) -> None:
-        await self.commit(level, "loop", ())
-
-    def result(self, level: Level) -> RunResult[Any]:
-        status = level.status()
-        return RunResult(
-            thread=self.thread,
-            status="done" if status in ("done", "ready") else status,  # type: ignore[arg-type]
-            state=level.detached_view(),
-            values=level.values(),
-            interrupts=[r.interrupt for r in level.pending],
-            checkpoint_id=self.head.record.id if self.head else None,
-        )
-
-
-def _validate(r: Raised, value: Any) -> None:
-    from ._interrupts import lookup_validator
-
-    schema = r.interrupt.schema
-    if value is None and (r.has_default or schema is None):
-        return
-    if schema is not None:
-        problem = check(value, schema)
-        if problem is not None:
-            raise InvalidResume(
-                f"answer to interrupt {r.id} ({r.interrupt.address}) is invalid: {problem}",
-                interrupt_id=r.id,
-            )
-    if r.validator is not None:
-        fn = lookup_validator(r.validator)
-        if fn is None:
-            raise InvalidResume(
-                f"interrupt {r.id} must be checked by validator {r.validator!r}, which this "
-                "process does not know; decorate it with @interlock.validator in a module "
-                "this process imports",
-                interrupt_id=r.id,
-            )
-        try:
-            ok = fn(value)
-        except (ValueError, TypeError) as exc:
-            raise InvalidResume(
-                f"answer to interrupt {r.id} was refused by its validator: {exc}",
-                interrupt_id=r.id,
-            ) from exc
-        if ok is False:
-            raise InvalidResume(
-                f"answer to interrupt {r.id} was refused by its validator", interrupt_id=r.id
-            )
-
-
-def _as_dict(arg: Any, parent: Level) -> Any:
-    return arg if not isinstance(arg, dict) else dict(arg)
