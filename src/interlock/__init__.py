@@ -38,16 +38,21 @@ from .runtime._app import App as App
 from .runtime._app import InterruptHandler as InterruptHandler
 from .runtime._app import Targets as Targets
 
+# Events of a streamed run
+from .runtime._concat import register_concat as register_concat
+
 # Asking people, inside nodes
 from .runtime._context import child_scope as child_scope
-
-# Events of a streamed run
 from .runtime._events import CheckpointEvent as CheckpointEvent
+from .runtime._events import ChunkEvent as ChunkEvent
 from .runtime._events import Event as Event
 from .runtime._events import InterruptEvent as InterruptEvent
 from .runtime._events import NodeOutputEvent as NodeOutputEvent
 from .runtime._events import RunFinishedEvent as RunFinishedEvent
+from .runtime._events import RunStartedEvent as RunStartedEvent
 from .runtime._events import StepEvent as StepEvent
+from .runtime._events import StepFinishedEvent as StepFinishedEvent
+from .runtime._events import StreamMode as StreamMode
 from .runtime._interrupts import Child as Child
 from .runtime._interrupts import approve as approve
 from .runtime._interrupts import ask as ask
@@ -95,13 +100,18 @@ __all__ = [
     "Send",
     "StateSnapshot",
     "Targets",
-    # events
+    # events and streaming
     "CheckpointEvent",
+    "ChunkEvent",
     "Event",
     "InterruptEvent",
     "NodeOutputEvent",
     "RunFinishedEvent",
+    "RunStartedEvent",
     "StepEvent",
+    "StepFinishedEvent",
+    "StreamMode",
+    "register_concat",
     # asking people
     "Child",
     "InterruptSignal",

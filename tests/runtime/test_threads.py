@@ -15,10 +15,13 @@ from interlock import (
     Command,
     Graph,
     GraphChanged,
+    GraphDefinitionError,
     InterruptEvent,
     NodeOutputEvent,
     RunFinishedEvent,
+    RunStartedEvent,
     StepEvent,
+    StepFinishedEvent,
     Store,
     ThreadInterrupted,
     append,
@@ -239,25 +242,38 @@ async def test_stream_events_in_order_and_interrupt_after_commit(store: Store) -
     events = [e async for e in app.stream({}, thread="t")]
     kinds = [e.kind for e in events]
     assert kinds == [
+        "run",
         "checkpoint",
         "step",
         "node",
+        "step_done",
         "checkpoint",
         "step",
         "checkpoint",
         "interrupt",
         "finished",
     ]
-    assert isinstance(events[2], NodeOutputEvent) and events[2].update == {"log": ["a"]}
-    assert isinstance(events[1], StepEvent) and events[1].nodes == ("a",)
-    interrupt_event = events[6]
-    assert isinstance(interrupt_event, InterruptEvent)
-    last_cp = events[5]
+    assert isinstance(events[0], RunStartedEvent) and not events[0].resumed
+    assert isinstance(events[2], StepEvent) and events[2].nodes == ("a",)
+    assert isinstance(events[3], NodeOutputEvent) and events[3].update == {"log": ["a"]}
+    assert isinstance(events[4], StepFinishedEvent) and events[4].next == ("b",)
+    last_cp, interrupt_event, final = events[7], events[8], events[9]
     assert isinstance(last_cp, CheckpointEvent) and last_cp.status == "interrupted"
-    final = events[-1]
+    assert isinstance(interrupt_event, InterruptEvent)
     assert isinstance(final, RunFinishedEvent) and final.result.status == "interrupted"
-    resumed = [e async for e in app.stream(thread="t", resume={interrupt_event.interrupt.id: 1})]
+    # The interrupt event comes after its checkpoint: the store already has it.
+    assert (await store.get_interrupt(interrupt_event.interrupt.id)) is not None
+
+    resumed = [
+        e
+        async for e in app.stream(
+            thread="t", resume={interrupt_event.interrupt.id: 1}, modes=["run", "updates"]
+        )
+    ]
+    assert [e.kind for e in resumed] == ["run", "node", "finished"]
     assert resumed[-1].result.values["answer"] == 1  # type: ignore[union-attr]
+    with pytest.raises(GraphDefinitionError, match="unknown stream modes"):
+        [e async for e in app.stream({}, thread="t2", modes=["everything"])]  # type: ignore[list-item]
 
 
 async def test_durability_exit_writes_only_at_stop(store: Store) -> None:

@@ -42,6 +42,9 @@ class NodeSpec:
     is_async: bool
     subgraph: App[Any] | None
     """A compiled graph run as this node."""
+    is_stream: bool = False
+    """The callable is an async generator: its chunks stream out, their concatenation is the
+    node's update."""
 
     @property
     def kind(self) -> str:
@@ -116,7 +119,9 @@ class Graph(Generic[StateT]):
     def add_node(self, name: str, node: Callable[..., Any] | App[Any]) -> Graph[StateT]:
         """Add a node: ``def``/``async def`` taking the state, or a compiled `App` (subgraph).
 
-        A node returns a dict of state updates, a `Command`, or None.
+        A node returns a dict of state updates, a `Command`, or None. An async generator node
+        streams: each chunk it yields is emitted as a `ChunkEvent`, and the chunks joined by
+        their concat rule (see `register_concat`) are its update.
         """
         from ..runtime._app import App
 
@@ -130,7 +135,10 @@ class Graph(Generic[StateT]):
             is_async = inspect.iscoroutinefunction(node) or inspect.iscoroutinefunction(
                 getattr(node, "__call__", None)  # noqa: B004 - async callable objects
             )
-            spec = NodeSpec(name, node, is_async, None)
+            is_stream = inspect.isasyncgenfunction(node) or inspect.isasyncgenfunction(
+                getattr(node, "__call__", None)  # noqa: B004
+            )
+            spec = NodeSpec(name, node, is_async, None, is_stream)
         else:
             raise GraphDefinitionError(f"node {name!r} must be callable or an App, got {node!r}")
         self._nodes[name] = spec

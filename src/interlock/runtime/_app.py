@@ -20,7 +20,7 @@ from ..graph._channels import AppendChannel
 from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
 from ._engine import Level, new_id
-from ._events import Event
+from ._events import MODES, Event, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations
 from ._records import Address, Command, Interrupt, RunResult, Send, StateSnapshot
 from ._resume import Targets, check_targets, decide
@@ -103,6 +103,8 @@ class App(Generic[StateT]):
             metadata: Stored with the checkpoints of this run.
             emit: Receives events as they happen (see `stream`).
         """
+        if emit is not None:
+            emit(RunStartedEvent(thread=thread, resumed=False))
         mode = durability or self.durability
         # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
         # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
@@ -203,6 +205,8 @@ class App(Generic[StateT]):
         """
         # The decision commit comes before any task runs; it verifies a cached view of the
         # thread by compare-and-set, so the read can be skipped (see `run`).
+        if emit is not None:
+            emit(RunStartedEvent(thread=thread, resumed=True))
         args = (
             thread,
             targets,
@@ -471,23 +475,41 @@ class App(Generic[StateT]):
     # -- streaming ------------------------------------------------------------------------
 
     async def stream(
-        self, input: Any = None, *, thread: str, resume: Targets | bool = False, **kwargs: Any
+        self,
+        input: Any = None,
+        *,
+        thread: str,
+        resume: Targets | bool = False,
+        modes: Sequence[StreamMode] | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Event]:
         """Run (or, with ``resume=``, resume) and yield events as they happen.
 
-        Events: `StepEvent`, `NodeOutputEvent`, `CheckpointEvent`, `InterruptEvent` (only after
-        its checkpoint is committed) and a final `RunFinishedEvent`.
+        Events, in order: `RunStartedEvent`; per superstep `StepEvent`, `ChunkEvent`s of
+        streaming nodes, `NodeOutputEvent`s, `StepFinishedEvent`, `CheckpointEvent`;
+        `InterruptEvent`s (only after their checkpoint is committed); a final
+        `RunFinishedEvent`, which always comes. ``modes`` picks the others: ``"run"``,
+        ``"steps"``, ``"updates"``, ``"chunks"``, ``"checkpoints"``, ``"interrupts"``
+        (default: all).
         """
+        unknown = [m for m in modes or () if m not in MODES]
+        if unknown:
+            raise GraphDefinitionError(f"unknown stream modes {unknown}; choose from {list(MODES)}")
+        kinds = {"finished"}.union(*(MODES[m] for m in modes or MODES))
         # Unbounded: the run must never block on (or fail because of) a slow reader.
         send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=math.inf)
+
+        def emit(event: Event) -> None:
+            if event.kind in kinds:
+                send.send_nowait(event)
 
         async def produce() -> None:
             async with send:
                 if resume is False:
-                    await self.run(input, thread=thread, emit=send.send_nowait, **kwargs)
+                    await self.run(input, thread=thread, emit=emit, **kwargs)
                 else:
                     targets = None if resume is True else resume
-                    await self.resume(thread, targets, emit=send.send_nowait, **kwargs)
+                    await self.resume(thread, targets, emit=emit, **kwargs)
 
         async with anyio.create_task_group() as tg, receive:
             tg.start_soon(produce)

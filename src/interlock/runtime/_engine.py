@@ -26,8 +26,9 @@ import anyio
 from .._errors import GraphDefinitionError, InvalidUpdate, NodeError, RecursionLimit
 from ..graph._builder import END, START, CompiledGraph
 from ..graph._channels import MISSING, AppendChannel, Channel
+from ._concat import concat
 from ._context import Scratch, TaskContext, enter_task, interrupt_id
-from ._events import NodeOutputEvent, StepEvent
+from ._events import ChunkEvent, NodeOutputEvent, StepEvent, StepFinishedEvent
 from ._records import Address, Command, Interrupt, Segment, Send
 from ._signals import InterruptSignal, Raised
 
@@ -405,6 +406,9 @@ class Level:
             finished = self.tasks
             self._finish_step()
             self.steps_taken += 1
+            if self.emit is not None:
+                nxt = tuple(t.node for t in self.tasks)
+                self.emit(StepFinishedEvent(step=self.step - 1, next=nxt))
             paused_after = self.after and [t.node for t in finished if t.node in self.after]
             if paused_after:
                 info = {"nodes": sorted(set(paused_after)), "when": "after"}
@@ -496,6 +500,8 @@ class Level:
             with enter_task(ctx, address):
                 if spec.subgraph is not None:
                     out = await spec.subgraph.run_nested(arg, ctx, address, self)
+                elif spec.is_stream:
+                    out = await self._stream(task.node, spec.fn, arg)
                 else:
                     assert spec.fn is not None
                     out = spec.fn(arg)
@@ -506,6 +512,18 @@ class Level:
             return _Outcome(task, signal=sig, scratch=scratch)
         except Exception as exc:
             return _Outcome(task, error=exc, scratch=scratch if scratch.to_wire() else None)
+
+    async def _stream(self, node: str, fn: Any, arg: Any) -> Any:
+        chunks: list[Any] = []
+        agen = fn(arg)
+        try:
+            async for chunk in agen:
+                chunks.append(chunk)
+                if self.emit is not None:
+                    self.emit(ChunkEvent(step=self.step, node=node, chunk=chunk))
+        finally:
+            await agen.aclose()
+        return concat(chunks, where=f"node {node!r}")
 
     def _address_of(self, task: TaskState, kind: str) -> Address:
         key = (task.node, task.sub)

@@ -8,13 +8,29 @@ from typing import Any, Literal
 from ._records import Interrupt, RunResult
 
 __all__ = [
+    "MODES",
     "CheckpointEvent",
+    "ChunkEvent",
     "Event",
     "InterruptEvent",
     "NodeOutputEvent",
     "RunFinishedEvent",
+    "RunStartedEvent",
     "StepEvent",
+    "StepFinishedEvent",
+    "StreamMode",
 ]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunStartedEvent:
+    """A run or resume started on a thread."""
+
+    kind: Literal["run"] = "run"
+    thread: str
+    """The thread."""
+    resumed: bool
+    """True for `App.resume`, False for `App.run`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +42,30 @@ class StepEvent:
     """The superstep number."""
     nodes: tuple[str, ...]
     """The nodes of its runnable tasks, in order."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepFinishedEvent:
+    """A superstep finished: every task's writes were applied."""
+
+    kind: Literal["step_done"] = "step_done"
+    step: int
+    """The superstep that finished."""
+    next: tuple[str, ...]
+    """The nodes planned for the next superstep."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChunkEvent:
+    """A streaming node yielded a chunk."""
+
+    kind: Literal["chunk"] = "chunk"
+    step: int
+    """The superstep it runs in."""
+    node: str
+    """The node."""
+    chunk: Any
+    """What it yielded."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,5 +112,27 @@ class RunFinishedEvent:
     """The outcome."""
 
 
-Event = StepEvent | NodeOutputEvent | InterruptEvent | CheckpointEvent | RunFinishedEvent
+Event = (
+    RunStartedEvent
+    | StepEvent
+    | StepFinishedEvent
+    | ChunkEvent
+    | NodeOutputEvent
+    | InterruptEvent
+    | CheckpointEvent
+    | RunFinishedEvent
+)
 """Any event of a run."""
+
+StreamMode = Literal["run", "steps", "updates", "chunks", "checkpoints", "interrupts"]
+"""Which events `App.stream` yields; the final `RunFinishedEvent` always comes."""
+
+MODES: dict[str, frozenset[str]] = {
+    "run": frozenset({"run"}),
+    "steps": frozenset({"step", "step_done"}),
+    "updates": frozenset({"node"}),
+    "chunks": frozenset({"chunk"}),
+    "checkpoints": frozenset({"checkpoint"}),
+    "interrupts": frozenset({"interrupt"}),
+}
+"""Stream mode → the event kinds it selects."""
