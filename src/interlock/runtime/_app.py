@@ -19,6 +19,7 @@ from .._errors import (
 from ..graph._channels import AppendChannel
 from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
+from ._control import RunControl, RunHandle
 from ._engine import Level, new_id
 from ._events import MODES, Event, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations
@@ -83,6 +84,7 @@ class App(Generic[StateT]):
         durability: Durability | None = None,
         metadata: Mapping[str, Any] | None = None,
         emit: Callable[[Event], None] | None = None,
+        control: RunControl | None = None,
     ) -> RunResult[StateT]:
         """Run the graph on a thread with new input until it finishes or stops.
 
@@ -102,6 +104,7 @@ class App(Generic[StateT]):
             durability: Override the App's durability for this run.
             metadata: Stored with the checkpoints of this run.
             emit: Receives events as they happen (see `stream`).
+            control: Lets a `RunHandle` pause the run (see `start`).
         """
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=False))
@@ -124,6 +127,7 @@ class App(Generic[StateT]):
                 mode,
                 metadata,
                 emit,
+                control,
             ),
         )
 
@@ -153,6 +157,7 @@ class App(Generic[StateT]):
         durability: Durability,
         metadata: Mapping[str, Any] | None,
         emit: Callable[[Event], None] | None,
+        control: RunControl | None,
     ) -> RunResult[StateT]:
         level = opened.level
         resolutions: list[Resolution] = []
@@ -164,6 +169,7 @@ class App(Generic[StateT]):
             resolutions = cancellations(r.id for r in level.pending)
         level.start(self.plan.schema.values_of(input))
         level.set_run_breakpoints(interrupt_before, interrupt_after)
+        level.control = control
         ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
         if ctx.durability == "sync" or resolutions:
             await ctx.commit(level, "input", resolutions)
@@ -182,6 +188,7 @@ class App(Generic[StateT]):
         durability: Durability | None = None,
         metadata: Mapping[str, Any] | None = None,
         emit: Callable[[Event], None] | None = None,
+        control: RunControl | None = None,
     ) -> RunResult[StateT]:
         """Answer interrupts and continue the thread.
 
@@ -218,6 +225,7 @@ class App(Generic[StateT]):
             durability or self.durability,
             metadata,
             emit,
+            control,
         )
         return await self._verified(
             thread, optimistic=True, new=False, call=lambda opened: self._resume(opened, *args)
@@ -236,6 +244,7 @@ class App(Generic[StateT]):
         durability: Durability,
         metadata: Mapping[str, Any] | None,
         emit: Callable[[Event], None] | None,
+        control: RunControl | None,
     ) -> RunResult[StateT]:
         head, level = opened.head, opened.level
         if head is None or level is None:
@@ -263,6 +272,7 @@ class App(Generic[StateT]):
             )
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
         level.set_run_breakpoints(interrupt_before, interrupt_after)
+        level.control = control
         ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
         if renamed:
             ctx.parent = branch_from
@@ -322,6 +332,36 @@ class App(Generic[StateT]):
             checked = await check_targets(self.store, level, ctx.thread, answers, {})
             await ctx.commit(level, "resume", decide(self.plan.codec, level, checked, None))
 
+    def start(
+        self,
+        input: Any = None,
+        *,
+        thread: str,
+        resume: Targets | bool = False,
+        **kwargs: Any,
+    ) -> RunHandle:
+        """Run (or, with ``resume=``, resume) in the background of an ``async with`` block.
+
+        The handle can pause the run from outside: ``await handle.pause()`` stops it at the
+        next superstep boundary (running tasks finish; nothing re-runs on resume);
+        ``await handle.pause(timeout=s)`` cancels tasks still running after ``s`` seconds
+        (they re-run from their saved inputs on resume; finished siblings keep their results).
+        The pause is an `Interrupt` of kind ``external``; ``app.resume(thread)`` continues.
+
+        Example::
+
+            async with app.start({"order": 42}, thread="t") as handle:
+                paused = await handle.pause(timeout=5)
+        """
+
+        async def begin(control: RunControl) -> RunResult[StateT]:
+            if resume is False:
+                return await self.run(input, thread=thread, control=control, **kwargs)
+            targets = None if resume is True else resume
+            return await self.resume(thread, targets, control=control, **kwargs)
+
+        return RunHandle(begin)
+
     # -- subgraphs ------------------------------------------------------------------------------
 
     async def run_nested(
@@ -342,6 +382,7 @@ class App(Generic[StateT]):
         level.track_writes = True
         task = next(t for t in parent.tasks if t.id == ctx.task_id)
         level.set_run_breakpoints(*parent.child_breakpoints(task.node))
+        level.control = parent.control
         status = await level.run(on_step=None, limit=self.recursion_limit)
         if status == "done":
             ctx.scratch.children.pop(where, None)

@@ -28,6 +28,7 @@ from ..graph._builder import END, START, CompiledGraph
 from ..graph._channels import MISSING, AppendChannel, Channel
 from ._concat import concat
 from ._context import Scratch, TaskContext, enter_task, interrupt_id
+from ._control import RunControl
 from ._events import ChunkEvent, NodeOutputEvent, StepEvent, StepFinishedEvent
 from ._records import Address, Command, Interrupt, Segment, Send
 from ._signals import InterruptSignal, Raised
@@ -72,6 +73,7 @@ class TaskResult:
 @dataclass(slots=True)
 class _Outcome:
     task: TaskState
+    cancelled: bool = False
     result: TaskResult | None = None
     signal: InterruptSignal | None = None
     error: BaseException | None = None
@@ -87,6 +89,7 @@ class Level:
         "after",
         "before",
         "channels",
+        "control",
         "dropped",
         "emit",
         "lineage",
@@ -126,6 +129,8 @@ class Level:
         self.origin: dict[str, int] = {}
         """Append-key lengths right after the input (a subgraph returns only what it added)."""
         self.emit: Callable[[Any], None] | None = None
+        self.control: RunControl | None = None
+        """Set while a run handle can pause this level from outside."""
         self.run_before: tuple[str, ...] = ()
         self.run_after: tuple[str, ...] = ()
         self.before = plan.interrupt_before
@@ -388,14 +393,21 @@ class Level:
                 return self.status()
             if not runnable:
                 return self.status()
+            if self.control is not None and self.control.requested:
+                self.pending.append(self._external_pause(rerun=runnable))
+                return self.status()
             if self.steps_taken >= limit:
                 raise RecursionLimit(limit)
             if self.emit is not None:
                 self.emit(StepEvent(step=self.step, nodes=tuple(t.node for t in runnable)))
-            outcomes = await self._execute(runnable)
+            outcomes, cancelled = await self._execute(runnable)
             failed = next((o for o in outcomes if o.error is not None), None)
             for o in outcomes:
                 self._record(o)
+            if cancelled:
+                rerun = [o.task for o in outcomes if o.cancelled]
+                self.pending.append(self._external_pause(rerun=rerun, forced=True))
+                return self.status()
             if failed is not None:
                 assert failed.error is not None
                 if isinstance(failed.error, NodeError | InvalidUpdate | RecursionLimit):
@@ -419,8 +431,20 @@ class Level:
             if on_step is not None:
                 await on_step(self)
 
+    def _external_pause(self, *, rerun: list[TaskState], forced: bool = False) -> Raised:
+        waiting = self.blocked()
+        info = {
+            "when": "forced" if forced else "planned",
+            "finished": [t.node for t in self.tasks if t.id in self.results],
+            "rerun": [t.node for t in rerun],
+            "waiting": [t.node for t in self.tasks if t.id in waiting],
+        }
+        return self._pause("external", None, info)
+
     def _record(self, o: _Outcome) -> None:
         tid = o.task.id
+        if o.cancelled:
+            return  # it re-runs from its saved input; its scratch stays as it was
         if o.error is None:
             # The task ran: whatever it still waits on, it raised again just now. Interrupts it
             # no longer raises are gone (the App cancels them on the record).
@@ -467,18 +491,27 @@ class Level:
         self.scratch = {}
         self.step += 1
 
-    async def _execute(self, runnable: list[TaskState]) -> list[_Outcome]:
-        if len(runnable) == 1:
-            return [await self._run_task(runnable[0])]
-        outcomes: list[_Outcome] = [_Outcome(t) for t in runnable]
+    async def _execute(self, runnable: list[TaskState]) -> tuple[list[_Outcome], bool]:
+        """Run one superstep's tasks; also say whether a forced pause cancelled some."""
+        control = self.control
+        if control is None and len(runnable) == 1:
+            return [await self._run_task(runnable[0])], False
+        outcomes: list[_Outcome] = [_Outcome(t, cancelled=True) for t in runnable]
 
         async def one(i: int) -> None:
             outcomes[i] = await self._run_task(runnable[i])
 
-        async with anyio.create_task_group() as tg:
-            for i in range(len(runnable)):
-                tg.start_soon(one, i)
-        return outcomes
+        with anyio.CancelScope() as scope:
+            if control is not None:
+                control.watch(scope)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i in range(len(runnable)):
+                        tg.start_soon(one, i)
+            finally:
+                if control is not None:
+                    control.unwatch(scope)
+        return outcomes, scope.cancelled_caught
 
     async def _run_task(self, task: TaskState) -> _Outcome:
         spec = self.plan.nodes[task.node]

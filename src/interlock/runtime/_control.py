@@ -1,0 +1,135 @@
+"""External pause: a run handle that stops a run from outside, planned or forced."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._errors import GraphDefinitionError
+from ._records import RunResult
+
+__all__ = ["RunControl", "RunHandle"]
+
+
+class RunControl:
+    """What a running level checks to know it must stop (engine use).
+
+    Planned: the level stops at its next superstep boundary; running tasks finish. Forced: the
+    running tasks are also cancelled; they re-run from their saved inputs on resume, while
+    tasks that finished in that superstep keep their results.
+    """
+
+    __slots__ = ("_scopes", "forced", "requested")
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.forced = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    def watch(self, scope: anyio.CancelScope) -> None:
+        """Register the cancel scope of a superstep that is running."""
+        if self.forced:
+            scope.cancel()
+        self._scopes.add(scope)
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        """The superstep ended."""
+        self._scopes.discard(scope)
+
+    def force(self) -> None:
+        """Cancel every running superstep (of the top graph and of its subgraphs)."""
+        self.requested = self.forced = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+
+class RunHandle:
+    """A run in the background of an ``async with`` block, that can be paused from outside.
+
+    Create it with `App.start`::
+
+        async with app.start({"order": 42}, thread="t") as handle:
+            ...
+            result = await handle.pause()          # planned: stop at the next step boundary
+        # or: await handle.pause(timeout=2.0)      # forced after 2 s: cancel running tasks
+
+    The block does not end before the run does. Pausing twice is harmless; pausing a run that
+    already finished returns its result.
+    """
+
+    def __init__(self, start: Callable[[RunControl], Awaitable[RunResult[Any]]]) -> None:
+        self._start = start
+        self._control = RunControl()
+        self._done = anyio.Event()
+        self._result: RunResult[Any] | None = None
+        self._error: BaseException | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._scope = anyio.CancelScope()
+
+    async def __aenter__(self) -> RunHandle:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._main)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        if exc is not None:
+            self._scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def _main(self) -> None:
+        with self._scope:
+            try:
+                self._result = await self._start(self._control)
+            except Exception as exc:  # handed to result(); the block's owner decides
+                self._error = exc
+        self._done.set()
+
+    @property
+    def done(self) -> bool:
+        """True once the run stopped (finished, paused, failed or cancelled)."""
+        return self._done.is_set()
+
+    async def result(self) -> RunResult[Any]:
+        """Wait for the run to stop and return its result (or raise its error)."""
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise GraphDefinitionError("the run was cancelled; it has no result")
+        return self._result
+
+    def request_pause(self) -> None:
+        """Ask for a planned pause without waiting for it (`pause` waits)."""
+        if not self._done.is_set():
+            self._control.requested = True
+
+    async def pause(self, *, timeout: float | None = None) -> RunResult[Any]:  # noqa: ASYNC109
+        """Stop the run at its next superstep boundary and return the paused result.
+
+        Args:
+            timeout: Seconds to let running tasks finish; after that they are cancelled and
+                will re-run on resume. None waits for them (a planned pause).
+        """
+        if not self._done.is_set():
+            self.request_pause()
+            with anyio.move_on_after(math.inf if timeout is None else timeout):
+                await self._done.wait()
+            if not self._done.is_set():
+                self._control.force()
+        return await self.result()
+
+    def cancel(self) -> None:
+        """Cancel the run; the thread stays at its last committed checkpoint."""
+        self._scope.cancel()

@@ -1,0 +1,154 @@
+"""External pause from a run handle: planned and forced, at any graph level."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, TypedDict
+
+import anyio
+import pytest
+
+from interlock import START, Graph, GraphDefinitionError, Store, append
+
+pytestmark = pytest.mark.anyio
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], append]
+
+
+async def test_planned_pause_lets_running_tasks_finish_and_nothing_reruns(store: Store) -> None:
+    entries: Counter[str] = Counter()
+    started, release = anyio.Event(), anyio.Event()
+    g = Graph(S)
+
+    async def slow(s: S) -> dict[str, Any]:
+        entries["slow"] += 1
+        started.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    def count(name: str) -> Any:
+        def node(s: S) -> dict[str, Any]:
+            entries[name] += 1
+            return {"log": [name]}
+
+        return node
+
+    g.add_node("a", count("a")).add_node("slow", slow).add_node("c", count("c"))
+    g.add_edge(START, "a").add_edge("a", "slow").add_edge("slow", "c")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await started.wait()
+        handle.request_pause()
+        release.set()
+        paused = await handle.result()
+        assert await handle.pause() == paused  # pausing again is harmless
+    assert paused.status == "paused"
+    (i,) = paused.interrupts
+    assert i.kind == "external" and i.info["when"] == "planned"
+    assert i.info["rerun"] == ["c"] and i.info["finished"] == []
+    assert entries == Counter(a=1, slow=1)
+    assert (await app.get_state("t")).status == "paused"
+
+    done = await app.resume("t")
+    assert done.status == "done" and done.values["log"] == ["a", "slow", "c"]
+    assert entries == Counter(a=1, slow=1, c=1)
+
+
+async def test_forced_pause_cancels_running_tasks_and_keeps_finished_siblings(
+    store: Store,
+) -> None:
+    entries: Counter[str] = Counter()
+    fast_done, stuck_started = anyio.Event(), anyio.Event()
+    stuck_forever = {"yes": True}
+    g = Graph(S)
+
+    def fast(s: S) -> dict[str, Any]:
+        entries["fast"] += 1
+        fast_done.set()
+        return {"log": ["fast"]}
+
+    async def stuck(s: S) -> dict[str, Any]:
+        entries["stuck"] += 1
+        stuck_started.set()
+        if stuck_forever["yes"]:
+            await anyio.Event().wait()  # only a cancellation ends this
+        return {"log": ["stuck"]}
+
+    g.add_node("fast", fast).add_node("stuck", stuck).add_node("after", lambda s: None)
+    g.add_edge(START, "fast").add_edge(START, "stuck")
+    g.add_edge("fast", "after").add_edge("stuck", "after")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await fast_done.wait()
+        await stuck_started.wait()
+        paused = await handle.pause(timeout=0)
+    assert paused.status == "paused"
+    (i,) = paused.interrupts
+    assert i.info == {"when": "forced", "finished": ["fast"], "rerun": ["stuck"], "waiting": []}
+
+    stuck_forever["yes"] = False
+    done = await app.resume("t")
+    assert done.values["log"] == ["fast", "stuck"]
+    assert entries == Counter(fast=1, stuck=2)  # fast kept its result; stuck re-ran
+
+
+async def test_planned_pause_inside_a_subgraph_resumes_there(store: Store) -> None:
+    entries: Counter[str] = Counter()
+    started, release = anyio.Event(), anyio.Event()
+    inner = Graph(S, name="inner")
+
+    async def first(s: S) -> dict[str, Any]:
+        entries["first"] += 1
+        started.set()
+        await release.wait()
+        return {"log": ["first"]}
+
+    def second(s: S) -> dict[str, Any]:
+        entries["second"] += 1
+        return {"log": ["second"]}
+
+    inner.add_node("first", first).add_node("second", second)
+    inner.add_edge(START, "first").add_edge("first", "second")
+    outer = Graph(S)
+    outer.add_node("sub", inner.compile()).add_edge(START, "sub")
+    app = outer.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await started.wait()
+        handle.request_pause()
+        release.set()
+        paused = await handle.result()
+    (i,) = paused.interrupts
+    assert i.kind == "external" and str(i.address) == "subgraph:sub"
+    assert entries == Counter(first=1)
+    done = await app.resume("t")
+    assert done.values["log"] == ["first", "second"]
+    assert entries == Counter(first=1, second=1)
+
+
+async def test_pause_after_finish_and_cancel(store: Store) -> None:
+    g = Graph(S)
+    g.add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        done = await handle.result()
+        assert (await handle.pause()).status == "done" == done.status
+
+    blocked = anyio.Event()
+    g2 = Graph(S)
+
+    async def wait_forever(s: S) -> None:
+        blocked.set()
+        await anyio.Event().wait()
+
+    g2.add_node("w", wait_forever).add_edge(START, "w")
+    app2 = g2.compile(store=store)
+    async with app2.start({}, thread="t2") as handle:
+        await blocked.wait()
+        handle.cancel()
+    assert handle.done
+    with pytest.raises(GraphDefinitionError, match="cancelled"):
+        await handle.result()
+    state = await app2.get_state("t2")
+    assert state.status == "ready" and state.next == ("w",)  # the input checkpoint stands
