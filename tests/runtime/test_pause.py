@@ -152,3 +152,31 @@ async def test_pause_after_finish_and_cancel(store: Store) -> None:
         await handle.result()
     state = await app2.get_state("t2")
     assert state.status == "ready" and state.next == ("w",)  # the input checkpoint stands
+
+
+async def test_forced_pause_mid_stream_reruns_the_streaming_node(store: Store) -> None:
+    from collections.abc import AsyncIterator
+
+    runs: list[int] = []
+    first_chunk = anyio.Event()
+    hang = {"yes": True}
+    g = Graph(S)
+
+    async def talk(s: S) -> AsyncIterator[dict[str, Any]]:
+        runs.append(1)
+        yield {"log": ["hello"]}
+        first_chunk.set()
+        if hang["yes"]:
+            await anyio.Event().wait()
+        yield {"log": ["world"]}
+
+    g.add_node("talk", talk).add_edge(START, "talk")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await first_chunk.wait()
+        paused = await handle.pause(timeout=0)
+    assert paused.status == "paused" and paused.values["log"] == []  # no half stream stored
+    assert paused.interrupts[0].info["rerun"] == ["talk"]
+    hang["yes"] = False
+    done = await app.resume("t")
+    assert done.values["log"] == ["hello", "world"] and len(runs) == 2

@@ -116,7 +116,7 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
 
     def __repr__(self) -> str:
         return (
-            f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address} "
+            f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address or 'graph'} "
             f"thread={self.thread!r}>"
         )
 
