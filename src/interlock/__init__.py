@@ -43,6 +43,7 @@ from .runtime._concat import register_concat as register_concat
 
 # Asking people, inside nodes
 from .runtime._context import child_scope as child_scope
+from .runtime._control import GracefulShutdown as GracefulShutdown
 from .runtime._control import RunHandle as RunHandle
 from .runtime._events import CheckpointEvent as CheckpointEvent
 from .runtime._events import ChunkEvent as ChunkEvent
@@ -94,6 +95,7 @@ __all__ = [
     "Address",
     "App",
     "Command",
+    "GracefulShutdown",
     "Interrupt",
     "InterruptHandler",
     "RunHandle",

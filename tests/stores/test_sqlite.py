@@ -106,11 +106,30 @@ async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         await grow(store, "t", 1)
     with side_connection(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 2
         assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # migrate() is a no-op on a current database and reports the version it found.
-        assert schema.migrate(conn) == 1
+        assert schema.migrate(conn) == 2
+
+
+async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        for statement in schema.MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        conn.execute("PRAGMA user_version = 1")
+    finally:
+        conn.close()
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 2)
+        assert await store.request_pause("t", forced=False)
+        assert await store.take_pause_request("t") == "planned"
+    with side_connection(path) as side:
+        assert side.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 async def test_reopened_store_sees_everything(tmp_path: Path) -> None:

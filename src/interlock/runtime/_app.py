@@ -338,6 +338,7 @@ class App(Generic[StateT]):
         *,
         thread: str,
         resume: Targets | bool = False,
+        poll_interval: float | None = 0.5,
         **kwargs: Any,
     ) -> RunHandle:
         """Run (or, with ``resume=``, resume) in the background of an ``async with`` block.
@@ -347,6 +348,10 @@ class App(Generic[StateT]):
         ``await handle.pause(timeout=s)`` cancels tasks still running after ``s`` seconds
         (they re-run from their saved inputs on resume; finished siblings keep their results).
         The pause is an `Interrupt` of kind ``external``; ``app.resume(thread)`` continues.
+
+        Another process can pause the run through the store with `request_pause`: the run
+        looks at every superstep boundary, and every ``poll_interval`` seconds while a task
+        runs (for forced requests). None stops the polling between boundaries.
 
         Example::
 
@@ -360,7 +365,20 @@ class App(Generic[StateT]):
             targets = None if resume is True else resume
             return await self.resume(thread, targets, control=control, **kwargs)
 
-        return RunHandle(begin)
+        return RunHandle(
+            begin,
+            remote=lambda: self.store.take_pause_request(thread),
+            poll_interval=poll_interval,
+        )
+
+    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+        """Ask whichever process runs ``thread`` (started with `start`) to pause it.
+
+        Planned: it stops at its next superstep boundary. Forced: running tasks are also
+        cancelled (they re-run on resume). Returns False when the thread does not exist. A
+        request for a thread that is not running waits for the next run that looks.
+        """
+        return await self.store.request_pause(thread, forced=forced)
 
     # -- subgraphs ------------------------------------------------------------------------------
 

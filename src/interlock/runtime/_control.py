@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -13,7 +15,7 @@ import anyio.abc
 from .._errors import GraphDefinitionError
 from ._records import RunResult
 
-__all__ = ["RunControl", "RunHandle"]
+__all__ = ["GracefulShutdown", "RunControl", "RunHandle"]
 
 
 class RunControl:
@@ -24,12 +26,27 @@ class RunControl:
     tasks that finished in that superstep keep their results.
     """
 
-    __slots__ = ("_scopes", "forced", "requested")
+    __slots__ = ("_scopes", "forced", "remote", "requested")
 
-    def __init__(self) -> None:
+    def __init__(self, remote: Callable[[], Awaitable[str | None]] | None = None) -> None:
         self.requested = False
         self.forced = False
+        self.remote = remote
+        """Takes a pause request made through the store by another process, if any."""
         self._scopes: set[anyio.CancelScope] = set()
+
+    async def check(self) -> bool:
+        """At a superstep boundary: must the run pause? Also takes requests from the store."""
+        if not self.requested and self.remote is not None:
+            await self.apply(await self.remote())
+        return self.requested
+
+    async def apply(self, kind: str | None) -> None:
+        """Act on a pause request taken from the store."""
+        if kind == "forced":
+            self.force()
+        elif kind == "planned":
+            self.requested = True
 
     def watch(self, scope: anyio.CancelScope) -> None:
         """Register the cancel scope of a superstep that is running."""
@@ -62,9 +79,16 @@ class RunHandle:
     already finished returns its result.
     """
 
-    def __init__(self, start: Callable[[RunControl], Awaitable[RunResult[Any]]]) -> None:
+    def __init__(
+        self,
+        start: Callable[[RunControl], Awaitable[RunResult[Any]]],
+        *,
+        remote: Callable[[], Awaitable[str | None]] | None = None,
+        poll_interval: float | None = None,
+    ) -> None:
         self._start = start
-        self._control = RunControl()
+        self._control = RunControl(remote)
+        self._poll_interval = poll_interval
         self._done = anyio.Event()
         self._result: RunResult[Any] | None = None
         self._error: BaseException | None = None
@@ -75,6 +99,8 @@ class RunHandle:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._main)
+        if self._control.remote is not None and self._poll_interval is not None:
+            self._tg.start_soon(self._poll)
         return self
 
     async def __aexit__(
@@ -95,6 +121,16 @@ class RunHandle:
             except Exception as exc:  # handed to result(); the block's owner decides
                 self._error = exc
         self._done.set()
+
+    async def _poll(self) -> None:
+        # Step boundaries check the store themselves; this notices a request while a long task
+        # runs, which only matters for a forced pause (it cancels the task).
+        assert self._control.remote is not None and self._poll_interval is not None
+        while not self._done.is_set():
+            with anyio.move_on_after(self._poll_interval):
+                await self._done.wait()
+            if not self._done.is_set() and not self._control.forced:
+                await self._control.apply(await self._control.remote())
 
     @property
     def done(self) -> bool:
@@ -133,3 +169,62 @@ class RunHandle:
     def cancel(self) -> None:
         """Cancel the run; the thread stays at its last committed checkpoint."""
         self._scope.cancel()
+
+
+class GracefulShutdown:
+    """Pause every watched run when the process is asked to stop (SIGTERM by default).
+
+    Runs are paused planned first; tasks still running after ``grace`` seconds are cancelled
+    (a forced pause), so every thread ends durable and resumable::
+
+        async with GracefulShutdown(grace=10) as shutdown:
+            async with app.start(input, thread="t") as handle:
+                shutdown.watch(handle)
+                result = await handle.result()
+    """
+
+    def __init__(
+        self, *, grace: float = 10.0, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)
+    ) -> None:
+        self.grace = grace
+        self.signals = signals
+        self.triggered = anyio.Event()
+        """Set once a signal arrived."""
+        self._handles: list[RunHandle] = []
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def watch(self, handle: RunHandle) -> None:
+        """Pause this run too when the signal comes (at once if it already came)."""
+        self._handles.append(handle)
+        if self.triggered.is_set() and self._tg is not None:
+            self._tg.start_soon(self._pause_one, handle)
+
+    async def __aenter__(self) -> GracefulShutdown:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        await self._tg.start(self._receive)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def _receive(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(*self.signals) as received:
+            task_status.started()
+            async for _ in received:
+                self.triggered.set()
+                for handle in list(self._handles):
+                    assert self._tg is not None
+                    self._tg.start_soon(self._pause_one, handle)
+
+    async def _pause_one(self, handle: RunHandle) -> None:
+        if not handle.done:
+            with contextlib.suppress(Exception):  # the run's own error stays with its handle
+                await handle.pause(timeout=self.grace)

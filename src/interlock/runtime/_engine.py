@@ -393,7 +393,7 @@ class Level:
                 return self.status()
             if not runnable:
                 return self.status()
-            if self.control is not None and self.control.requested:
+            if self.control is not None and await self.control.check():
                 self.pending.append(self._external_pause(rerun=runnable))
                 return self.status()
             if self.steps_taken >= limit:

@@ -12,6 +12,7 @@ from ._base import CheckpointSource as CheckpointSource
 from ._base import CheckpointStatus as CheckpointStatus
 from ._base import InterruptRecord as InterruptRecord
 from ._base import InterruptStatus as InterruptStatus
+from ._base import PauseKind as PauseKind
 from ._base import Resolution as Resolution
 from ._base import Store as Store
 from ._base import ThreadRecord as ThreadRecord
@@ -25,6 +26,7 @@ __all__ = [
     "InterruptRecord",
     "InterruptStatus",
     "MemoryStore",
+    "PauseKind",
     "Resolution",
     "SqliteStore",
     "Store",

@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointStatus",
     "InterruptRecord",
     "InterruptStatus",
+    "PauseKind",
     "Resolution",
     "Store",
     "ThreadRecord",
@@ -43,6 +44,9 @@ pause with no answer needed; ``done``: no more tasks; ``failed``: a node raised.
 """
 
 InterruptStatus = Literal["pending", "resolved", "expired", "cancelled"]
+
+PauseKind = Literal["planned", "forced"]
+"""A pause request: stop at the next step boundary, or also cancel running tasks."""
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,8 +198,20 @@ class Store(Protocol):
         """
         ...
 
+    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+        """Ask whoever runs ``thread`` to pause it; False if the thread does not exist.
+
+        A forced request replaces a planned one, never the other way round. The request stays
+        until an executor takes it.
+        """
+        ...
+
+    async def take_pause_request(self, thread: str) -> PauseKind | None:
+        """Return the thread's pause request and remove it (None if there is none)."""
+        ...
+
     async def delete_thread(self, thread: str) -> None:
-        """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
+        """Delete a thread, its checkpoints, its interrupts and its pause request."""
         ...
 
     async def close(self) -> None:

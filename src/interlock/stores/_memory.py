@@ -9,7 +9,7 @@ from types import TracebackType
 import msgspec
 
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
-from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
+from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
 
 __all__ = ["MemoryStore"]
@@ -35,6 +35,7 @@ class MemoryStore:
         # Invariant: exactly the interrupts whose status is pending, in insertion order, so a
         # stable sort by created_at breaks ties by insertion.
         self._pending: dict[str, InterruptRecord] = {}
+        self._pauses: dict[str, PauseKind] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -188,10 +189,25 @@ class MemoryStore:
         # nsmallest is stable, like sorted(), so equal created_at keep insertion order.
         return heapq.nsmallest(max(limit, 0), matches, key=_created_at)
 
+    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+        """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        self._check_open()
+        if thread not in self._threads:
+            return False
+        if forced or self._pauses.get(thread) != "forced":
+            self._pauses[thread] = "forced" if forced else "planned"
+        return True
+
+    async def take_pause_request(self, thread: str) -> PauseKind | None:
+        """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        self._check_open()
+        return self._pauses.pop(thread, None)
+
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         self._check_open()
         self._threads.pop(thread, None)
+        self._pauses.pop(thread, None)
         for checkpoint in self._checkpoints.pop(thread, []):
             del self._checkpoint_ids[checkpoint.id]
         for interrupt_id in self._interrupts_by_thread.pop(thread, {}):

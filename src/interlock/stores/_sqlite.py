@@ -35,7 +35,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from . import _sqlite_schema as sql
-from ._base import CheckpointRecord, InterruptRecord, Resolution, ThreadRecord
+from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
 from ._worker import ThreadWorker
 
@@ -166,6 +166,15 @@ class SqliteStore:
             query, params = sql.PENDING_BY_THREAD_AND_KEY, (thread, key, max(limit, 0))
         rows = await self._run(lambda c: c.execute(query, params).fetchall())
         return [sql.interrupt_from_row(row) for row in rows]
+
+    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+        """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        kind = "forced" if forced else "planned"
+        return await self._run(lambda c: _request_pause(c, thread, kind))
+
+    async def take_pause_request(self, thread: str) -> PauseKind | None:
+        """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        return await self._run(lambda c: _take_pause(c, thread))
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
@@ -340,6 +349,20 @@ def _append(
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+
+
+def _request_pause(conn: sqlite3.Connection, thread: str, kind: str) -> bool:
+    with _write(conn):
+        return _changed(conn, sql.REQUEST_PAUSE, (thread, kind, time.time()))
+
+
+def _take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
+    # Read first: the common answer is "none", and a read takes no write lock.
+    if conn.execute(sql.PEEK_PAUSE, (thread,)).fetchone() is None:
+        return None
+    with _write(conn):
+        row = conn.execute(sql.TAKE_PAUSE, (thread,)).fetchone()
+    return None if row is None else row[0]
 
 
 def _delete(conn: sqlite3.Connection, thread: str) -> None:

@@ -73,7 +73,19 @@ _V1: Final = (
     "CREATE INDEX interrupts_thread ON interrupts (thread, status, created_at)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+_V2: Final = (
+    # A request, from any process, that whoever runs the thread pauses it; the executor takes
+    # (deletes) it when it sees it.
+    """
+    CREATE TABLE pause_requests (
+        thread       TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL,
+        requested_at REAL NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -222,7 +234,18 @@ PENDING_IDS_OF_THREAD: Final = (
     "WHERE thread = ? AND status = 'pending' ORDER BY created_at, rowid"
 )
 
+REQUEST_PAUSE: Final = """
+    INSERT INTO pause_requests (thread, kind, requested_at)
+    SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM threads WHERE thread = ?1)
+    ON CONFLICT (thread) DO UPDATE SET
+        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
+        requested_at = excluded.requested_at
+"""
+PEEK_PAUSE: Final = "SELECT kind FROM pause_requests WHERE thread = ?"
+TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
+
 DELETE_THREAD: Final = (
+    "DELETE FROM pause_requests WHERE thread = ?1",
     "DELETE FROM interrupts WHERE thread = ?1",
     "DELETE FROM checkpoints WHERE thread = ?1",
     "DELETE FROM threads WHERE thread = ?1",

@@ -556,3 +556,16 @@ class StoreConformance:
         assert [i.id for i in await store.pending()] == (["b"] if written else ["a"])
         # Whatever happened, the store goes on from its real head.
         await _grow(store, "t", 1)
+
+    async def test_pause_requests_are_taken_once(self, store: Store) -> None:
+        assert not await store.request_pause("nobody")
+        await _grow(store, "t", 1)
+        assert await store.take_pause_request("t") is None
+        assert await store.request_pause("t")
+        assert await store.request_pause("t", forced=True)
+        assert await store.request_pause("t")  # planned never downgrades forced
+        assert await store.take_pause_request("t") == "forced"
+        assert await store.take_pause_request("t") is None
+        assert await store.request_pause("t")
+        await store.delete_thread("t")
+        assert await store.take_pause_request("t") is None
