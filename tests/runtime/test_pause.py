@@ -180,3 +180,40 @@ async def test_forced_pause_mid_stream_reruns_the_streaming_node(store: Store) -
     hang["yes"] = False
     done = await app.resume("t")
     assert done.values["log"] == ["hello", "world"] and len(runs) == 2
+
+
+async def test_forced_pause_keeps_finished_children_of_a_running_node(store: Store) -> None:
+    from interlock import Child, Segment, gather_children
+
+    runs: Counter[str] = Counter()
+    quick_done = anyio.Event()
+    hang = {"yes": True}
+
+    async def quick() -> str:
+        runs["quick"] += 1
+        quick_done.set()
+        return "quick"
+
+    async def slow() -> str:
+        runs["slow"] += 1
+        if hang["yes"]:
+            await anyio.Event().wait()
+        return "slow"
+
+    async def tools(s: S) -> dict[str, Any]:
+        got = await gather_children(
+            [Child(Segment("tool", "quick", "1"), quick), Child(Segment("tool", "slow", "2"), slow)]
+        )
+        return {"log": got}
+
+    g = Graph(S)
+    g.add_node("tools", tools).add_edge(START, "tools")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await quick_done.wait()
+        paused = await handle.pause(timeout=0)
+    assert paused.status == "paused" and paused.interrupts[0].info["rerun"] == ["tools"]
+    hang["yes"] = False
+    done = await app.resume("t")
+    assert done.values["log"] == ["quick", "slow"]
+    assert runs == Counter(quick=1, slow=2)  # the finished child was not run again

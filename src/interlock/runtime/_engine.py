@@ -515,7 +515,11 @@ class Level:
 
     async def _run_task(self, task: TaskState) -> _Outcome:
         spec = self.plan.nodes[task.node]
-        scratch = self.scratch.get(task.id) or Scratch()
+        scratch = self.scratch.get(task.id)
+        if scratch is None:
+            # Registered up front so that what the task records (durable steps, finished
+            # children) survives if a forced pause cancels it midway.
+            scratch = self.scratch[task.id] = Scratch()
         targeted = scratch.take_targeted()
         ctx = TaskContext(
             thread=self.thread,
