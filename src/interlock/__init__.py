@@ -39,6 +39,8 @@ from .runtime._app import InterruptHandler as InterruptHandler
 from .runtime._app import Targets as Targets
 
 # Events of a streamed run
+from .runtime._chunks import MessageChunk as MessageChunk
+from .runtime._chunks import ToolCallChunk as ToolCallChunk
 from .runtime._concat import register_concat as register_concat
 
 # Asking people, inside nodes
@@ -114,7 +116,9 @@ __all__ = [
     "RunStartedEvent",
     "StepEvent",
     "StepFinishedEvent",
+    "MessageChunk",
     "StreamMode",
+    "ToolCallChunk",
     "register_concat",
     # asking people
     "Child",

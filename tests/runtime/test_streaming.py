@@ -123,3 +123,33 @@ async def test_streaming_node_can_interrupt_and_rerun(store: Store) -> None:
     assert r.status == "interrupted" and "text" not in r.values  # nothing half-written
     r = await app.resume("t", {r.interrupt().id: True})
     assert r.values["text"] == "draft sent" and len(runs) == 2
+
+
+async def test_message_chunks_join_like_a_streamed_chat_reply(store: Store) -> None:
+    from interlock import MessageChunk, ToolCallChunk
+
+    class Chat(TypedDict, total=False):
+        reply: MessageChunk
+
+    async def model(s: Chat) -> AsyncIterator[dict[str, Any]]:
+        yield {"reply": MessageChunk(role="assistant", content="Let me ")}
+        yield {"reply": MessageChunk(content="check.")}
+        yield {"reply": MessageChunk(tool_calls=(ToolCallChunk(index=0, id="c1", name="ls"),))}
+        yield {"reply": MessageChunk(tool_calls=(ToolCallChunk(index=0, arguments='{"path"'),))}
+        yield {"reply": MessageChunk(tool_calls=(ToolCallChunk(index=1, id="c2", name="rm"),))}
+        yield {"reply": MessageChunk(tool_calls=(ToolCallChunk(index=0, arguments=': "/"}'),))}
+
+    g = Graph(Chat)
+    g.add_node("model", model).add_edge(START, "model")
+    app = g.compile(store=store)
+    r = await app.run({}, thread="t")
+    expected = MessageChunk(
+        role="assistant",
+        content="Let me check.",
+        tool_calls=(
+            ToolCallChunk(index=0, id="c1", name="ls", arguments='{"path": "/"}'),
+            ToolCallChunk(index=1, id="c2", name="rm"),
+        ),
+    )
+    assert r.values["reply"] == expected
+    assert (await app.get_state("t")).values["reply"] == expected  # stored, and read back

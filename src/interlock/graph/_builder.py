@@ -10,8 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 from .._errors import GraphDefinitionError
+from ..runtime._chunks import MessageChunk, ToolCallChunk
 from ..serde import Codec, collect_types
 from ._schema import StateSchema
+
+# Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
+STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk)
 
 if TYPE_CHECKING:
     from ..runtime._app import App
@@ -111,7 +115,7 @@ class Graph(Generic[StateT]):
         found: list[type[Any]] = []
         for spec in self.schema.fields.values():
             found.extend(t for t in collect_types(spec.annotation) if t not in found)
-        self._types = [*found, *types]
+        self._types = [*found, *STREAM_TYPES, *types]
         self._nodes: dict[str, NodeSpec] = {}
         self._edges: dict[str, list[str]] = {}
         self._branches: dict[str, list[Branch]] = {}
