@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import anyio
@@ -40,6 +41,19 @@ InterruptHandler = Callable[[Interrupt], Awaitable[Any]]
 """An ``on_interrupt`` handler: receives a pending interrupt, returns its answer."""
 OnPending = Literal["raise", "cancel"]
 WARM_THREADS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """The options of one `App.run` or `App.resume` call."""
+
+    interrupt_before: Sequence[str]
+    interrupt_after: Sequence[str]
+    on_interrupt: InterruptHandler | None
+    durability: Durability
+    metadata: Mapping[str, Any] | None
+    emit: Callable[[Event], None] | None
+    control: RunControl | None
 
 
 class App(Generic[StateT]):
@@ -106,29 +120,25 @@ class App(Generic[StateT]):
             emit: Receives events as they happen (see `stream`).
             control: Lets a `RunHandle` pause the run (see `start`).
         """
+        call = _Call(
+            interrupt_before,
+            interrupt_after,
+            on_interrupt,
+            durability or self.durability,
+            metadata,
+            emit,
+            control,
+        )
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=False))
-        mode = durability or self.durability
         # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
         # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
         # the read can be skipped.
         return await self._verified(
             thread,
-            optimistic=mode == "sync",
+            optimistic=call.durability == "sync",
             new=True,
-            call=lambda opened: self._run(
-                input,
-                thread,
-                opened,
-                on_pending,
-                interrupt_before,
-                interrupt_after,
-                on_interrupt,
-                mode,
-                metadata,
-                emit,
-                control,
-            ),
+            call=lambda opened: self._run(opened, input, thread, on_pending, call),
         )
 
     async def _verified(
@@ -146,18 +156,7 @@ class App(Generic[StateT]):
             return await call(await self._open(thread, optimistic=False))
 
     async def _run(
-        self,
-        input: Any,
-        thread: str,
-        opened: Opened,
-        on_pending: OnPending,
-        interrupt_before: Sequence[str],
-        interrupt_after: Sequence[str],
-        on_interrupt: InterruptHandler | None,
-        durability: Durability,
-        metadata: Mapping[str, Any] | None,
-        emit: Callable[[Event], None] | None,
-        control: RunControl | None,
+        self, opened: Opened, input: Any, thread: str, on_pending: OnPending, call: _Call
     ) -> RunResult[StateT]:
         level = opened.level
         resolutions: list[Resolution] = []
@@ -168,12 +167,24 @@ class App(Generic[StateT]):
                 opened.check(ThreadInterrupted(thread, [r.id for r in level.pending]))
             resolutions = cancellations(r.id for r in level.pending)
         level.start(self.plan.schema.values_of(input))
-        level.set_run_breakpoints(interrupt_before, interrupt_after)
-        level.control = control
-        ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
+        ctx = self._prepare(level, thread, opened, call)
         if ctx.durability == "sync" or resolutions:
             await ctx.commit(level, "input", resolutions)
-        return await self._drive(level, ctx, on_interrupt)
+        return await self._drive(level, ctx, call.on_interrupt)
+
+    def _prepare(self, level: Level, thread: str, opened: Opened, call: _Call) -> RunCtx:
+        """Apply a call's options to the level; return the context that commits for it."""
+        level.set_run_breakpoints(call.interrupt_before, call.interrupt_after)
+        level.control = call.control
+        return RunCtx(
+            self._io,
+            self.recursion_limit,
+            thread,
+            call.durability,
+            call.metadata,
+            call.emit,
+            opened,
+        )
 
     async def resume(
         self,
@@ -214,11 +225,7 @@ class App(Generic[StateT]):
         # thread by compare-and-set, so the read can be skipped (see `run`).
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=True))
-        args = (
-            thread,
-            targets,
-            checkpoint_id,
-            actor,
+        call = _Call(
             interrupt_before,
             interrupt_after,
             on_interrupt,
@@ -228,7 +235,10 @@ class App(Generic[StateT]):
             control,
         )
         return await self._verified(
-            thread, optimistic=True, new=False, call=lambda opened: self._resume(opened, *args)
+            thread,
+            optimistic=True,
+            new=False,
+            call=lambda opened: self._resume(opened, thread, targets, checkpoint_id, actor, call),
         )
 
     async def _resume(
@@ -238,13 +248,7 @@ class App(Generic[StateT]):
         targets: Targets,
         checkpoint_id: str | None,
         actor: str | None,
-        interrupt_before: Sequence[str],
-        interrupt_after: Sequence[str],
-        on_interrupt: InterruptHandler | None,
-        durability: Durability,
-        metadata: Mapping[str, Any] | None,
-        emit: Callable[[Event], None] | None,
-        control: RunControl | None,
+        call: _Call,
     ) -> RunResult[StateT]:
         head, level = opened.head, opened.level
         if head is None or level is None:
@@ -271,9 +275,7 @@ class App(Generic[StateT]):
                 )
             )
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
-        level.set_run_breakpoints(interrupt_before, interrupt_after)
-        level.control = control
-        ctx = RunCtx(self._io, self.recursion_limit, thread, durability, metadata, emit, opened)
+        ctx = self._prepare(level, thread, opened, call)
         if renamed:
             ctx.parent = branch_from
             await ctx.commit(level, "fork", ())
@@ -284,7 +286,7 @@ class App(Generic[StateT]):
             goto = cmd.goto
             level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
         await ctx.commit(level, "resume", resolutions, actor=actor)
-        return await self._drive(level, ctx, on_interrupt)
+        return await self._drive(level, ctx, call.on_interrupt)
 
     async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
         """Get the thread's latest level: from this process's cache, or from the store.

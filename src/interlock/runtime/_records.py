@@ -156,7 +156,8 @@ class RunResult(Generic[StateT]):
     thread: str
     """The thread that ran."""
     status: RunStatus
-    """``done``, ``interrupted`` (answers needed), ``paused`` (no answer needed), ``failed``."""
+    """``done``, ``interrupted`` (answers needed) or ``paused`` (no answer needed). A failed
+    run raises instead (`NodeError`); its thread's status is then ``failed``."""
     state: StateT
     """The state at the last checkpoint, as the schema's type."""
     values: dict[str, Any]
@@ -165,8 +166,6 @@ class RunResult(Generic[StateT]):
     """Pending interrupts, in raise order."""
     checkpoint_id: str | None = None
     """The last checkpoint committed (None only with durability that wrote nothing)."""
-    error: BaseException | None = None
-    """The exception when ``status == "failed"`` and the caller asked not to raise."""
 
     def interrupt(self, key: str | None = None) -> Interrupt:
         """Return the single pending interrupt, or the one with ``key``."""
