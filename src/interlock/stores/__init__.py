@@ -1,11 +1,14 @@
 """Where checkpoints and interrupts are kept: the `Store` protocol and its backends.
 
 `MemoryStore` keeps everything in the process (tests, notebooks); `SqliteStore` keeps it in one
-SQLite file that several processes may share. Every backend passes
+SQLite file that several processes may share; `PostgresStore` (extra ``postgres``) keeps it in
+a PostgreSQL database that many processes on many machines share. Every backend passes
 `interlock.testing.StoreConformance`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._base import CheckpointRecord as CheckpointRecord
 from ._base import CheckpointSource as CheckpointSource
@@ -19,6 +22,23 @@ from ._base import ThreadRecord as ThreadRecord
 from ._memory import MemoryStore as MemoryStore
 from ._sqlite import SqliteStore as SqliteStore
 
+if TYPE_CHECKING:
+    from ._postgres import PostgresStore as PostgresStore
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore needs psycopg (the ``postgres`` extra): import it only when asked for.
+    if name == "PostgresStore":
+        try:
+            from ._postgres import PostgresStore
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresStore needs psycopg; install it with: pip install 'interlock[postgres]'"
+            ) from exc
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CheckpointRecord",
     "CheckpointSource",
@@ -27,6 +47,7 @@ __all__ = [
     "InterruptStatus",
     "MemoryStore",
     "PauseKind",
+    "PostgresStore",
     "Resolution",
     "SqliteStore",
     "Store",

@@ -1,0 +1,374 @@
+"""`PostgresStore`: a store in a PostgreSQL database, shared by any number of processes and hosts.
+
+How it keeps the `Store` invariants:
+
+* Every write is one short READ COMMITTED transaction. The head moves by a conditional
+  ``UPDATE threads ... WHERE head_id = ... AND head_seq = ...`` (or an ``INSERT ... ON CONFLICT
+  DO NOTHING`` for a new thread): a concurrent writer of the same thread waits on the row lock
+  and then matches zero rows, so exactly one writer wins per head.
+* Every transaction locks the thread's ``threads`` row before any other row of the thread
+  (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
+* Nothing needs session state: migrations use a transaction-scoped advisory lock and no
+  statement is prepared on the server, so the store works behind a transaction-pooling proxy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import anyio
+import psycopg
+from psycopg import AsyncConnection, IsolationLevel
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from .._errors import (
+    InterruptAlreadyResolved,
+    StoreClosed,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
+from . import _postgres_schema as sql
+from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
+from ._checks import check_append_args, head_mismatch
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+Conn = AsyncConnection[Any]
+
+_CONNECT_TIMEOUT: Final = 10.0
+"""Seconds to wait for a new connection, or for a free one from the pool."""
+_CONNECTION_OPTIONS: Final[dict[str, Any]] = {
+    "autocommit": True,  # transactions are explicit (conn.transaction())
+    "prepare_threshold": None,  # prepared statements are session state a proxy would lose
+    "connect_timeout": int(_CONNECT_TIMEOUT),
+}
+
+
+class PostgresStore:
+    """A `Store` in a PostgreSQL database; any number of processes may share it.
+
+    The connection pool is opened, and the schema created or migrated, on first use. Use
+    ``async with PostgresStore(dsn) as store:`` to open it eagerly (a bad DSN fails there) and
+    close it on exit. To keep several stores in one database, give each a schema of its own
+    with ``options=-csearch_path=...`` in the DSN.
+
+    Args:
+        dsn: A libpq connection string or ``postgresql://`` URL.
+        min_size: Connections the pool keeps open.
+        max_size: Most connections the pool opens at once.
+    """
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        if min_size < 0 or max_size < max(min_size, 1):
+            raise ValueError(
+                f"need 0 <= min_size <= max_size and max_size >= 1, got min_size={min_size!r} "
+                f"and max_size={max_size!r}"
+            )
+        self._dsn = dsn
+        self._where = _describe(dsn)
+        self._min_size = min_size
+        self._max_size = max_size
+        # Invariant: _pool is None before first use and after close; it is set, and the schema
+        # migrated, only under _opening.
+        self._opening = anyio.Lock()
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._pool is not None else "unopened"
+        return f"<PostgresStore {self._where} {state}>"
+
+    async def __aenter__(self) -> PostgresStore:
+        await self._run(_nothing)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def migrate(self) -> list[int]:
+        """Create or migrate the schema now; return the versions this call applied.
+
+        Safe to run from several processes at once. The store also does this on first use.
+        """
+        self._check_open()
+        return await self._guard(self._migrate)
+
+    async def append_checkpoint(
+        self,
+        record: CheckpointRecord,
+        *,
+        expected_head: str | None,
+        new_interrupts: Sequence[InterruptRecord] = (),
+        resolutions: Sequence[Resolution] = (),
+    ) -> None:
+        """Commit a checkpoint, its new interrupts and resolutions in one transaction.
+
+        Compare-and-set the head, resolve, insert; see `Store.append_checkpoint` for the rules
+        and errors.
+        """
+        check_append_args(record, new_interrupts, resolutions)
+        await self._run(lambda c: _append(c, record, expected_head, new_interrupts, resolutions))
+
+    async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
+        """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        if id is None:
+            return await self._run(
+                lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, {"thread": thread})
+            )
+        return await self._run(lambda c: _one(c, sql.SELECT_CHECKPOINT, (id, thread)))
+
+    async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
+
+    async def list_checkpoints(
+        self, thread: str, *, before_seq: int | None = None, limit: int = 50
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        before = 2**63 - 1 if before_seq is None else before_seq
+        params = (thread, before, max(limit, 0))
+        return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
+
+    async def get_thread(self, thread: str) -> ThreadRecord | None:
+        """Return the thread's head record, or None if the thread does not exist."""
+        row = await self._run(lambda c: _fetchone(c, sql.SELECT_THREAD, (thread,)))
+        return None if row is None else sql.thread_from_row(row)
+
+    async def get_interrupt(self, id: str) -> InterruptRecord | None:
+        """Return one interrupt by id, or None."""
+        row = await self._run(lambda c: _fetchone(c, sql.SELECT_INTERRUPT, (id,)))
+        return None if row is None else sql.interrupt_from_row(row)
+
+    async def pending(
+        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+    ) -> list[InterruptRecord]:
+        """Return pending interrupts, oldest first (ties in insertion order), through an index."""
+        query: str
+        params: tuple[object, ...]
+        if thread is None and key is None:
+            query, params = sql.PENDING_ALL, (max(limit, 0),)
+        elif key is None:
+            query, params = sql.PENDING_BY_THREAD, (thread, max(limit, 0))
+        elif thread is None:
+            query, params = sql.PENDING_BY_KEY, (key, max(limit, 0))
+        else:
+            query, params = sql.PENDING_BY_THREAD_AND_KEY, (thread, key, max(limit, 0))
+        rows = await self._run(lambda c: _fetchall(c, query, params))
+        return [sql.interrupt_from_row(row) for row in rows]
+
+    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+        """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        params = {"thread": thread, "kind": "forced" if forced else "planned", "at": time.time()}
+        return await self._run(lambda c: _changed(c, sql.REQUEST_PAUSE, params))
+
+    async def take_pause_request(self, thread: str) -> PauseKind | None:
+        """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        row = await self._run(lambda c: _fetchone(c, sql.TAKE_PAUSE, (thread,)))
+        return None if row is None else row[0]
+
+    async def delete_thread(self, thread: str) -> None:
+        """Delete a thread, its checkpoints, its interrupts and its pause request."""
+        await self._run(lambda c: _delete(c, thread))
+
+    async def close(self) -> None:
+        """Close the pool and its connections. Idempotent; later calls raise `StoreClosed`."""
+        self._closed = True
+        with anyio.CancelScope(shield=True):  # a cancelled caller still releases connections
+            async with self._opening:
+                pool, self._pool = self._pool, None
+                if pool is not None:
+                    await pool.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"PostgresStore {self._where} was closed; create a new one")
+
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn`` on a pooled connection, opening the pool first if needed."""
+        self._check_open()
+
+        async def call() -> T:
+            pool = self._pool or await self._open()
+            async with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
+                return await fn(conn)
+
+        # Shielded: psycopg cannot abandon a query half-way and keep the connection, so a
+        # cancelled caller's operation finishes (committed or rolled back as a whole) first.
+        with anyio.CancelScope(shield=True):
+            result = await self._guard(call)
+        return result
+
+    async def _guard(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Await ``fn``, translating driver errors into `StoreError` at this edge."""
+        try:
+            return await fn()
+        except PoolTimeout as exc:
+            self._check_open()
+            raise StoreError(
+                f"no connection to PostgreSQL {self._where} within {_CONNECT_TIMEOUT:g}s "
+                f"({exc}); check that the server is up and reachable, or raise max_size if "
+                "every connection is busy"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            self._check_open()
+            raise StoreError(
+                f"PostgreSQL {self._where} failed: {exc}; check that the server is up and "
+                "reachable and that the DSN's credentials are right"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL {self._where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except sql.SchemaMismatch as exc:
+            raise StoreError(f"cannot use {self._where} as an interlock store: {exc}") from exc
+
+    async def _open(self) -> AsyncConnectionPool[Conn]:
+        async with self._opening:
+            self._check_open()
+            if self._pool is None:
+                # Migrate on a connection of our own first: a bad DSN or a down server fails
+                # here with libpq's own error rather than a pool timeout.
+                await self._migrate()
+                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                    self._dsn,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    kwargs=dict(_CONNECTION_OPTIONS),
+                    configure=_configure,
+                    check=AsyncConnectionPool.check_connection,
+                    open=False,
+                    name=f"interlock {self._where}",
+                )
+                try:
+                    await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            return self._pool
+
+    async def _migrate(self) -> list[int]:
+        conn = await AsyncConnection.connect(self._dsn, **_CONNECTION_OPTIONS)
+        async with conn:
+            await _configure(conn)
+            return await sql.migrate(conn)
+
+
+class _UnknownTarget(Exception):
+    def __init__(self, interrupt_id: str) -> None:
+        self.interrupt_id = interrupt_id
+
+
+def _describe(dsn: str) -> str:
+    """Render the DSN as ``postgresql://user@host:port/dbname``, never with the password."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparseable DSN>"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+async def _configure(conn: Conn) -> None:
+    # Client side: psycopg writes it into each BEGIN, so no session setting is needed.
+    await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+
+
+async def _nothing(conn: Conn) -> None:
+    return None
+
+
+async def _append(
+    conn: Conn,
+    record: CheckpointRecord,
+    expected_head: str | None,
+    new_interrupts: Sequence[InterruptRecord],
+    resolutions: Sequence[Resolution],
+) -> None:
+    thread = record.thread
+    params: tuple[object, ...]
+    try:
+        async with conn.transaction():
+            # 1. Compare-and-set the head; a no-op statement means the head was not expected.
+            new = (record.id, record.seq, record.status, record.created_at)
+            if expected_head is None:
+                params = (thread, *new)
+                moved = record.seq == 1 and await _changed(conn, sql.INSERT_THREAD, params)
+            else:
+                params = (*new, thread, expected_head, record.seq - 1)
+                moved = await _changed(conn, sql.MOVE_HEAD, params)
+            if not moved:
+                head = await _fetchone(conn, sql.SELECT_HEAD, (thread,))
+                found = None if head is None else (head[0], head[1])
+                raise head_mismatch(record, expected_head, found) or ThreadBusy(thread)
+            # 2. Resolutions, each a compare-and-set out of pending.
+            for res in resolutions:
+                params = (res.status, res.resolved_at, res.resolution, res.id, thread)
+                if not await _changed(conn, sql.RESOLVE, params):
+                    status = await _fetchone(conn, sql.SELECT_INTERRUPT_STATUS, (res.id, thread))
+                    if status is None:
+                        raise _UnknownTarget(res.id)
+                    raise InterruptAlreadyResolved(res.id, status=status[0])
+            # 3. The new rows.
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute(sql.INSERT_CHECKPOINT, sql.checkpoint_row(record))
+                    if new_interrupts:
+                        rows = [sql.interrupt_row(i) for i in new_interrupts]
+                        await cur.executemany(sql.INSERT_INTERRUPT, rows)
+            except psycopg.errors.UniqueViolation as exc:
+                raise StoreError(
+                    f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
+                    f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
+                    "unique across the store"
+                ) from exc
+    except _UnknownTarget as unknown:
+        # Rolled back by now, so this lists what is really pending.
+        pending = [row[0] for row in await _fetchall(conn, sql.PENDING_IDS_OF_THREAD, (thread,))]
+        raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+
+
+async def _delete(conn: Conn, thread: str) -> None:
+    async with conn.transaction():
+        for statement in sql.DELETE_THREAD:
+            await conn.execute(statement, (thread,))
+
+
+async def _changed(conn: Conn, statement: str, params: Any) -> bool:
+    async with conn.cursor() as cur:
+        await cur.execute(statement, params)
+        return cur.rowcount > 0
+
+
+async def _fetchone(conn: Conn, query: str, params: Any) -> Any:
+    async with conn.cursor() as cur:
+        await cur.execute(query, params)
+        return await cur.fetchone()
+
+
+async def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
+    async with conn.cursor() as cur:
+        await cur.execute(query, params)
+        return await cur.fetchall()
+
+
+async def _one(conn: Conn, query: str, params: Any) -> CheckpointRecord | None:
+    row = await _fetchone(conn, query, params)
+    return None if row is None else sql.checkpoint_from_row(row)
+
+
+async def _many(conn: Conn, query: str, params: Any) -> list[CheckpointRecord]:
+    return [sql.checkpoint_from_row(row) for row in await _fetchall(conn, query, params)]

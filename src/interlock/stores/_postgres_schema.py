@@ -1,0 +1,316 @@
+"""The PostgreSQL schema of `PostgresStore`, its migrations and the SQL it runs.
+
+The applied versions are rows of ``schema_version``. To change the schema, append a step to
+`MIGRATIONS`: the step at index ``i`` takes a database from version ``i`` to ``i + 1``. All
+pending steps run in one transaction that first takes a transaction-scoped advisory lock, so
+concurrent migrators queue up and exactly one of them applies each step. Nothing here needs
+session state (no session locks, no prepared statements): it works behind a transaction-pooling
+proxy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from psycopg import AsyncConnection
+
+from ._base import CheckpointRecord, InterruptRecord, ThreadRecord
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
+
+MIGRATION_LOCK: Final = 0x494C4B31
+"""Key of the ``pg_advisory_xact_lock`` that serialises migrations (ASCII ``ILK1``)."""
+
+_V1: Final = (
+    """
+    CREATE TABLE threads (
+        thread     TEXT PRIMARY KEY,
+        head_id    TEXT NOT NULL,
+        head_seq   BIGINT NOT NULL,
+        status     TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE checkpoints (
+        thread     TEXT NOT NULL,
+        seq        BIGINT NOT NULL,
+        id         TEXT NOT NULL UNIQUE,
+        parent_id  TEXT,
+        step       BIGINT NOT NULL,
+        base_seq   BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        source     TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        body       BYTEA NOT NULL,
+        PRIMARY KEY (thread, seq)
+    )
+    """,
+    # ord is the insertion order that breaks created_at ties in the inbox.
+    """
+    CREATE TABLE interrupts (
+        id            TEXT PRIMARY KEY,
+        ord           BIGSERIAL NOT NULL,
+        thread        TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        key           TEXT,
+        address       TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        created_at    DOUBLE PRECISION NOT NULL,
+        deadline      DOUBLE PRECISION,
+        body          BYTEA NOT NULL,
+        resolved_at   DOUBLE PRECISION,
+        resolution    BYTEA
+    )
+    """,
+    # The inbox across threads, and by key: partial, so they hold only pending interrupts.
+    "CREATE INDEX interrupts_pending ON interrupts (created_at, ord) WHERE status = 'pending'",
+    "CREATE INDEX interrupts_pending_key ON interrupts (key, created_at, ord) "
+    "WHERE status = 'pending'",
+    # Full, not partial: with status as an equality prefix it serves the per-thread inbox in
+    # O(pending of the thread) and also lets delete_thread find resolved interrupts.
+    "CREATE INDEX interrupts_thread ON interrupts (thread, status, created_at, ord)",
+)
+
+_V2: Final = (
+    """
+    CREATE TABLE pause_requests (
+        thread       TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL,
+        requested_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+"""``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
+
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+"""The version this code reads and writes."""
+
+
+class SchemaMismatch(Exception):
+    """Raised by `migrate` when the database is not one this code may use."""
+
+
+async def migrate(conn: AsyncConnection[Any]) -> list[int]:
+    """Bring the database to `SCHEMA_VERSION` in one transaction; safe to run concurrently.
+
+    Returns:
+        The versions this call applied (empty when the schema was current).
+
+    Raises:
+        SchemaMismatch: The schema was written by a newer interlock, or the tables of another
+            application are in the way.
+    """
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        # Under the lock: whoever got here first has committed its versions already.
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            "version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        row = await cur.fetchone()
+        found = 0 if row is None else int(row[0])
+        if found > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"schema version {found} was written by a newer interlock (this one knows up "
+                f"to {SCHEMA_VERSION}); upgrade interlock to use this database"
+            )
+        if found == 0:
+            cur = await conn.execute("SELECT to_regclass('threads') IS NOT NULL")
+            row = await cur.fetchone()
+            if row is not None and row[0]:
+                raise SchemaMismatch(
+                    "a table 'threads' exists but interlock never migrated this schema; give "
+                    "PostgresStore a database or schema of its own (e.g. options=-csearch_path=…)"
+                )
+        for version, step in enumerate(MIGRATIONS[found:], start=found + 1):
+            for statement in step:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES (%s, %s)",
+                (version, time.time()),
+            )
+            applied.append(version)
+    return applied
+
+
+CHECKPOINT_COLUMNS: Final = (
+    "thread, seq, id, parent_id, step, base_seq, created_at, source, status, body"
+)
+INTERRUPT_COLUMNS: Final = (
+    "id, thread, checkpoint_id, key, address, kind, status, created_at, deadline, body, "
+    "resolved_at, resolution"
+)
+
+INSERT_THREAD: Final = (
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread) DO NOTHING"
+)
+MOVE_HEAD: Final = (
+    "UPDATE threads SET head_id = %s, head_seq = %s, status = %s, updated_at = %s "
+    "WHERE thread = %s AND head_id = %s AND head_seq = %s"
+)
+SELECT_HEAD: Final = "SELECT head_id, head_seq FROM threads WHERE thread = %s"
+SELECT_THREAD: Final = (
+    "SELECT thread, head_id, head_seq, status, updated_at FROM threads WHERE thread = %s"
+)
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+RESOLVE: Final = (
+    "UPDATE interrupts SET status = %s, resolved_at = %s, resolution = %s "
+    "WHERE id = %s AND thread = %s AND status = 'pending'"
+)
+SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = %s AND thread = %s"
+INSERT_INTERRUPT: Final = (
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+SELECT_HEAD_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = %(thread)s "
+    "AND seq = (SELECT head_seq FROM threads WHERE thread = %(thread)s)"
+)
+SELECT_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = %s AND thread = %s"
+)
+SELECT_RANGE: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = %s AND seq >= %s AND seq <= %s ORDER BY seq"
+)
+SELECT_PAGE: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = %s AND seq < %s ORDER BY seq DESC LIMIT %s"
+)
+SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = %s"
+
+# One statement per filter combination; each matches one index in (created_at, ord) order.
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE {{where}}"
+PENDING_ALL: Final = _PENDING.format(where="status = 'pending' ORDER BY created_at, ord LIMIT %s")
+PENDING_BY_THREAD: Final = _PENDING.format(
+    where="thread = %s AND status = 'pending' ORDER BY created_at, ord LIMIT %s"
+)
+PENDING_BY_KEY: Final = _PENDING.format(
+    where="key = %s AND status = 'pending' ORDER BY created_at, ord LIMIT %s"
+)
+PENDING_BY_THREAD_AND_KEY: Final = _PENDING.format(
+    where="thread = %s AND status = 'pending' AND key = %s ORDER BY created_at, ord LIMIT %s"
+)
+PENDING_IDS_OF_THREAD: Final = (
+    "SELECT id FROM interrupts WHERE thread = %s AND status = 'pending' ORDER BY created_at, ord"
+)
+
+REQUEST_PAUSE: Final = """
+    INSERT INTO pause_requests (thread, kind, requested_at)
+    SELECT %(thread)s, %(kind)s, %(at)s
+    WHERE EXISTS (SELECT 1 FROM threads WHERE thread = %(thread)s)
+    ON CONFLICT (thread) DO UPDATE SET
+        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
+        requested_at = excluded.requested_at
+"""
+TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = %s RETURNING kind"
+
+DELETE_THREAD: Final = (
+    # The threads row first, as every append locks it first: one lock order, no deadlock.
+    "DELETE FROM threads WHERE thread = %s",
+    "DELETE FROM pause_requests WHERE thread = %s",
+    "DELETE FROM interrupts WHERE thread = %s",
+    "DELETE FROM checkpoints WHERE thread = %s",
+)
+
+
+# Records to rows and back; the column order is CHECKPOINT_COLUMNS / INTERRUPT_COLUMNS.
+
+
+def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
+    return (
+        r.thread,
+        r.seq,
+        r.id,
+        r.parent_id,
+        r.step,
+        r.base_seq,
+        r.created_at,
+        r.source,
+        r.status,
+        r.body,
+    )
+
+
+def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
+    return (
+        r.id,
+        r.thread,
+        r.checkpoint_id,
+        r.key,
+        r.address,
+        r.kind,
+        r.status,
+        r.created_at,
+        r.deadline,
+        r.body,
+        r.resolved_at,
+        r.resolution,
+    )
+
+
+def checkpoint_from_row(row: Any) -> CheckpointRecord:
+    thread, seq, id, parent_id, step, base_seq, created_at, source, status, body = row
+    return CheckpointRecord(
+        thread=thread,
+        id=id,
+        parent_id=parent_id,
+        seq=seq,
+        step=step,
+        base_seq=base_seq,
+        created_at=created_at,
+        source=source,
+        status=status,
+        body=bytes(body),
+    )
+
+
+def interrupt_from_row(row: Any) -> InterruptRecord:
+    (
+        id,
+        thread,
+        checkpoint_id,
+        key,
+        address,
+        kind,
+        status,
+        created_at,
+        deadline,
+        body,
+        resolved_at,
+        resolution,
+    ) = row
+    return InterruptRecord(
+        id=id,
+        thread=thread,
+        checkpoint_id=checkpoint_id,
+        key=key,
+        address=address,
+        kind=kind,
+        status=status,
+        created_at=created_at,
+        deadline=deadline,
+        body=bytes(body),
+        resolved_at=resolved_at,
+        resolution=None if resolution is None else bytes(resolution),
+    )
+
+
+def thread_from_row(row: Any) -> ThreadRecord:
+    thread, head_id, head_seq, status, updated_at = row
+    return ThreadRecord(
+        thread=thread, head_id=head_id, head_seq=head_seq, status=status, updated_at=updated_at
+    )

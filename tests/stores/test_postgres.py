@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Any, TypedDict
+
+import anyio
+import psycopg
+import pytest
+from _pgserver import PgServer, PgServerError, pg_server
+
+from interlock import END, START, Graph, append, approve
+from interlock._errors import StoreClosed, StoreError
+from interlock.stores import CheckpointRecord, Store
+from interlock.stores import _postgres_schema as schema
+from interlock.stores._postgres import PostgresStore
+from interlock.testing import StoreConformance
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[PgServer]:
+    try:
+        with pg_server() as started:
+            yield started
+    except PgServerError as exc:
+        pytest.fail(f"the PostgreSQL tests need a server: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def dsn(server: PgServer) -> Iterator[str]:
+    """A DSN whose tables land in a fresh schema of the test server."""
+    with server.schema_dsn() as fresh:
+        yield fresh
+
+
+class TestPostgresStore(StoreConformance):
+    @pytest.fixture
+    async def store(self, dsn: str) -> AsyncIterator[PostgresStore]:
+        async with PostgresStore(dsn, max_size=4) as store:
+            yield store
+
+
+def checkpoint(thread: str, seq: int) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread=thread,
+        id=f"{thread}.{seq}",
+        parent_id=f"{thread}.{seq - 1}" if seq > 1 else None,
+        seq=seq,
+        step=seq - 2,
+        base_seq=1,
+        created_at=1000.0 + seq,
+        source="loop",
+        status="ready",
+        body=b"body",
+    )
+
+
+@contextlib.contextmanager
+def socket_port() -> Iterator[int]:
+    """A loopback port with nothing listening on it, held until the block ends."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))  # bound but not listening: connections are refused
+        yield int(sock.getsockname()[1])
+
+
+def versions(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+    return [row[0] for row in rows]
+
+
+async def test_migrations_are_recorded_once_even_when_concurrent(dsn: str) -> None:
+    first, second = PostgresStore(dsn), PostgresStore(dsn)
+    applied: list[list[int]] = []
+
+    async def run(store: PostgresStore) -> None:
+        applied.append(await store.migrate())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, first)
+        tg.start_soon(run, second)
+    assert sorted(applied) == [[], list(range(1, schema.SCHEMA_VERSION + 1))]
+    assert versions(dsn) == list(range(1, schema.SCHEMA_VERSION + 1))
+    # Opening again applies nothing and keeps the data.
+    async with first:
+        await first.append_checkpoint(checkpoint("t", 1), expected_head=None)
+    assert await second.migrate() == []
+    async with PostgresStore(dsn) as third:
+        assert (await third.get_checkpoint("t")) == checkpoint("t", 1)
+    await second.close()
+    assert versions(dsn) == list(range(1, schema.SCHEMA_VERSION + 1))
+
+
+async def test_newer_schema_is_refused(dsn: str) -> None:
+    async with PostgresStore(dsn) as store:
+        await store.get_thread("t")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (%s, 0)", (schema.SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="newer interlock"):
+        async with PostgresStore(dsn):
+            pass
+
+
+async def test_foreign_tables_are_refused(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE threads (x int)")
+    with pytest.raises(StoreError, match="schema of its own"):
+        await PostgresStore(dsn).get_thread("t")
+
+
+async def test_closed_store_raises_store_closed(dsn: str) -> None:
+    unopened = PostgresStore(dsn)
+    await unopened.close()
+    with pytest.raises(StoreClosed):
+        await unopened.get_thread("t")
+    store = PostgresStore(dsn)
+    assert repr(store).endswith(" unopened>")
+    await store.get_thread("t")
+    assert repr(store).endswith(" open>")
+    await store.close()
+    await store.close()
+    assert repr(store).endswith(" closed>")
+    with pytest.raises(StoreClosed):
+        await store.request_pause("t")
+    with pytest.raises(StoreClosed):
+        await store.take_pause_request("t")
+    with pytest.raises(StoreClosed):
+        await store.migrate()
+
+
+async def test_bad_dsn_names_host_and_port_but_not_the_password() -> None:
+    with socket_port() as port:
+        store = PostgresStore(f"postgresql://alice:s3cret-pw@127.0.0.1:{port}/nowhere")
+        with pytest.raises(StoreError) as caught:
+            await store.get_thread("t")
+        await store.close()
+    message = str(caught.value)
+    assert f"127.0.0.1:{port}" in message
+    assert "alice@" in message
+    assert "s3cret-pw" not in message and "s3cret-pw" not in repr(store)
+    assert "server is up" in message
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+
+
+async def test_pool_survives_a_server_restart(server: PgServer, dsn: str) -> None:
+    async with PostgresStore(dsn, min_size=2, max_size=2) as store:
+        await store.append_checkpoint(checkpoint("t", 1), expected_head=None)
+        await anyio.to_thread.run_sync(server.restart)
+        await store.append_checkpoint(checkpoint("t", 2), expected_head="t.1")
+        head = await store.get_thread("t")
+        assert head is not None and head.head_seq == 2
+
+
+async def test_run_interrupts_and_resumes_in_a_new_store(dsn: str) -> None:
+    class S(TypedDict, total=False):
+        log: Annotated[list[str], append]
+        answer: Any
+        amount: int
+
+    entries: Counter[str] = Counter()
+
+    def build() -> Graph[S]:
+        g = Graph(S)
+
+        def agent(s: S) -> dict[str, Any]:
+            entries["agent"] += 1
+            return {"log": ["agent"]}
+
+        def gate(s: S) -> dict[str, Any]:
+            entries["approve"] += 1
+            ok = approve(f"pay {s.get('amount', 0)}?", key="pay")
+            return {"answer": ok, "log": ["approved" if ok else "rejected"]}
+
+        def execute(s: S) -> dict[str, Any]:
+            entries["execute"] += 1
+            return {"log": ["executed"]}
+
+        g.add_node("agent", agent).add_node("approve", gate).add_node("execute", execute)
+        g.add_edge(START, "agent").add_edge("agent", "approve")
+        g.add_conditional_edges("approve", lambda s: "execute" if s["answer"] else END)
+        return g
+
+    async with PostgresStore(dsn) as first:
+        store: Store = first
+        run = await build().compile(store=store).run({"amount": 5000}, thread="t")
+        assert run.status == "interrupted"
+        (pending,) = run.interrupts
+    async with PostgresStore(dsn) as second:
+        assert [i.id for i in await second.pending(thread="t")] == [pending.id]
+        done = await build().compile(store=second).resume("t", {pending.id: True})
+        assert done.status == "done"
+        assert done.values["log"] == ["agent", "approved", "executed"]
+        assert await second.pending() == []
+    assert entries == Counter(agent=1, approve=2, execute=1)
