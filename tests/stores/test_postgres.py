@@ -9,8 +9,8 @@ from typing import Annotated, Any, TypedDict
 import anyio
 import psycopg
 import pytest
-from _pgserver import PgServer, PgServerError, pg_server
 
+from _pgserver import PgServer
 from interlock import END, START, Graph, append, approve
 from interlock._errors import StoreClosed, StoreError
 from interlock.stores import CheckpointRecord, Store
@@ -19,22 +19,6 @@ from interlock.stores._postgres import PostgresStore
 from interlock.testing import StoreConformance
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="session")
-def server() -> Iterator[PgServer]:
-    try:
-        with pg_server() as started:
-            yield started
-    except PgServerError as exc:
-        pytest.fail(f"the PostgreSQL tests need a server: {exc}", pytrace=False)
-
-
-@pytest.fixture
-def dsn(server: PgServer) -> Iterator[str]:
-    """A DSN whose tables land in a fresh schema of the test server."""
-    with server.schema_dsn() as fresh:
-        yield fresh
 
 
 class TestPostgresStore(StoreConformance):
