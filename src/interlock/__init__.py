@@ -70,6 +70,7 @@ from .runtime._interrupts import step as step
 from .runtime._interrupts import validator as validator
 from .runtime._records import Address as Address
 from .runtime._records import Command as Command
+from .runtime._records import Decision as Decision
 from .runtime._records import Interrupt as Interrupt
 from .runtime._records import RunResult as RunResult
 from .runtime._records import Segment as Segment
@@ -97,6 +98,7 @@ __all__ = [
     "Address",
     "App",
     "Command",
+    "Decision",
     "GracefulShutdown",
     "Interrupt",
     "InterruptHandler",

@@ -13,6 +13,7 @@ import anyio
 from .._errors import (
     CheckpointNotFound,
     GraphDefinitionError,
+    InterruptAlreadyResolved,
     InvalidResume,
     ResumeError,
     ThreadInterrupted,
@@ -24,8 +25,8 @@ from ._control import RunControl, RunHandle
 from ._engine import Level, new_id
 from ._events import MODES, Event, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations
-from ._records import Address, Command, Interrupt, RunResult, Send, StateSnapshot
-from ._resume import Targets, check_targets, decide
+from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
+from ._resume import Targets, check_targets, decide, payload_hash, recorded_decision
 from ._runctx import Opened, RunCtx, Stale
 from ._signals import InterruptSignal
 from ._wire import level_from_wire, level_to_wire, subgraph_output
@@ -172,6 +173,83 @@ class App(Generic[StateT]):
             await ctx.commit(level, "input", resolutions)
         return await self._drive(level, ctx, call.on_interrupt)
 
+    async def decide(
+        self,
+        thread: str,
+        answers: Mapping[str, Any],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+        nonce: str | None = None,
+        seen: Mapping[str, str] | None = None,
+    ) -> list[Decision]:
+        """Record answers without continuing the thread; return the recorded decisions.
+
+        Each answered interrupt leaves ``pending`` exactly once (compare-and-set); the tasks
+        that wait on it run when someone continues the thread with ``app.resume(thread)``.
+
+        Args:
+            thread: The thread.
+            answers: ``{interrupt_id_or_key: answer}``.
+            actor: Who decides.
+            reason: Why (kept with the decision).
+            nonce: An idempotency key: sending the same decisions again with the same nonce
+                returns the recorded ones instead of raising `InterruptAlreadyResolved`.
+            seen: ``{interrupt_id: payload_hash}`` of the questions the person was shown (see
+                `payload_hash`); a question that changed since is refused.
+
+        Raises:
+            UnknownInterrupt, InterruptAlreadyResolved (carrying the recorded `Decision`),
+            InvalidResume, CheckpointNotFound, ThreadBusy: Nothing was recorded.
+        """
+        opened = await self._open(thread, optimistic=False)
+        level = opened.level
+        if level is None:
+            raise CheckpointNotFound(thread)
+        try:
+            checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
+        except InterruptAlreadyResolved:
+            replayed = await self._replayed(thread, answers, nonce)
+            if replayed is None:
+                raise
+            return replayed
+        by_id = {r.id: r for r in level.pending}
+        for iid, shown in (seen or {}).items():
+            r = by_id.get(iid)
+            if r is not None and shown != payload_hash(self.plan.codec, r.interrupt.info):
+                raise InvalidResume(
+                    f"interrupt {iid} changed since it was shown; show it again and decide",
+                    interrupt_id=iid,
+                )
+        ctx = self._prepare(level, thread, opened, _Call((), (), None, "sync", None, None, None))
+        resolutions, decisions = decide(
+            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
+        )
+        await ctx.commit(level, "resume", resolutions, actor=actor)
+        self._keep_warm(ctx, level)
+        return decisions
+
+    async def _replayed(
+        self, thread: str, answers: Mapping[str, Any], nonce: str | None
+    ) -> list[Decision] | None:
+        """The recorded decisions, when every target was already decided with ``nonce``."""
+        if nonce is None:
+            return None
+        found: list[Decision] = []
+        for target in answers:
+            stored = await self.store.get_interrupt(target)
+            decision = None if stored is None else recorded_decision(self.plan.codec, stored)
+            if stored is None or stored.thread != thread or decision is None:
+                return None
+            if decision.nonce != nonce:
+                return None
+            found.append(decision)
+        return found
+
+    def payload_hash(self, interrupt: Interrupt) -> str:
+        """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""
+        return payload_hash(self.plan.codec, interrupt.info)
+
     def _prepare(self, level: Level, thread: str, opened: Opened, call: _Call) -> RunCtx:
         """Apply a call's options to the level; return the context that commits for it."""
         level.set_run_breakpoints(call.interrupt_before, call.interrupt_after)
@@ -260,7 +338,9 @@ class App(Generic[StateT]):
             renamed = self._io.relineage(level, new_id())
         cmd = targets if isinstance(targets, Command) else None
         try:
-            answers = await check_targets(self.store, level, thread, targets, renamed)
+            answers = await check_targets(
+                self.store, self.plan.codec, level, thread, targets, renamed
+            )
         except ResumeError as exc:
             opened.check(exc)
             raise
@@ -279,7 +359,7 @@ class App(Generic[StateT]):
         if renamed:
             ctx.parent = branch_from
             await ctx.commit(level, "fork", ())
-        resolutions = decide(self.plan.codec, level, answers, actor)
+        resolutions, _ = decide(self.plan.codec, level, answers, actor=actor)
         if update:
             level.apply_writes(("resume", k, v) for k, v in update)
         if cmd is not None and cmd.goto:
@@ -331,8 +411,11 @@ class App(Generic[StateT]):
                 if i.kind in ("dynamic", "reconcile"):
                     answers[i.id] = await on_interrupt(i)
             # Same checks and commit as App.resume, on the live level.
-            checked = await check_targets(self.store, level, ctx.thread, answers, {})
-            await ctx.commit(level, "resume", decide(self.plan.codec, level, checked, None))
+            checked = await check_targets(
+                self.store, self.plan.codec, level, ctx.thread, answers, {}
+            )
+            resolutions, _ = decide(self.plan.codec, level, checked)
+            await ctx.commit(level, "resume", resolutions)
 
     def start(
         self,

@@ -11,6 +11,7 @@ import msgspec
 __all__ = [
     "Address",
     "Command",
+    "Decision",
     "Interrupt",
     "InterruptKind",
     "RunResult",
@@ -119,6 +120,27 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
             f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address or 'graph'} "
             f"thread={self.thread!r}>"
         )
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """A person's answer to an interrupt, as recorded when it left ``pending``."""
+
+    interrupt_id: str
+    """The interrupt answered."""
+    thread: str
+    """Its thread."""
+    answer: Any
+    """The answer."""
+    actor: str | None = None
+    """Who decided."""
+    reason: str | None = None
+    """Why, in their words."""
+    nonce: str | None = None
+    """The caller's idempotency key: the same decision sent again with it is not an error."""
+    payload_hash: str
+    """Hash of the question as stored (what the person was shown)."""
+    decided_at: float
+    """Unix time of the decision."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
+import msgspec
+
+from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
 from ..serde import Codec
-from ..stores import Resolution, Store
+from ..stores import InterruptRecord, Resolution, Store
 from ._engine import Level
 from ._interrupts import lookup_validator
 from ._jsonschema import check
-from ._records import Command
+from ._records import Command, Decision
 from ._signals import Raised
 
-__all__ = ["Targets", "check_targets", "decide", "validate_answer"]
+__all__ = [
+    "Targets",
+    "check_targets",
+    "decide",
+    "payload_hash",
+    "recorded_decision",
+    "validate_answer",
+]
 
 Targets = Mapping[str, Any] | Command | None
 """What `App.resume` accepts: ``{id_or_key: answer}``, a `Command`, or None (continue pauses)."""
@@ -23,6 +33,7 @@ Targets = Mapping[str, Any] | Command | None
 
 async def check_targets(
     store: Store,
+    codec: Codec,
     level: Level,
     thread: str,
     targets: Targets,
@@ -64,7 +75,11 @@ async def check_targets(
         if not found:
             stored = await store.get_interrupt(target)
             if stored is not None and stored.thread == thread and stored.status != "pending":
-                raise InterruptAlreadyResolved(target, status=stored.status)
+                raise InterruptAlreadyResolved(
+                    target,
+                    status=stored.status,
+                    resolved_value=recorded_decision(codec, stored),
+                )
             raise UnknownInterrupt(target, list(pending), thread=thread)
         if len(found) > 1:
             raise InvalidResume(
@@ -79,23 +94,57 @@ async def check_targets(
     return answers
 
 
+def payload_hash(codec: Codec, info: Any) -> str:
+    """Hash of an interrupt's question, to check that a person answered what is stored."""
+    return hashlib.blake2b(codec.encode(info, path="info"), digest_size=16).hexdigest()
+
+
 def decide(
-    codec: Codec, level: Level, answers: Mapping[str, Any], actor: str | None
-) -> list[Resolution]:
+    codec: Codec,
+    level: Level,
+    answers: Mapping[str, Any],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+    nonce: str | None = None,
+) -> tuple[list[Resolution], list[Decision]]:
     """Deliver checked answers to their tasks; return the resolutions to commit with them."""
     now = time.time()
-    encode = codec.encode
-    resolutions = [
-        Resolution(
-            id=iid,
-            status="resolved",
-            resolved_at=now,
-            resolution=encode({"answer": answer, "actor": actor}, path="answer"),
+    by_id = {r.id: r for r in level.pending}
+    decisions = [
+        Decision(
+            interrupt_id=iid,
+            thread=level.thread,
+            answer=answer,
+            actor=actor,
+            reason=reason,
+            nonce=nonce,
+            payload_hash=payload_hash(codec, by_id[iid].interrupt.info),
+            decided_at=now,
         )
         for iid, answer in answers.items()
     ]
+    resolutions = [
+        Resolution(
+            id=d.interrupt_id,
+            status="resolved",
+            resolved_at=now,
+            resolution=codec.encode(msgspec.structs.asdict(d), path="answer"),
+        )
+        for d in decisions
+    ]
     level.answer(answers)
-    return resolutions
+    return resolutions, decisions
+
+
+def recorded_decision(codec: Codec, stored: InterruptRecord) -> Decision | None:
+    """The decision stored with a resolved interrupt, if one was recorded."""
+    if stored.resolution is None:
+        return None
+    try:
+        return msgspec.convert(codec.decode(stored.resolution), Decision)
+    except (CheckpointCorrupt, msgspec.ValidationError):
+        return None
 
 
 def validate_answer(r: Raised, value: Any) -> None:
