@@ -214,6 +214,11 @@ class Store(Protocol):
         """Delete a thread, its checkpoints, its interrupts and its pause request."""
         ...
 
+    async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
+        """Delete up to ``limit`` finished threads (head status ``done``) last written before
+        the Unix time ``older_than``, as `delete_thread` would; return their ids."""
+        ...
+
     async def close(self) -> None:
         """Release resources. Idempotent. Later calls raise `StoreClosed`."""
         ...

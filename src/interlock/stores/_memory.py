@@ -203,6 +203,18 @@ class MemoryStore:
         self._check_open()
         return self._pauses.pop(thread, None)
 
+    async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
+        """Delete finished threads last written before ``older_than`` (see `Store.expire`)."""
+        self._check_open()
+        gone = [
+            t.thread
+            for t in self._threads.values()
+            if t.status == "done" and t.updated_at < older_than
+        ][: max(limit, 0)]
+        for thread in gone:
+            await self.delete_thread(thread)
+        return gone
+
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         self._check_open()

@@ -177,6 +177,10 @@ class PostgresStore:
         row = await self._run(lambda c: _fetchone(c, sql.TAKE_PAUSE, (thread,)))
         return None if row is None else row[0]
 
+    async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
+        """Delete finished threads last written before ``older_than`` (see `Store.expire`)."""
+        return await self._run(lambda c: _expire(c, older_than, max(limit, 0)))
+
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints, its interrupts and its pause request."""
         await self._run(lambda c: _delete(c, thread))
@@ -339,6 +343,16 @@ async def _append(
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in await _fetchall(conn, sql.PENDING_IDS_OF_THREAD, (thread,))]
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+
+
+async def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
+    async with conn.transaction():
+        rows = await _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
+        gone = [row[0] for row in rows]
+        for thread in gone:
+            for statement in sql.DELETE_THREAD:
+                await conn.execute(statement, (thread,))
+    return gone
 
 
 async def _delete(conn: Conn, thread: str) -> None:

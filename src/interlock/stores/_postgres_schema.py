@@ -218,6 +218,11 @@ REQUEST_PAUSE: Final = """
 """
 TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = %s RETURNING kind"
 
+EXPIRED_THREADS: Final = (
+    "SELECT thread FROM threads WHERE status = 'done' AND updated_at < %s "
+    "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
 DELETE_THREAD: Final = (
     # The threads row first, as every append locks it first: one lock order, no deadlock.
     "DELETE FROM threads WHERE thread = %s",

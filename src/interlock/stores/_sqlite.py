@@ -176,6 +176,10 @@ class SqliteStore:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
         return await self._run(lambda c: _take_pause(c, thread))
 
+    async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
+        """Delete finished threads last written before ``older_than`` (see `Store.expire`)."""
+        return await self._run(lambda c: _expire(c, older_than, max(limit, 0)))
+
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         await self._run(lambda c: _delete(c, thread))
@@ -363,6 +367,15 @@ def _take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
     with _write(conn):
         row = conn.execute(sql.TAKE_PAUSE, (thread,)).fetchone()
     return None if row is None else row[0]
+
+
+def _expire(conn: sqlite3.Connection, older_than: float, limit: int) -> list[str]:
+    with _write(conn):
+        gone = [row[0] for row in conn.execute(sql.EXPIRED_THREADS, (older_than, limit))]
+        for thread in gone:
+            for statement in sql.DELETE_THREAD:
+                conn.execute(statement, (thread,))
+    return gone
 
 
 def _delete(conn: sqlite3.Connection, thread: str) -> None:

@@ -244,6 +244,11 @@ REQUEST_PAUSE: Final = """
 PEEK_PAUSE: Final = "SELECT kind FROM pause_requests WHERE thread = ?"
 TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
 
+EXPIRED_THREADS: Final = (
+    "SELECT thread FROM threads WHERE status = 'done' AND updated_at < ? "
+    "ORDER BY updated_at LIMIT ?"
+)
+
 DELETE_THREAD: Final = (
     "DELETE FROM pause_requests WHERE thread = ?1",
     "DELETE FROM interrupts WHERE thread = ?1",

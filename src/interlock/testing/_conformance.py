@@ -569,3 +569,19 @@ class StoreConformance:
         assert await store.request_pause("t")
         await store.delete_thread("t")
         assert await store.take_pause_request("t") is None
+
+    async def test_expire_deletes_only_old_finished_threads(self, store: Store) -> None:
+        old_done = _checkpoint("old-done", 1, status="done")
+        old_waiting = _checkpoint("old-waiting", 1, status="interrupted")
+        new_done = msgspec.structs.replace(
+            _checkpoint("new-done", 1, status="done"), created_at=_T0 + 500
+        )
+        for record in (old_done, old_waiting, new_done):
+            await store.append_checkpoint(record, expected_head=None)
+        assert await store.expire(older_than=_T0 + 100, limit=0) == []
+        assert await store.expire(older_than=_T0 + 100) == ["old-done"]
+        assert await store.get_thread("old-done") is None
+        assert await store.get_checkpoint("old-done") is None
+        assert await store.get_thread("old-waiting") is not None
+        assert await store.get_thread("new-done") is not None
+        assert await store.expire(older_than=_T0 + 100) == []
