@@ -41,6 +41,9 @@ async def test_inbox_lists_every_waiting_thread_and_answers_resume_them(store: S
     assert [i.thread for i in await app.inbox(key="pick")] == ["order-0"]
     assert [i.key for i in await app.inbox(thread="order-3")] == ["ship"]
     assert len(await app.inbox(limit=2)) == 2
+    first_page = await app.inbox(limit=2)
+    rest = await app.inbox(after=first_page[-1].id)
+    assert [i.id for i in [*first_page, *rest]] == [i.id for i in inbox]
 
     for i in await app.inbox(key="ship"):
         await app.resume(i.thread, {i.id: False})

@@ -496,15 +496,23 @@ class App(Generic[StateT]):
     # -- reading ---------------------------------------------------------------------------------
 
     async def inbox(
-        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+        self,
+        *,
+        thread: str | None = None,
+        key: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        deadline_before: float | None = None,
     ) -> list[Interrupt]:
         """Return pending interrupts across threads, oldest first, through the store's index.
 
-        The cost grows with the number returned, not with the number of threads. Each
-        `Interrupt` carries its thread, so it can be answered with
+        The cost grows with the number returned, not with the number of threads. Page with
+        ``after=page[-1].id``. Each `Interrupt` carries its thread, so it can be answered with
         ``app.resume(i.thread, {i.id: answer})``.
         """
-        rows = await self.store.pending(thread=thread, key=key, limit=limit)
+        rows = await self.store.pending(
+            thread=thread, key=key, limit=limit, after=after, deadline_before=deadline_before
+        )
         return [self._io.interrupt_of(row) for row in rows]
 
     async def get_state(

@@ -190,11 +190,22 @@ class Store(Protocol):
         ...
 
     async def pending(
-        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+        self,
+        *,
+        thread: str | None = None,
+        key: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first, through an index (cost grows with the result).
 
-        Interrupts with equal ``created_at`` come in the order they were appended.
+        Args:
+            thread: Only this thread's.
+            key: Only those with this key.
+            limit: At most this many.
+            after: The id of the last interrupt of the previous page: continue after it.
+            deadline_before: Only those with a deadline before this Unix time.
         """
         ...
 

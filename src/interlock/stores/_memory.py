@@ -36,6 +36,8 @@ class MemoryStore:
         # stable sort by created_at breaks ties by insertion.
         self._pending: dict[str, InterruptRecord] = {}
         self._pauses: dict[str, PauseKind] = {}
+        # Insertion order of every interrupt: breaks created_at ties, as a rowid does.
+        self._order: dict[str, int] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -133,6 +135,7 @@ class MemoryStore:
         for interrupt in new_interrupts:
             self._interrupts[interrupt.id] = interrupt
             by_thread[interrupt.id] = None
+            self._order[interrupt.id] = len(self._order)
             if interrupt.status == "pending":
                 self._pending[interrupt.id] = interrupt
 
@@ -172,22 +175,44 @@ class MemoryStore:
         return self._interrupts.get(id)
 
     async def pending(
-        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+        self,
+        *,
+        thread: str | None = None,
+        key: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order)."""
         self._check_open()
-        return self._oldest_pending(thread, key, limit)
+        return self._oldest_pending(thread, key, limit, after, deadline_before)
 
     def _oldest_pending(
-        self, thread: str | None, key: str | None, limit: int
+        self,
+        thread: str | None,
+        key: str | None,
+        limit: int,
+        after: str | None = None,
+        deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
+        start: tuple[float, int] | None = None
+        if after is not None:
+            last = self._interrupts.get(after)
+            if last is None:
+                return []
+            start = (last.created_at, self._order[after])
+        order = self._order
         matches = (
             i
             for i in self._pending.values()
-            if (thread is None or i.thread == thread) and (key is None or i.key == key)
+            if (thread is None or i.thread == thread)
+            and (key is None or i.key == key)
+            and (
+                deadline_before is None or (i.deadline is not None and i.deadline < deadline_before)
+            )
+            and (start is None or (i.created_at, order[i.id]) > start)
         )
-        # nsmallest is stable, like sorted(), so equal created_at keep insertion order.
-        return heapq.nsmallest(max(limit, 0), matches, key=_created_at)
+        return heapq.nsmallest(max(limit, 0), matches, key=lambda i: (i.created_at, order[i.id]))
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
@@ -239,7 +264,3 @@ class MemoryStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("this MemoryStore was closed; create a new one")
-
-
-def _created_at(interrupt: InterruptRecord) -> float:
-    return interrupt.created_at

@@ -193,17 +193,35 @@ SELECT_PAGE: Final = (
 SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = %s"
 
 # One statement per filter combination; each matches one index in (created_at, ord) order.
-_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE {{where}}"
-PENDING_ALL: Final = _PENDING.format(where="status = 'pending' ORDER BY created_at, ord LIMIT %s")
-PENDING_BY_THREAD: Final = _PENDING.format(
-    where="thread = %s AND status = 'pending' ORDER BY created_at, ord LIMIT %s"
-)
-PENDING_BY_KEY: Final = _PENDING.format(
-    where="key = %s AND status = 'pending' ORDER BY created_at, ord LIMIT %s"
-)
-PENDING_BY_THREAD_AND_KEY: Final = _PENDING.format(
-    where="thread = %s AND status = 'pending' AND key = %s ORDER BY created_at, ord LIMIT %s"
-)
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE "
+
+
+def pending_query(
+    thread: str | None,
+    key: str | None,
+    limit: int,
+    after: str | None,
+    deadline_before: float | None,
+) -> tuple[str, tuple[object, ...]]:
+    """The inbox query for these filters (the partial indexes serve it)."""
+    where = ["status = 'pending'"]
+    params: list[object] = []
+    if thread is not None:
+        where.insert(0, "thread = %s")
+        params.append(thread)
+    if key is not None:
+        where.append("key = %s")
+        params.append(key)
+    if deadline_before is not None:
+        where.append("deadline IS NOT NULL AND deadline < %s")
+        params.append(deadline_before)
+    if after is not None:
+        where.append("(created_at, ord) > (SELECT created_at, ord FROM interrupts WHERE id = %s)")
+        params.append(after)
+    query = f"{_PENDING}{' AND '.join(where)} ORDER BY created_at, ord LIMIT %s"
+    return query, (*params, limit)
+
+
 PENDING_IDS_OF_THREAD: Final = (
     "SELECT id FROM interrupts WHERE thread = %s AND status = 'pending' ORDER BY created_at, ord"
 )

@@ -151,19 +151,16 @@ class SqliteStore:
         return None if row is None else sql.interrupt_from_row(row)
 
     async def pending(
-        self, *, thread: str | None = None, key: str | None = None, limit: int = 100
+        self,
+        *,
+        thread: str | None = None,
+        key: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
-        query: str
-        params: tuple[object, ...]
-        if thread is None and key is None:
-            query, params = sql.PENDING_ALL, (max(limit, 0),)
-        elif key is None:
-            query, params = sql.PENDING_BY_THREAD, (thread, max(limit, 0))
-        elif thread is None:
-            query, params = sql.PENDING_BY_KEY, (key, max(limit, 0))
-        else:
-            query, params = sql.PENDING_BY_THREAD_AND_KEY, (thread, key, max(limit, 0))
+        query, params = sql.pending_query(thread, key, max(limit, 0), after, deadline_before)
         rows = await self._run(lambda c: c.execute(query, params).fetchall())
         return [sql.interrupt_from_row(row) for row in rows]
 

@@ -212,23 +212,47 @@ SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id 
 
 # One statement per filter combination, each answered by one index in created_at order
 # (rowid, the index's hidden last column, breaks ties).
-_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts INDEXED BY {{index}} WHERE {{where}}"
-PENDING_ALL: Final = _PENDING.format(
-    index="interrupts_pending",
-    where="status = 'pending' ORDER BY created_at, rowid LIMIT ?",
-)
-PENDING_BY_THREAD: Final = _PENDING.format(
-    index="interrupts_thread",
-    where="thread = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?",
-)
-PENDING_BY_KEY: Final = _PENDING.format(
-    index="interrupts_pending_key",
-    where="key = ? AND status = 'pending' ORDER BY created_at, rowid LIMIT ?",
-)
-PENDING_BY_THREAD_AND_KEY: Final = _PENDING.format(
-    index="interrupts_thread",
-    where="thread = ? AND status = 'pending' AND key = ? ORDER BY created_at, rowid LIMIT ?",
-)
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts INDEXED BY "
+
+
+def pending_query(
+    thread: str | None,
+    key: str | None,
+    limit: int,
+    after: str | None,
+    deadline_before: float | None,
+) -> tuple[str, tuple[object, ...]]:
+    """The inbox query for these filters, through the partial index that fits them."""
+    where = ["status = 'pending'"]
+    params: list[object] = []
+    if thread is not None:
+        index = "interrupts_thread"
+        where.insert(0, "thread = ?")
+        params.append(thread)
+    elif key is not None:
+        index = "interrupts_pending_key"
+    else:
+        index = "interrupts_pending"
+    if key is not None:
+        where.append("key = ?")
+        params.append(key)
+    if deadline_before is not None:
+        where.append("deadline IS NOT NULL AND deadline < ?")
+        params.append(deadline_before)
+    if after is not None:
+        where.append(
+            "(created_at, rowid) > (SELECT created_at, rowid FROM interrupts WHERE id = ?)"
+        )
+        params.append(after)
+    query = f"{_PENDING}{index} WHERE {' AND '.join(where)} ORDER BY created_at, rowid LIMIT ?"
+    return query, (*params, limit)
+
+
+PENDING_ALL: Final = pending_query(None, None, 0, None, None)[0]
+PENDING_BY_THREAD: Final = pending_query("", None, 0, None, None)[0]
+PENDING_BY_KEY: Final = pending_query(None, "", 0, None, None)[0]
+PENDING_BY_THREAD_AND_KEY: Final = pending_query("", "", 0, None, None)[0]
+
 PENDING_IDS_OF_THREAD: Final = (
     "SELECT id FROM interrupts INDEXED BY interrupts_thread "
     "WHERE thread = ? AND status = 'pending' ORDER BY created_at, rowid"

@@ -585,3 +585,30 @@ class StoreConformance:
         assert await store.get_thread("old-waiting") is not None
         assert await store.get_thread("new-done") is not None
         assert await store.expire(older_than=_T0 + 100) == []
+
+    async def test_pending_pages_with_after_and_filters_by_deadline(self, store: Store) -> None:
+        first = _checkpoint("a", 1)
+        second = _checkpoint("b", 1)
+        a_rows = [
+            _interrupt(f"a{n}", first, created_at=_T0 + n % 3, deadline=_T0 + 50 + n)
+            for n in range(5)
+        ]
+        b_rows = [_interrupt(f"b{n}", second, created_at=_T0 + 1, key="k") for n in range(3)]
+        await store.append_checkpoint(first, expected_head=None, new_interrupts=a_rows)
+        await store.append_checkpoint(second, expected_head=None, new_interrupts=b_rows)
+        everything = [i.id for i in await store.pending(limit=100)]
+        assert sorted(everything) == sorted(i.id for i in [*a_rows, *b_rows])
+        paged: list[str] = []
+        after = None
+        while True:
+            page = await store.pending(limit=3, after=after)
+            if not page:
+                break
+            paged.extend(i.id for i in page)
+            after = page[-1].id
+        assert paged == everything  # same order, nothing lost or repeated
+        by_thread = [i.id for i in await store.pending(thread="a", limit=2, after="a0")]
+        assert by_thread == [i for i in everything if i.startswith("a")][1:3]
+        soon = await store.pending(deadline_before=_T0 + 53)
+        assert sorted(i.id for i in soon) == ["a0", "a1", "a2"]  # b* have no deadline
+        assert [i.id for i in await store.pending(key="k", after="b0")] == ["b1", "b2"]
