@@ -67,6 +67,7 @@ from .runtime._interrupts import interrupt as interrupt
 from .runtime._interrupts import interrupt_state as interrupt_state
 from .runtime._interrupts import resume_context as resume_context
 from .runtime._interrupts import step as step
+from .runtime._interrupts import timeout_default as timeout_default
 from .runtime._interrupts import validator as validator
 from .runtime._records import Address as Address
 from .runtime._records import Command as Command
@@ -135,6 +136,7 @@ __all__ = [
     "interrupt_state",
     "resume_context",
     "step",
+    "timeout_default",
     "validator",
     # storage and encoding
     "Codec",

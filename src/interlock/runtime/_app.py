@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,13 +17,14 @@ from .._errors import (
     InterruptAlreadyResolved,
     InvalidResume,
     ResumeError,
+    ThreadBusy,
     ThreadInterrupted,
 )
 from ..graph._channels import AppendChannel
 from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
 from ._control import RunControl, RunHandle
-from ._engine import Level, new_id
+from ._engine import ESCALATE, Level, new_id
 from ._events import MODES, Event, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations
 from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
@@ -245,6 +247,57 @@ class App(Generic[StateT]):
                 return None
             found.append(decision)
         return found
+
+    async def sweep(self, *, now: float | None = None, limit: int = 100) -> list[RunResult[StateT]]:
+        """Resolve interrupts whose deadline passed by their ``on_timeout``; continue threads.
+
+        ``"reject"`` (the default) answers False, ``timeout_default(v)`` answers ``v``,
+        ``"escalate"`` asks the same question again as a new interrupt without a deadline.
+        Each interrupt is marked ``expired`` by compare-and-set, so two sweepers never act on
+        one twice. Returns the results of the threads it continued.
+
+        Args:
+            now: The time to compare deadlines with (default: the clock).
+            limit: At most this many interrupts per call.
+        """
+        now = time.time() if now is None else now
+        rows = await self.store.pending(deadline_before=now, limit=limit)
+        results: list[RunResult[StateT]] = []
+        for thread in dict.fromkeys(r.thread for r in rows):
+            due = {r.id for r in rows if r.thread == thread}
+            try:
+                results.append(await self._expire(thread, due))
+            except (ThreadBusy, InterruptAlreadyResolved):
+                continue  # another process acted on the thread; a later sweep looks again
+        return results
+
+    async def _expire(self, thread: str, due: set[str]) -> RunResult[StateT]:
+        opened = await self._open(thread, optimistic=False)
+        level = opened.level
+        if level is None:
+            raise CheckpointNotFound(thread)
+        answers: dict[str, Any] = {}
+        for r in level.pending:
+            if r.id in due:
+                policy = r.on_timeout or "reject"
+                if policy == "escalate":
+                    answers[r.id] = ESCALATE
+                elif isinstance(policy, tuple | list) and policy[0] == "default":
+                    answers[r.id] = policy[1]
+                else:
+                    answers[r.id] = False
+        call = _Call((), (), None, self.durability, None, None, None)
+        ctx = self._prepare(level, thread, opened, call)
+        resolutions, _ = decide(
+            self.plan.codec,
+            level,
+            answers,
+            actor="sweeper",
+            reason="deadline passed",
+            status="expired",
+        )
+        await ctx.commit(level, "resume", resolutions, actor="sweeper")
+        return await self._drive(level, ctx, None)
 
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""

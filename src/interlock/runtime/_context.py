@@ -32,7 +32,16 @@ __all__ = [
 ]
 
 
-_SCRATCH_PARTS = ("answers", "targeted", "states", "raised", "steps", "done", "children")
+_SCRATCH_PARTS = (
+    "answers",
+    "targeted",
+    "escalated",
+    "states",
+    "raised",
+    "steps",
+    "done",
+    "children",
+)
 
 
 class Scratch:
@@ -48,6 +57,8 @@ class Scratch:
     """Local key (address + call match) → answer, for every answered interrupt of this task."""
     targeted: list[str]
     """Local keys answered since the task last ran (consumed when it runs again)."""
+    escalated: list[str]
+    """Local keys whose deadline passed with ``on_timeout="escalate"``: asked again, anew."""
     states: dict[str, Any]
     """Address → the ``state=`` saved by the interrupt raised there."""
     raised: dict[str, list[str]]
@@ -63,7 +74,7 @@ class Scratch:
         # Only called for a part that was never set: create it empty.
         if name not in _SCRATCH_PARTS:
             raise AttributeError(name)
-        value: Any = [] if name == "targeted" else {}
+        value: Any = [] if name in ("targeted", "escalated") else {}
         object.__setattr__(self, name, value)
         return value
 
@@ -80,6 +91,10 @@ class Scratch:
             return frozenset()
         self.targeted = []
         return frozenset(targeted)
+
+    def has_escalated(self) -> bool:
+        """True when some interrupt of the task was escalated."""
+        return bool(self._get("escalated"))
 
     def has_targeted(self) -> bool:
         """True when answers arrived since the task last ran."""
@@ -101,7 +116,8 @@ class Scratch:
         for name, value in data.items():
             if name not in _SCRATCH_PARTS:
                 raise ValueError(f"unknown task scratch part {name!r}")
-            setattr(scratch, name, list(value) if name == "targeted" else dict(value))
+            listed = name in ("targeted", "escalated")
+            setattr(scratch, name, list(value) if listed else dict(value))
         return scratch
 
 

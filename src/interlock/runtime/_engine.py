@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -33,13 +33,24 @@ from ._events import ChunkEvent, NodeOutputEvent, StepEvent, StepFinishedEvent
 from ._records import Address, Command, Interrupt, Segment, Send
 from ._signals import InterruptSignal, Raised
 
-__all__ = ["Level", "TaskResult", "TaskState", "new_id"]
+__all__ = ["ESCALATE", "Level", "TaskResult", "TaskState", "new_id"]
 
 StepHook = Callable[["Level"], Awaitable[None]]
 
 
 _ID_PREFIX = secrets.token_hex(6)
 _ID_COUNTER = itertools.count()
+
+
+class _Escalate:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ESCALATE"
+
+
+ESCALATE: Final = _Escalate()
+"""An "answer" that asks the question again as a new interrupt (deadline ``escalate``)."""
 
 
 def new_id() -> str:
@@ -316,7 +327,10 @@ class Level:
                     task.passed_before = True
                 else:
                     sc = self.scratch.setdefault(r.owner, Scratch())
-                    sc.answers[r.local] = answers[r.id]
+                    if answers[r.id] is ESCALATE:
+                        sc.escalated.append(r.local)
+                    else:
+                        sc.answers[r.local] = answers[r.id]
                     sc.targeted.append(r.local)
             else:
                 self._answer_child(r, answers)

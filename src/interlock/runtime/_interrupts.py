@@ -41,6 +41,7 @@ __all__ = [
     "interrupt_state",
     "resume_context",
     "step",
+    "timeout_default",
     "validator",
 ]
 
@@ -100,7 +101,7 @@ def interrupt(
     state: Any = None,
     schema: type[Any] | Mapping[str, Any] | None = None,
     deadline: float | datetime | None = None,
-    on_timeout: Any = None,
+    on_timeout: OnTimeout | None = None,
     validator: Callable[[Any], object] | None = None,
     default: Any = _NO_DEFAULT,
 ) -> Any:
@@ -114,7 +115,9 @@ def interrupt(
         schema: JSON Schema dict, or a type (converted with msgspec), the answer must satisfy.
             With a type, the answer is also converted to it.
         deadline: Seconds from now, or a datetime, after which the interrupt expires.
-        on_timeout: What the sweeper does at the deadline (kept with the interrupt).
+        on_timeout: What `App.sweep` does once the deadline passed: ``"reject"`` (the
+            default; answers False), ``"escalate"`` (asks again as a new interrupt without a
+            deadline), or ``timeout_default(value)`` (answers ``value``).
         validator: A callable that raises `ValueError` (or returns False) for a bad answer.
         default: Returned when the interrupt is resumed with no data (``None``).
 
@@ -124,11 +127,23 @@ def interrupt(
     Raises:
         InterruptSignal: The first time (a `BaseException`: do not catch it).
     """
+    if not _valid_policy(on_timeout):
+        raise GraphDefinitionError(
+            f"on_timeout must be 'reject', 'escalate' or timeout_default(value), not {on_timeout!r}"
+        )
     ctx = current_task("interrupt()")
     address = current_address()
     where = str(address)
     match = f"k:{key}" if key is not None else f"#{ctx.next_ordinal(where)}"
     local = local_key(where, match)
+    escalations = ctx.scratch.escalated.count(local) if ctx.scratch.has_escalated() else 0
+    if escalations:
+        # Its deadline passed with on_timeout="escalate": the same question, asked anew (a new
+        # id, no deadline), marked so the inbox shows it was escalated.
+        local = f"{local}^{escalations}"
+        info = {"escalated": True, "info": info}
+        deadline = None
+        on_timeout = None
     if local in ctx.scratch.answers:
         answer = ctx.scratch.answers[local]
         if answer is None and default is not _NO_DEFAULT:
@@ -168,6 +183,21 @@ def interrupt(
             )
         ]
     )
+
+
+OnTimeout = str | tuple[str, Any]
+"""``"reject"``, ``"escalate"`` or ``timeout_default(value)``."""
+
+
+def _valid_policy(policy: Any) -> bool:
+    if policy is None or policy in ("reject", "escalate"):
+        return True
+    return isinstance(policy, tuple) and len(policy) == 2 and policy[0] == "default"
+
+
+def timeout_default(value: Any) -> tuple[str, Any]:
+    """An ``on_timeout`` policy: when the deadline passes, answer ``value``."""
+    return ("default", value)
 
 
 _YES = ("approve", "approved", "yes", "y", "true", "ok")

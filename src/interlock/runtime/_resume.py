@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
 from ..serde import Codec
 from ..stores import InterruptRecord, Resolution, Store
-from ._engine import Level
+from ._engine import ESCALATE, Level
 from ._interrupts import lookup_validator
 from ._jsonschema import check
 from ._records import Command, Decision
@@ -107,15 +107,20 @@ def decide(
     actor: str | None = None,
     reason: str | None = None,
     nonce: str | None = None,
+    status: Literal["resolved", "expired"] = "resolved",
 ) -> tuple[list[Resolution], list[Decision]]:
-    """Deliver checked answers to their tasks; return the resolutions to commit with them."""
+    """Deliver checked answers to their tasks; return the resolutions to commit with them.
+
+    ``status="expired"`` records answers given by a deadline policy (`ESCALATE` is recorded as
+    no answer).
+    """
     now = time.time()
     by_id = {r.id: r for r in level.pending}
     decisions = [
         Decision(
             interrupt_id=iid,
             thread=level.thread,
-            answer=answer,
+            answer=None if answer is ESCALATE else answer,
             actor=actor,
             reason=reason,
             nonce=nonce,
@@ -127,7 +132,7 @@ def decide(
     resolutions = [
         Resolution(
             id=d.interrupt_id,
-            status="resolved",
+            status=status,
             resolved_at=now,
             resolution=codec.encode(msgspec.structs.asdict(d), path="answer"),
         )
