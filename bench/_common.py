@@ -18,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-SCENARIOS: Final = ("S1", "S2", "S3", "S4", "S5")
+SCENARIOS: Final = ("S1", "S2", "S2pg", "S3", "S4", "S5")
 
 SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "full": {
         "S1": {"nodes": 50, "threads": 100},
         "S2": {"threads": 300, "warmup": 3},
+        "S2pg": {"threads": 300, "warmup": 3},
         "S3": {"turns": 300, "window": 20, "message_bytes": 1024, "page": 50},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 5000},
@@ -31,6 +32,7 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "quick": {
         "S1": {"nodes": 50, "threads": 10},
         "S2": {"threads": 30, "warmup": 3},
+        "S2pg": {"threads": 30, "warmup": 3},
         "S3": {"turns": 60, "window": 20, "message_bytes": 1024, "page": 50},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 300},

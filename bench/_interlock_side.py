@@ -155,9 +155,18 @@ async def s1(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
 
 
 async def s2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    return await _s2(p, SqliteStore(work / "s2-interlock.db"))  # synchronous=FULL, the default
+
+
+async def s2pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from interlock.stores import PostgresStore
+
+    return await _s2(p, PostgresStore(p["dsn"]))
+
+
+async def _s2(p: dict[str, Any], store: Any) -> tuple[dict[str, float], dict[str, Any]]:
     threads, warmup = p["threads"], p["warmup"]
     executed: Counter[str] = Counter()
-    store = SqliteStore(work / "s2-interlock.db")  # synchronous=FULL, the default
     app = approval_graph(executed).compile(store=store)
     for i in range(warmup):
         t = f"warmup-{i}"
@@ -188,7 +197,9 @@ async def s2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
         "s2_run_p50_ms": percentile(run_s, 0.5) * 1e3,
         "s2_violations": float(violations),
     }
-    return metrics, {"api": "async App.run/App.resume", "store": "SqliteStore synchronous=FULL"}
+    store_name = type(store).__name__
+    detail = " synchronous=FULL" if store_name == "SqliteStore" else ""
+    return metrics, {"api": "async App.run/App.resume", "store": f"{store_name}{detail}"}
 
 
 async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
@@ -357,6 +368,7 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
 SCENARIOS = {
     ("S1", "run"): s1,
     ("S2", "run"): s2,
+    ("S2pg", "run"): s2pg,
     ("S3", "run"): s3,
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,

@@ -239,43 +239,56 @@ async def s1(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
 
 
 async def s2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    async with sqlite_saver(work / "s2-langgraph.db", p["api"]) as saver:
+        metrics = await _s2(p, saver)
+    saver_name = "SqliteSaver" if p["api"] == "sync" else "AsyncSqliteSaver"
+    info = {"api": f"{p['api']} ({saver_name}), default durability", "store": "synchronous=FULL"}
+    return metrics, info
+
+
+async def s2pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(p["dsn"]) as saver:
+        await saver.setup()
+        metrics = await _s2({**p, "api": "async"}, saver)
+    return metrics, {"api": "async (AsyncPostgresSaver), default durability"}
+
+
+async def _s2(p: dict[str, Any], saver: BaseCheckpointSaver[Any]) -> dict[str, float]:
     threads, warmup, api = p["threads"], p["warmup"], p["api"]
     executed: Counter[str] = Counter()
-    async with sqlite_saver(work / "s2-langgraph.db", api) as saver:
-        run = Runner(approval_graph(executed).compile(checkpointer=saver), api)
-        for i in range(warmup):
-            t = f"warmup-{i}"
-            await run.invoke({"tid": t}, config(t))
-            await run.invoke(Command(resume=True), config(t))
-        run_s: list[float] = []
-        resume_s: list[float] = []
-        violations = 0
-        for i in range(threads):
-            t = thread_id(i)
-            cfg = config(t)
-            t0 = perf_counter()
-            out = await run.invoke({"tid": t}, cfg)
-            t1 = perf_counter()
-            (pending,) = interrupts_of(out)
-            if executed[t] != 0:
-                violations += 1
-            out = await run.invoke(Command(resume={pending.id: True}), cfg)
-            t2 = perf_counter()
-            if interrupts_of(out) or executed[t] != 1 or out["log"][-1] != "executed":
-                violations += 1
-            run_s.append(t1 - t0)
-            resume_s.append(t2 - t1)
+    run = Runner(approval_graph(executed).compile(checkpointer=saver), api)
+    for i in range(warmup):
+        t = f"warmup-{i}"
+        await run.invoke({"tid": t}, config(t))
+        await run.invoke(Command(resume=True), config(t))
+    run_s: list[float] = []
+    resume_s: list[float] = []
+    violations = 0
+    for i in range(threads):
+        t = thread_id(i)
+        cfg = config(t)
+        t0 = perf_counter()
+        out = await run.invoke({"tid": t}, cfg)
+        t1 = perf_counter()
+        (pending,) = interrupts_of(out)
+        if executed[t] != 0:
+            violations += 1
+        out = await run.invoke(Command(resume={pending.id: True}), cfg)
+        t2 = perf_counter()
+        if interrupts_of(out) or executed[t] != 1 or out["log"][-1] != "executed":
+            violations += 1
+        run_s.append(t1 - t0)
+        resume_s.append(t2 - t1)
     violations += sum(1 for t, n in executed.items() if n != 1)
     total = sum(run_s) + sum(resume_s)
-    metrics = {
+    return {
         "s2_round_trips_per_s": threads / total,
         "s2_resume_p50_ms": percentile(resume_s, 0.5) * 1e3,
         "s2_run_p50_ms": percentile(run_s, 0.5) * 1e3,
         "s2_violations": float(violations),
     }
-    saver_name = "SqliteSaver" if api == "sync" else "AsyncSqliteSaver"
-    info = {"api": f"{api} ({saver_name}), default durability", "store": "synchronous=FULL"}
-    return metrics, info
 
 
 async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
@@ -511,6 +524,7 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
 SCENARIOS = {
     ("S1", "run"): s1,
     ("S2", "run"): s2,
+    ("S2pg", "run"): s2pg,
     ("S3", "run"): s3,
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,

@@ -14,6 +14,7 @@ lands on both. The table shows medians. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -38,13 +39,15 @@ SCRIPTS = {"interlock": HERE / "_interlock_side.py", "langgraph": HERE / "_langg
 DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 SETUP_HINT = (
     "python3 -m venv bench/.venv-langgraph && "
-    "bench/.venv-langgraph/bin/pip install langgraph==1.2.22 langgraph-checkpoint-sqlite"
+    "bench/.venv-langgraph/bin/pip install langgraph==1.2.22 langgraph-checkpoint-sqlite "
+    "langgraph-checkpoint-postgres 'psycopg[binary]' psycopg-pool"
 )
 
 LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
     # The faster of LangGraph's two APIs per scenario on the reference machine (README).
     "S1": "sync",
     "S2": "async",
+    "S2pg": "async",
     "S3": "async",
     "S4": "async",
     "S4mem": "sync",
@@ -125,6 +128,12 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         Metric("S2", "s2_run_p50_ms", "run-to-interrupt latency p50", "ms", "lower", "faster"),
         Metric("S2", "s2_violations", "execute ≠ once or before approval", "n", "lower",
                target=Target("both_zero")),
+        Metric("S2pg", "s2_round_trips_per_s", "PostgreSQL: round trips/s", "/s", "higher",
+               "higher", ratio_at_least(3)),
+        Metric("S2pg", "s2_resume_p50_ms", "PostgreSQL: resume latency p50", "ms", "lower",
+               "faster"),
+        Metric("S2pg", "s2_violations", "PostgreSQL: execute ≠ once or before approval", "n",
+               "lower", target=Target("both_zero")),
         Metric("S3", "s3_db_ratio", "db bytes ÷ raw message bytes", "×", "lower", "smaller",
                Target("interlock_at_most", 3)),
         Metric("S3", "s3_db_mib", "main db file after close", "MiB", "lower", "smaller"),
@@ -267,6 +276,11 @@ def run_scenario(
             outcome = outcomes[scenario][side]
             params = side_params(side, scenario, sizes, args)
             metrics: dict[str, float] = {}
+            schema = contextlib.ExitStack()
+            if scenario == "S2pg":
+                # Each side gets a fresh schema of the throwaway PostgreSQL server.
+                assert _PG is not None
+                params["dsn"] = schema.enter_context(_PG.schema_dsn())
             try:
                 for phase in phases:
                     result = run_side(pythons[side], side, scenario, phase, params, work)
@@ -282,6 +296,8 @@ def run_scenario(
                 outcome.errors.append(str(exc))
                 console.print(f"  [red]rep {rep + 1} {scenario} {side} failed[/red]: {exc}")
                 continue
+            finally:
+                schema.close()
             outcome.reps.append(metrics)
     finally:
         if not args.keep:
@@ -445,15 +461,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.reps = 1 if args.quick else 5
     if args.reps < 1:
         p.error("--reps must be at least 1")
-    args.scenarios = [s.strip().upper() for s in args.only.split(",") if s.strip()]
+    by_name = {name.upper(): name for name in SCENARIOS}
+    args.scenarios = [
+        by_name.get(s.strip().upper(), s.strip()) for s in args.only.split(",") if s.strip()
+    ]
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
         p.error(f"unknown scenario(s) {unknown}; choose from {', '.join(SCENARIOS)}")
     return args
 
 
+_PG: Any = None
+"""The throwaway PostgreSQL server of S2pg (tests/_pgserver.py), while a run lasts."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        if "S2pg" in args.scenarios:
+            global _PG
+            sys.path.insert(0, str(HERE.parent / "tests"))
+            from _pgserver import pg_server
+
+            _PG = stack.enter_context(pg_server())
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     lg_python = args.langgraph_python
     if not Path(lg_python).exists():
         console.print(
