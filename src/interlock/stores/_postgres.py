@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import psycopg
+import psycopg.errors
 from psycopg import AsyncConnection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -201,8 +202,22 @@ class PostgresStore:
 
         async def call() -> T:
             pool = self._pool or await self._open()
-            async with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
-                return await fn(conn)
+            # No health check per checkout (a round trip each time): a connection that broke
+            # while idle (a server restart) fails its first statement; the pool drops it, the
+            # other idle ones are checked, and the operation runs once more. That is safe for
+            # appends too: if the broken attempt had committed, the retry fails its
+            # compare-and-set.
+            for attempt in (1, 2):
+                async with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
+                    try:
+                        return await fn(conn)
+                    except psycopg.OperationalError as exc:
+                        lost = conn.broken or isinstance(exc, psycopg.errors.AdminShutdown)
+                        if attempt == 2 or not lost:
+                            raise
+                # The others idle in the pool likely broke too (a restart): weed them out.
+                await pool.check()
+            raise AssertionError("unreachable")
 
         # Shielded: psycopg cannot abandon a query half-way and keep the connection, so a
         # cancelled caller's operation finishes (committed or rolled back as a whole) first.
@@ -247,7 +262,6 @@ class PostgresStore:
                     max_size=self._max_size,
                     kwargs=dict(_CONNECTION_OPTIONS),
                     configure=_configure,
-                    check=AsyncConnectionPool.check_connection,
                     open=False,
                     name=f"interlock {self._where}",
                 )
