@@ -34,6 +34,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from . import _postgres_schema as sql
+from . import _rows as conv
 from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
 
@@ -144,12 +145,12 @@ class PostgresStore:
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_THREAD, (thread,)))
-        return None if row is None else sql.thread_from_row(row)
+        return None if row is None else conv.thread_from_row(row)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_INTERRUPT, (id,)))
-        return None if row is None else sql.interrupt_from_row(row)
+        return None if row is None else conv.interrupt_from_row(row)
 
     async def pending(
         self,
@@ -163,7 +164,7 @@ class PostgresStore:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
         query, params = sql.pending_query(thread, key, max(limit, 0), after, deadline_before)
         rows = await self._run(lambda c: _fetchall(c, query, params))
-        return [sql.interrupt_from_row(row) for row in rows]
+        return [conv.interrupt_from_row(row) for row in rows]
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
@@ -340,9 +341,9 @@ async def _append(
             # 3. The new rows.
             try:
                 async with conn.cursor() as cur:
-                    await cur.execute(sql.INSERT_CHECKPOINT, sql.checkpoint_row(record))
+                    await cur.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
                     if new_interrupts:
-                        rows = [sql.interrupt_row(i) for i in new_interrupts]
+                        rows = [conv.interrupt_row(i) for i in new_interrupts]
                         await cur.executemany(sql.INSERT_INTERRUPT, rows)
             except psycopg.errors.UniqueViolation as exc:
                 raise StoreError(
@@ -392,8 +393,8 @@ async def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
 
 async def _one(conn: Conn, query: str, params: Any) -> CheckpointRecord | None:
     row = await _fetchone(conn, query, params)
-    return None if row is None else sql.checkpoint_from_row(row)
+    return None if row is None else conv.checkpoint_from_row(row)
 
 
 async def _many(conn: Conn, query: str, params: Any) -> list[CheckpointRecord]:
-    return [sql.checkpoint_from_row(row) for row in await _fetchall(conn, query, params)]
+    return [conv.checkpoint_from_row(row) for row in await _fetchall(conn, query, params)]

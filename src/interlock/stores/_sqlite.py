@@ -34,6 +34,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
+from . import _rows as conv
 from . import _sqlite_schema as sql
 from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
@@ -143,12 +144,12 @@ class SqliteStore:
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
         row = await self._run(lambda c: c.execute(sql.SELECT_THREAD, (thread,)).fetchone())
-        return None if row is None else sql.thread_from_row(row)
+        return None if row is None else conv.thread_from_row(row)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         row = await self._run(lambda c: c.execute(sql.SELECT_INTERRUPT, (id,)).fetchone())
-        return None if row is None else sql.interrupt_from_row(row)
+        return None if row is None else conv.interrupt_from_row(row)
 
     async def pending(
         self,
@@ -162,7 +163,7 @@ class SqliteStore:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
         query, params = sql.pending_query(thread, key, max(limit, 0), after, deadline_before)
         rows = await self._run(lambda c: c.execute(query, params).fetchall())
-        return [sql.interrupt_from_row(row) for row in rows]
+        return [conv.interrupt_from_row(row) for row in rows]
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
@@ -338,9 +339,9 @@ def _append(
                     raise InterruptAlreadyResolved(res.id, status=found[0])
             # 3. The new rows.
             try:
-                conn.execute(sql.INSERT_CHECKPOINT, sql.checkpoint_row(record))
+                conn.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
                 if new_interrupts:
-                    conn.executemany(sql.INSERT_INTERRUPT, map(sql.interrupt_row, new_interrupts))
+                    conn.executemany(sql.INSERT_INTERRUPT, map(conv.interrupt_row, new_interrupts))
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
@@ -389,10 +390,10 @@ def _one(
     conn: sqlite3.Connection, query: str, params: tuple[object, ...]
 ) -> CheckpointRecord | None:
     row = conn.execute(query, params).fetchone()
-    return None if row is None else sql.checkpoint_from_row(row)
+    return None if row is None else conv.checkpoint_from_row(row)
 
 
 def _many(
     conn: sqlite3.Connection, query: str, params: tuple[object, ...]
 ) -> list[CheckpointRecord]:
-    return [sql.checkpoint_from_row(row) for row in conn.execute(query, params)]
+    return [conv.checkpoint_from_row(row) for row in conn.execute(query, params)]

@@ -9,9 +9,12 @@ append a step to `MIGRATIONS`: the step at index ``i`` takes a database from ver
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Final
+from typing import Final
 
-from ._base import CheckpointRecord, InterruptRecord, ThreadRecord
+from ._rows import (
+    CHECKPOINT_COLUMNS,
+    INTERRUPT_COLUMNS,
+)
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
 
@@ -161,14 +164,6 @@ def _check_empty(conn: sqlite3.Connection) -> None:
 
 # The statements below are reused verbatim so sqlite3's statement cache prepares each once.
 
-CHECKPOINT_COLUMNS: Final = (
-    "thread, seq, id, parent_id, step, base_seq, created_at, source, status, body"
-)
-INTERRUPT_COLUMNS: Final = (
-    "id, thread, checkpoint_id, key, address, kind, status, created_at, deadline, body, "
-    "resolved_at, resolution"
-)
-
 INSERT_THREAD: Final = (
     "INSERT INTO threads (thread, head_id, head_seq, status, updated_at) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (thread) DO NOTHING"
@@ -279,92 +274,3 @@ DELETE_THREAD: Final = (
     "DELETE FROM checkpoints WHERE thread = ?1",
     "DELETE FROM threads WHERE thread = ?1",
 )
-
-
-# Records to rows and back; the column order is CHECKPOINT_COLUMNS / INTERRUPT_COLUMNS.
-
-
-def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
-    return (
-        r.thread,
-        r.seq,
-        r.id,
-        r.parent_id,
-        r.step,
-        r.base_seq,
-        r.created_at,
-        r.source,
-        r.status,
-        r.body,
-    )
-
-
-def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
-    return (
-        r.id,
-        r.thread,
-        r.checkpoint_id,
-        r.key,
-        r.address,
-        r.kind,
-        r.status,
-        r.created_at,
-        r.deadline,
-        r.body,
-        r.resolved_at,
-        r.resolution,
-    )
-
-
-def checkpoint_from_row(row: Any) -> CheckpointRecord:
-    thread, seq, id, parent_id, step, base_seq, created_at, source, status, body = row
-    return CheckpointRecord(
-        thread=thread,
-        id=id,
-        parent_id=parent_id,
-        seq=seq,
-        step=step,
-        base_seq=base_seq,
-        created_at=created_at,
-        source=source,
-        status=status,
-        body=body,
-    )
-
-
-def interrupt_from_row(row: Any) -> InterruptRecord:
-    (
-        id,
-        thread,
-        checkpoint_id,
-        key,
-        address,
-        kind,
-        status,
-        created_at,
-        deadline,
-        body,
-        resolved_at,
-        resolution,
-    ) = row
-    return InterruptRecord(
-        id=id,
-        thread=thread,
-        checkpoint_id=checkpoint_id,
-        key=key,
-        address=address,
-        kind=kind,
-        status=status,
-        created_at=created_at,
-        deadline=deadline,
-        body=body,
-        resolved_at=resolved_at,
-        resolution=resolution,
-    )
-
-
-def thread_from_row(row: Any) -> ThreadRecord:
-    thread, head_id, head_seq, status, updated_at = row
-    return ThreadRecord(
-        thread=thread, head_id=head_id, head_seq=head_seq, status=status, updated_at=updated_at
-    )
