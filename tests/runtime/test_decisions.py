@@ -109,3 +109,19 @@ async def test_failed_resumes_leave_the_file_byte_identical(tmp_path: Path) -> N
             assert type(info.value).__module__.startswith("interlock")
     assert path.read_bytes() == before
     assert executed["execute"] == 0
+
+
+async def test_resume_records_who_and_why(store: Store) -> None:
+    from interlock.runtime._resume import recorded_decision
+
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    r = await app.run({}, thread="t")
+    iid = r.interrupt().id
+    await app.resume("t", {iid: False}, actor="bo", reason="amount too high")
+    stored = await store.get_interrupt(iid)
+    assert stored is not None
+    decision = recorded_decision(app.plan.codec, stored)
+    assert decision is not None
+    assert (decision.actor, decision.reason, decision.answer) == ("bo", "amount too high", False)
+    assert executed["execute"] == 0

@@ -324,6 +324,7 @@ class App(Generic[StateT]):
         *,
         checkpoint_id: str | None = None,
         actor: str | None = None,
+        reason: str | None = None,
         interrupt_before: Sequence[str] = (),
         interrupt_after: Sequence[str] = (),
         on_interrupt: InterruptHandler | None = None,
@@ -347,6 +348,7 @@ class App(Generic[StateT]):
                 travel). The thread branches there; the branch's interrupts get new ids, and
                 the old ids (or keys) are accepted as targets.
             actor: Who decided (stored with the decision).
+            reason: Why (stored with the decision).
 
         Raises:
             CheckpointNotFound, UnknownInterrupt, InterruptAlreadyResolved, InvalidResume,
@@ -369,7 +371,9 @@ class App(Generic[StateT]):
             thread,
             optimistic=True,
             new=False,
-            call=lambda opened: self._resume(opened, thread, targets, checkpoint_id, actor, call),
+            call=lambda opened: self._resume(
+                opened, thread, targets, checkpoint_id, (actor, reason), call
+            ),
         )
 
     async def _resume(
@@ -378,9 +382,10 @@ class App(Generic[StateT]):
         thread: str,
         targets: Targets,
         checkpoint_id: str | None,
-        actor: str | None,
+        who: tuple[str | None, str | None],
         call: _Call,
     ) -> RunResult[StateT]:
+        actor, reason = who
         head, level = opened.head, opened.level
         if head is None or level is None:
             raise CheckpointNotFound(thread)
@@ -412,7 +417,7 @@ class App(Generic[StateT]):
         if renamed:
             ctx.parent = branch_from
             await ctx.commit(level, "fork", ())
-        resolutions, _ = decide(self.plan.codec, level, answers, actor=actor)
+        resolutions, _ = decide(self.plan.codec, level, answers, actor=actor, reason=reason)
         if update:
             level.apply_writes(("resume", k, v) for k, v in update)
         if cmd is not None and cmd.goto:
