@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from types import TracebackType
 
 import msgspec
 
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
 from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
+from ._lifecycle import StoreLifecycle
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(StoreLifecycle):
     """A `Store` that keeps everything in process memory; nothing survives the process.
 
     It has exactly the semantics of the durable stores (compare-and-set on the head, atomic
@@ -45,17 +45,6 @@ class MemoryStore:
             f"<MemoryStore {len(self._threads)} threads, {len(self._checkpoint_ids)} checkpoints, "
             f"{len(self._pending)} pending {state}>"
         )
-
-    async def __aenter__(self) -> MemoryStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def append_checkpoint(
         self,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -37,6 +36,7 @@ from . import _postgres_schema as sql
 from . import _rows as conv
 from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
+from ._lifecycle import StoreLifecycle
 
 __all__ = ["PostgresStore"]
 
@@ -52,7 +52,7 @@ _CONNECTION_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
-class PostgresStore:
+class PostgresStore(StoreLifecycle):
     """A `Store` in a PostgreSQL database; any number of processes may share it.
 
     The connection pool is opened, and the schema created or migrated, on first use. Use
@@ -86,17 +86,9 @@ class PostgresStore:
         state = "closed" if self._closed else "open" if self._pool is not None else "unopened"
         return f"<PostgresStore {self._where} {state}>"
 
-    async def __aenter__(self) -> PostgresStore:
+    async def open(self) -> None:
+        """Connect now rather than on first use: a bad location fails here."""
         await self._run(_nothing)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def migrate(self) -> list[int]:
         """Create or migrate the schema now; return the versions this call applied.

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Final, Literal, TypeVar
 
 import anyio.to_thread
@@ -38,6 +37,7 @@ from . import _rows as conv
 from . import _sqlite_schema as sql
 from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
 from ._checks import check_append_args, head_mismatch
+from ._lifecycle import StoreLifecycle
 from ._worker import ThreadWorker
 
 __all__ = ["SqliteStore"]
@@ -51,7 +51,7 @@ _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
 
 
-class SqliteStore:
+class SqliteStore(StoreLifecycle):
     """A `Store` in one SQLite file; several processes may share the file.
 
     The file and its parent directory are created on first use; the schema is created or
@@ -95,17 +95,9 @@ class SqliteStore:
         state = "closed" if self._closed else "open" if self._conn is not None else "unopened"
         return f"<SqliteStore {self._path!r} {state}>"
 
-    async def __aenter__(self) -> SqliteStore:
+    async def open(self) -> None:
+        """Connect now rather than on first use: a bad location fails here."""
         await self._run(_nothing)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def append_checkpoint(
         self,
