@@ -112,11 +112,15 @@ class Scratch:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Scratch:
         """Rebuild from `to_wire` output."""
+        if not isinstance(data, dict):
+            raise ValueError("a task scratch is not a mapping")
         scratch = cls()
         for name, value in data.items():
             if name not in _SCRATCH_PARTS:
                 raise ValueError(f"unknown task scratch part {name!r}")
             listed = name in ("targeted", "escalated")
+            if not isinstance(value, list if listed else dict):
+                raise ValueError(f"task scratch part {name!r} has the wrong type")
             setattr(scratch, name, list(value) if listed else dict(value))
         return scratch
 

@@ -111,16 +111,7 @@ class ThreadIO:
         if record.base_seq != record.seq:
             rows = await self.store.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
             chain = [self.decode(r) for r in _ancestry(record, rows)]
-        try:
-            for b in chain:
-                apply_channels(level, b["ch"])
-            apply_channels(level, body["ch"])
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CheckpointCorrupt(
-                f"checkpoint {record.id} of thread {thread!r} has invalid state deltas: {exc}",
-                thread=thread,
-                checkpoint_id=record.id,
-            ) from exc
+        _apply_deltas(level, [*chain, body], record)
         for ch in level.channels.values():
             ch.mark()
         if record.base_seq == record.seq:
@@ -128,7 +119,8 @@ class ThreadIO:
         else:
             head.chain_bytes = int(body.get("chain", 0)) + len(record.body)
             head.snapshot_bytes = int(body.get("snap", 0))
-        head.meta = dict(body.get("meta", {}))
+        meta = body.get("meta")
+        head.meta = dict(meta) if isinstance(meta, dict) else {}
         return level, {r.id for r in level.pending}
 
     async def load_many(
@@ -151,11 +143,14 @@ class ThreadIO:
         for record in records:
             body = body_of(record)
             level = level_from_wire(self.plan, body, thread=thread, channels=False)
-            if record.base_seq != record.seq:
-                for r in _ancestry(record, rows):
-                    apply_channels(level, body_of(r)["ch"])
-            apply_channels(level, body["ch"])
-            levels.append((level, dict(body.get("meta", {}))))
+            chain = (
+                [body_of(r) for r in _ancestry(record, rows)]
+                if record.base_seq != record.seq
+                else []
+            )
+            _apply_deltas(level, [*chain, body], record)
+            meta = body.get("meta")
+            levels.append((level, dict(meta) if isinstance(meta, dict) else {}))
         return levels
 
     async def commit(
@@ -302,6 +297,19 @@ class ThreadIO:
             for addr, wire in sc.children.items():
                 sc.children[addr] = _rekey_wire(wire, lineage, renamed)
         return renamed
+
+
+def _apply_deltas(level: Level, bodies: Sequence[dict[str, Any]], record: CheckpointRecord) -> None:
+    """Apply bodies' channel deltas in order; anything malformed is `CheckpointCorrupt`."""
+    try:
+        for body in bodies:
+            apply_channels(level, body["ch"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointCorrupt(
+            f"checkpoint {record.id} of thread {record.thread!r} has invalid state deltas: {exc}",
+            thread=record.thread,
+            checkpoint_id=record.id,
+        ) from exc
 
 
 def cancellations(ids: Iterable[str]) -> list[Resolution]:

@@ -48,12 +48,42 @@ def raised_to_wire(r: Raised) -> list[Any]:
     ]
 
 
+def _expect(value: Any, kinds: type | tuple[type, ...], what: str) -> None:
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+        raise ValueError(f"{what} has the wrong type ({type(value).__name__})")
+
+
+def _as_tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+_NUMBER = (int, float)
+_OPTIONAL_STR = (str, type(None))
+
+
 def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
-    """Decode a pending interrupt of ``thread``."""
+    """Decode a pending interrupt of ``thread`` (any shape or type mismatch: `ValueError`)."""
+    _expect(w, list, "a pending interrupt")
+    if len(w) != 14:
+        raise ValueError(f"a pending interrupt has {len(w)} fields, not 14")
     (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
     task, local, owner = w[11:14]
     if kind not in ("dynamic", "before", "after", "external", "reconcile"):
         raise ValueError(f"unknown interrupt kind {kind!r}")
+    for value, kinds, what in (
+        (iid, str, "interrupt id"),
+        (key, _OPTIONAL_STR, "interrupt key"),
+        (addr, str, "interrupt address"),
+        (schema, (dict, type(None)), "interrupt schema"),
+        (created, _NUMBER, "interrupt time"),
+        (deadline, (*_NUMBER, type(None)), "interrupt deadline"),
+        (vname, _OPTIONAL_STR, "validator name"),
+        (has_default, bool, "interrupt default flag"),
+        (task, str, "interrupt task"),
+        (local, str, "interrupt local key"),
+        (owner, _OPTIONAL_STR, "interrupt owner"),
+    ):
+        _expect(value, kinds, what)
     record = Interrupt(
         id=str(iid),
         thread=thread,
@@ -129,6 +159,7 @@ def level_to_wire(level: Level, *, full: bool) -> dict[str, Any]:
 
 def apply_channels(level: Level, channels: dict[str, Any]) -> None:
     """Apply a body's channel deltas (or full values) to a level."""
+    _expect(channels, dict, "channels")
     for key, (op, payload) in channels.items():
         ch = level.channels.get(key)
         if ch is None:
@@ -146,16 +177,33 @@ def level_from_wire(
 ) -> Level:
     """Rebuild a level from its wire form (channels applied when ``channels``)."""
     try:
+        _expect(body, dict, "a checkpoint body")
         if body["v"] != WIRE_VERSION:
             raise ValueError(f"unsupported checkpoint version {body['v']!r}")
         from ._records import Address as _A
 
-        level = Level(plan, thread=thread, lineage=lineage or str(body["lin"]), base=_A())
-        level.step = int(body["step"])
+        _expect(body["lin"], str, "lineage")
+        _expect(body["step"], int, "step")
+        _expect(body["ch"], dict, "channels")
+        _expect(body["tasks"], list, "tasks")
+        for part in ("res", "scr", "org"):
+            _expect(body.get(part, {}), dict, part)
+        _expect(body.get("pend", []), list, "pend")
+        level = Level(plan, thread=thread, lineage=lineage or body["lin"], base=_A())
+        level.step = body["step"]
         if channels:
             apply_channels(level, body["ch"])
-        for tid, node, sub, has_arg, arg, passed in body["tasks"]:
-            if node not in plan.nodes:
+        for task in body["tasks"]:
+            _expect(task, list, "a task")
+            tid, node, sub, has_arg, arg, passed = task
+            for value, kinds, what in (
+                (tid, str, "task id"),
+                (sub, str, "task sub id"),
+                (has_arg, bool, "task input flag"),
+                (passed, bool, "task breakpoint flag"),
+            ):
+                _expect(value, kinds, what)
+            if not isinstance(node, str) or node not in plan.nodes:
                 raise ValueError(f"checkpoint names unknown node {node!r}")
             level.tasks.append(
                 TaskState(str(tid), str(node), str(sub), arg if has_arg else MISSING, bool(passed))
@@ -167,6 +215,11 @@ def level_from_wire(
         for tid, s in body.get("scr", {}).items():
             level.scratch[str(tid)] = Scratch.from_wire(s)
         level.pending = [raised_from_wire(w, thread) for w in body.get("pend", [])]
+        # Everything that names a task must name one of this level's tasks.
+        task_ids = {t.id for t in level.tasks}
+        owners = {r.owner for r in level.pending if r.owner is not None}
+        if not (owners | set(level.results) | set(level.scratch)) <= task_ids:
+            raise ValueError("interrupts, results or scratch name a task the checkpoint lacks")
         level.origin = {str(k): int(v) for k, v in body.get("org", {}).items()}
         level.written = {str(k) for k in body.get("wr", [])}
         for ch in level.channels.values():
