@@ -306,19 +306,16 @@ class Level:
             return "interrupted" if self.dynamic_pending() else "paused"
         return "ready" if self.tasks else "done"
 
-    def answer(self, answers: Mapping[str, Any]) -> list[str]:
+    def answer(self, answers: Mapping[str, Any]) -> None:
         """Deliver answers (interrupt id → value) to the tasks that wait on them.
 
-        Answers for interrupts inside a subgraph are delivered into its stored level. Returns
-        the ids that matched a pending interrupt here or below.
+        Answers for interrupts inside a subgraph are delivered into its stored level.
         """
-        matched: list[str] = []
         keep: list[Raised] = []
         for r in self.pending:
             if r.id not in answers:
                 keep.append(r)
                 continue
-            matched.append(r.id)
             if r.owner is None:  # a pause between supersteps: nothing to deliver
                 continue
             task = next(t for t in self.tasks if t.id == r.owner)
@@ -335,7 +332,6 @@ class Level:
             else:
                 self._answer_child(r, answers)
         self.pending = keep
-        return matched
 
     def _answer_child(self, r: Raised, answers: Mapping[str, Any]) -> None:
         assert r.owner is not None

@@ -18,6 +18,7 @@ from psycopg import AsyncConnection
 from ._rows import (
     CHECKPOINT_COLUMNS,
     INTERRUPT_COLUMNS,
+    pending_filters,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
@@ -199,20 +200,14 @@ def pending_query(
     deadline_before: float | None,
 ) -> tuple[str, tuple[object, ...]]:
     """The inbox query for these filters (the partial indexes serve it)."""
-    where = ["status = 'pending'"]
-    params: list[object] = []
-    if thread is not None:
-        where.insert(0, "thread = %s")
-        params.append(thread)
-    if key is not None:
-        where.append("key = %s")
-        params.append(key)
-    if deadline_before is not None:
-        where.append("deadline IS NOT NULL AND deadline < %s")
-        params.append(deadline_before)
-    if after is not None:
-        where.append("(created_at, ord) > (SELECT created_at, ord FROM interrupts WHERE id = %s)")
-        params.append(after)
+    where, params = pending_filters(
+        thread=thread,
+        key=key,
+        after=after,
+        deadline_before=deadline_before,
+        mark="%s",
+        tiebreak="ord",
+    )
     query = f"{_PENDING}{' AND '.join(where)} ORDER BY created_at, ord LIMIT %s"
     return query, (*params, limit)
 

@@ -13,6 +13,7 @@ __all__ = [
     "checkpoint_row",
     "interrupt_from_row",
     "interrupt_row",
+    "pending_filters",
     "thread_from_row",
 ]
 
@@ -112,3 +113,33 @@ def thread_from_row(row: Any) -> ThreadRecord:
     return ThreadRecord(
         thread=thread, head_id=head_id, head_seq=head_seq, status=status, updated_at=updated_at
     )
+
+
+def pending_filters(
+    *,
+    thread: str | None,
+    key: str | None,
+    after: str | None,
+    deadline_before: float | None,
+    mark: str,
+    tiebreak: str,
+) -> tuple[list[str], list[object]]:
+    """The WHERE conditions and parameters of an inbox query (``mark``: the placeholder)."""
+    where = ["status = 'pending'"]
+    params: list[object] = []
+    if thread is not None:
+        where.insert(0, f"thread = {mark}")
+        params.append(thread)
+    if key is not None:
+        where.append(f"key = {mark}")
+        params.append(key)
+    if deadline_before is not None:
+        where.append(f"deadline IS NOT NULL AND deadline < {mark}")
+        params.append(deadline_before)
+    if after is not None:
+        where.append(
+            f"(created_at, {tiebreak}) > "
+            f"(SELECT created_at, {tiebreak} FROM interrupts WHERE id = {mark})"
+        )
+        params.append(after)
+    return where, params

@@ -14,6 +14,7 @@ from typing import Final
 from ._rows import (
     CHECKPOINT_COLUMNS,
     INTERRUPT_COLUMNS,
+    pending_filters,
 )
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
@@ -218,27 +219,20 @@ def pending_query(
     deadline_before: float | None,
 ) -> tuple[str, tuple[object, ...]]:
     """The inbox query for these filters, through the partial index that fits them."""
-    where = ["status = 'pending'"]
-    params: list[object] = []
+    where, params = pending_filters(
+        thread=thread,
+        key=key,
+        after=after,
+        deadline_before=deadline_before,
+        mark="?",
+        tiebreak="rowid",
+    )
     if thread is not None:
         index = "interrupts_thread"
-        where.insert(0, "thread = ?")
-        params.append(thread)
     elif key is not None:
         index = "interrupts_pending_key"
     else:
         index = "interrupts_pending"
-    if key is not None:
-        where.append("key = ?")
-        params.append(key)
-    if deadline_before is not None:
-        where.append("deadline IS NOT NULL AND deadline < ?")
-        params.append(deadline_before)
-    if after is not None:
-        where.append(
-            "(created_at, rowid) > (SELECT created_at, rowid FROM interrupts WHERE id = ?)"
-        )
-        params.append(after)
     query = f"{_PENDING}{index} WHERE {' AND '.join(where)} ORDER BY created_at, rowid LIMIT ?"
     return query, (*params, limit)
 
