@@ -18,6 +18,7 @@ kept apart from failures of a run, and both apart from storage problems::
     │   ├── InvalidResume           a resume value fails its schema or validator
     │   └── GraphChanged            the checkpoint was written by an incompatible graph
     ├── ThreadBusy                  another executor changed or holds the thread
+    │   └── FencedOut               this executor lost its lease; its write was refused
     ├── ThreadInterrupted           new input for a thread that has pending interrupts
     └── RunError                    a run failed
         ├── NodeError               a node raised; the original exception is chained
@@ -36,6 +37,7 @@ from typing import Any
 __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
     "InterlockError",
@@ -216,13 +218,48 @@ class ThreadBusy(InterlockError):
         thread: The contended thread.
     """
 
-    def __init__(self, thread: str, detail: str = "") -> None:
-        extra = f" ({detail})" if detail else ""
-        super().__init__(
-            f"thread {thread!r} was changed by another executor{extra}; "
-            "reload it with app.get_state(thread) and try again"
+    def __init__(self, thread: str, detail: str = "", *, holder: str | None = None) -> None:
+        if holder is not None:
+            message = (
+                f"thread {thread!r} is being run by {holder}{f' ({detail})' if detail else ''}; "
+                "wait until that run stops (or pause it with app.request_pause(thread)) and try "
+                "again"
+            )
+        else:
+            extra = f" ({detail})" if detail else ""
+            message = (
+                f"thread {thread!r} was changed by another executor{extra}; "
+                "reload it with app.get_state(thread) and try again"
+            )
+        super().__init__(message)
+        self.thread = thread
+        self.holder = holder
+
+
+class FencedOut(ThreadBusy):
+    """Raised when an executor writes under a lease another executor has since taken over.
+
+    The lease expired (the executor stalled longer than its time to live) and someone else
+    acquired the thread; nothing of the refused write was stored. The other executor now owns
+    the thread: stop working on it.
+
+    Attributes:
+        thread: The thread.
+        token: The fencing token the refused write carried.
+        current: The thread's current token.
+    """
+
+    def __init__(self, thread: str, *, token: int, current: int) -> None:
+        InterlockError.__init__(
+            self,
+            f"thread {thread!r}: this executor's lease (fencing token {token}) was taken over by "
+            f"another executor (token {current}); its write was refused. Stop working on the "
+            "thread; the other executor continues it",
         )
         self.thread = thread
+        self.holder = None
+        self.token = token
+        self.current = current
 
 
 class ThreadInterrupted(InterlockError):

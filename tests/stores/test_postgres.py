@@ -13,7 +13,7 @@ import pytest
 from _pgserver import PgServer
 from interlock import END, START, Graph, append, approve
 from interlock._errors import StoreClosed, StoreError
-from interlock.stores import CheckpointRecord, Store
+from interlock.stores import AuditEntry, CheckpointRecord, Store, verify_audit
 from interlock.stores import _postgres_schema as schema
 from interlock.stores._postgres import PostgresStore
 from interlock.testing import StoreConformance
@@ -180,3 +180,24 @@ async def test_run_interrupts_and_resumes_in_a_new_store(dsn: str) -> None:
         assert done.values["log"] == ["agent", "approved", "executed"]
         assert await second.pending() == []
     assert entries == Counter(agent=1, approve=2, execute=1)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE audit SET data = convert_to('{}', 'UTF8') WHERE seq = 2",
+        "UPDATE audit SET actor = 'mallory' WHERE seq = 3",
+        "DELETE FROM audit WHERE seq = 2",
+    ],
+)
+async def test_any_edited_audit_row_is_detected(dsn: str, edit: str) -> None:
+    async with PostgresStore(dsn) as store:
+        for n in range(4):
+            entry = AuditEntry(kind="decision", actor="ann", data=f'{{"n": {n}}}'.encode())
+            await store.begin_effect("t", f"k{n}", name="x", fence=None, audit=[entry])
+        assert (await verify_audit(store)).ok
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(edit)
+        report = await verify_audit(store)
+    assert not report.ok
+    assert min(p.seq for p in report.problems) in (2, 3)

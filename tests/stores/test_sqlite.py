@@ -16,12 +16,14 @@ from msgspec.structs import replace
 
 from interlock._errors import InterruptAlreadyResolved, StoreError, ThreadBusy, UnknownInterrupt
 from interlock.stores import (
+    AuditEntry,
     CheckpointRecord,
     InterruptRecord,
     MemoryStore,
     Resolution,
     SqliteStore,
     Store,
+    verify_audit,
 )
 from interlock.stores import _sqlite_schema as schema
 from interlock.testing import StoreConformance
@@ -106,11 +108,11 @@ async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         await grow(store, "t", 1)
     with side_connection(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 3
         assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # migrate() is a no-op on a current database and reports the version it found.
-        assert schema.migrate(conn) == 2
+        assert schema.migrate(conn) == 3
 
 
 async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -129,7 +131,10 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert await store.request_pause("t", forced=False)
         assert await store.take_pause_request("t") == "planned"
     with side_connection(path) as side:
-        assert side.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert side.execute("PRAGMA user_version").fetchone()[0] == 3
+        # Rows written before the migration get a free lease.
+        lease = side.execute("SELECT lease_owner, lease_token FROM threads").fetchone()
+        assert tuple(lease) == (None, 0)
 
 
 async def test_reopened_store_sees_everything(tmp_path: Path) -> None:
@@ -430,3 +435,39 @@ def test_sqlite_store_behaves_like_memory_store(steps: list[tuple[Any, ...]]) ->
 
 def checkpoint_record(thread: str, n: int, seq: int) -> CheckpointRecord:
     return replace(checkpoint(thread, seq), id=f"{thread}.{n}", parent_id=None, created_at=n)
+
+
+TAMPERING = {
+    "edited data": ["UPDATE audit SET data = '{\"approved\": false}' WHERE seq = 2"],
+    "edited actor": ["UPDATE audit SET actor = 'mallory' WHERE seq = 2"],
+    "removed entry": ["DELETE FROM audit WHERE seq = 2"],
+    "rehashed entry": [
+        "UPDATE audit SET data = '{}' WHERE seq = 2",
+        "UPDATE audit SET hash = zeroblob(32) WHERE seq = 2",
+    ],
+    "inserted entry": [
+        "UPDATE audit SET seq = seq + 100 WHERE seq >= 2",
+        "UPDATE audit SET seq = seq - 99 WHERE seq >= 100",
+        "INSERT INTO audit SELECT thread, 2, at, kind, actor, data, prev, hash FROM audit "
+        "WHERE seq = 1",
+    ],
+}
+
+
+@pytest.mark.parametrize("edit", list(TAMPERING))
+async def test_any_edited_audit_row_is_detected(tmp_path: Path, edit: str) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 1)
+        for n in range(4):
+            entry = AuditEntry(kind="decision", actor="ann", data=f'{{"n": {n}}}'.encode())
+            await store.begin_effect("t", f"k{n}", name="x", fence=None, audit=[entry])
+        assert (await verify_audit(store)).ok
+    with side_connection(path) as conn:
+        for statement in TAMPERING[edit]:
+            conn.execute(statement)
+    async with SqliteStore(path) as store:
+        report = await verify_audit(store)
+    assert not report.ok
+    assert {p.thread for p in report.problems} == {"t"}
+    assert min(p.seq for p in report.problems) in (2, 3)

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._audit import AuditProblem as AuditProblem
+from ._audit import AuditReport as AuditReport
+from ._audit import audit_hash as audit_hash
+from ._audit import verify_audit as verify_audit
+from ._base import AuditEntry as AuditEntry
+from ._base import AuditRecord as AuditRecord
 from ._base import CheckpointRecord as CheckpointRecord
 from ._base import CheckpointSource as CheckpointSource
 from ._base import CheckpointStatus as CheckpointStatus
+from ._base import EffectRecord as EffectRecord
+from ._base import EffectStatus as EffectStatus
+from ._base import Fence as Fence
 from ._base import InterruptRecord as InterruptRecord
 from ._base import InterruptStatus as InterruptStatus
 from ._base import PauseKind as PauseKind
@@ -40,9 +49,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AuditEntry",
+    "AuditProblem",
+    "AuditRecord",
+    "AuditReport",
     "CheckpointRecord",
     "CheckpointSource",
     "CheckpointStatus",
+    "EffectRecord",
+    "EffectStatus",
+    "Fence",
     "InterruptRecord",
     "InterruptStatus",
     "MemoryStore",
@@ -52,4 +68,6 @@ __all__ = [
     "SqliteStore",
     "Store",
     "ThreadRecord",
+    "audit_hash",
+    "verify_audit",
 ]

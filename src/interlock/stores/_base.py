@@ -11,6 +11,10 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
   and the resolutions are written together or not at all.
 * The head moves only by compare-and-set against ``expected_head``.
 * An interrupt leaves ``pending`` at most once.
+* A write under a `Fence` holds the thread's lease: it fails with `FencedOut` when another
+  executor took the lease over, and with `ThreadBusy` when another executor holds it now.
+* An effect is started at most once per key (`begin_effect`), unless a retry is asked for.
+* The audit log only grows; each entry's hash covers its content and the previous entry's hash.
 """
 
 from __future__ import annotations
@@ -21,9 +25,14 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 
 __all__ = [
+    "AuditEntry",
+    "AuditRecord",
     "CheckpointRecord",
     "CheckpointSource",
     "CheckpointStatus",
+    "EffectRecord",
+    "EffectStatus",
+    "Fence",
     "InterruptRecord",
     "InterruptStatus",
     "PauseKind",
@@ -47,6 +56,29 @@ InterruptStatus = Literal["pending", "resolved", "expired", "cancelled"]
 
 PauseKind = Literal["planned", "forced"]
 """A pause request: stop at the next step boundary, or also cancel running tasks."""
+
+EffectStatus = Literal["started", "done"]
+"""An effect is ``started`` before its call and ``done`` once its outcome is recorded."""
+
+
+class Fence(msgspec.Struct, frozen=True, kw_only=True):
+    """The lease part of a write: which executor writes, under which fencing token.
+
+    A thread has at most one live lease. The first write of a run acquires it (``token`` None:
+    refused with `ThreadBusy` while another executor's lease is live; the thread's token goes
+    up by one); later writes carry the token they got (refused with `FencedOut` once another
+    executor has taken the lease over, even if that one has let it go since). Each write
+    extends the lease by ``ttl`` seconds from the store's clock; ``release`` ends it.
+    """
+
+    owner: str
+    """Who holds the lease, for people reading a `ThreadBusy` (e.g. ``host:pid:run``)."""
+    token: int | None
+    """The fencing token held, or None to acquire the lease with this write."""
+    ttl: float
+    """Seconds the lease lasts after this write."""
+    release: bool = False
+    """Let the lease go with this write (the run stops)."""
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,6 +129,8 @@ class InterruptRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Unix time after which it expires, if any."""
     body: bytes
     """The encoded `Interrupt` (info, schema...); opaque to the store."""
+    tool: str | None = None
+    """The tool whose call it gates, if any (an inbox filter)."""
     resolved_at: float | None = None
     """When it left ``pending``."""
     resolution: bytes | None = None
@@ -114,6 +148,60 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True):
     """Unix time of the decision."""
     resolution: bytes | None
     """Encoded outcome to record."""
+
+
+class EffectRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The record of one side effect (a dangerous call), keyed by thread and effect key."""
+
+    thread: str
+    """The thread whose task makes the call."""
+    key: str
+    """Stable key of the call (the same on every re-run of the task)."""
+    name: str
+    """What the call is, for people (a node or tool name)."""
+    status: EffectStatus
+    """``started`` (the call may or may not have happened) or ``done``."""
+    attempt: int
+    """How many times the call was started (more than one only after a person said retry)."""
+    started_at: float
+    """Unix time of the latest start."""
+    finished_at: float | None = None
+    """Unix time the outcome was recorded."""
+    result: bytes | None = None
+    """The encoded outcome; opaque to the store."""
+
+
+class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An audit event to append to a thread's log, written with the change it describes."""
+
+    kind: str
+    """``interrupt``, ``decision``, ``edit``, ``effect_started``, ``effect_done``,
+    ``expired``, ``cancelled``, ``thread_deleted``..."""
+    actor: str | None
+    """Who caused it, if known."""
+    data: bytes
+    """The details, as UTF-8 JSON."""
+
+
+class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored audit entry: one link of its thread's hash chain."""
+
+    thread: str
+    """The thread."""
+    seq: int
+    """1-based position in the thread's log."""
+    at: float
+    """Unix time it was written."""
+    kind: str
+    """See `AuditEntry.kind`."""
+    actor: str | None
+    """Who caused it."""
+    data: bytes
+    """UTF-8 JSON details."""
+    prev: bytes
+    """Hash of the previous entry (32 zero bytes for the first)."""
+    hash: bytes
+    """SHA-256 over ``prev`` and this entry's content (see `interlock.stores.audit_hash`)."""
 
 
 class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,8 +230,10 @@ class Store(Protocol):
         expected_head: str | None,
         new_interrupts: Sequence[InterruptRecord] = (),
         resolutions: Sequence[Resolution] = (),
-    ) -> None:
-        """Commit a checkpoint, its new interrupts and resolutions in one transaction.
+        fence: Fence | None = None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> int | None:
+        """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
         Args:
             record: The checkpoint; ``record.seq`` must be the thread's head seq + 1.
@@ -151,12 +241,20 @@ class Store(Protocol):
             new_interrupts: Interrupt rows to insert (status ``pending``), each with
                 ``thread`` and ``checkpoint_id`` of ``record``.
             resolutions: Interrupts of ``record.thread`` to move out of ``pending``.
+            fence: Acquire, hold or release the thread's lease with this write. None writes
+                without a lease, which is refused while another executor holds one.
+            audit: Entries appended to the thread's audit log.
 
-        The head is checked first, then the resolutions in order, then the new ids.
+        The lease is checked first, then the head, then the resolutions in order, then the new
+        ids.
+
+        Returns:
+            The fencing token the writer holds after the write (None without ``fence``).
 
         Raises:
-            ThreadBusy: The head is not ``expected_head`` (or the thread exists when None), or
-                ``record.seq`` is not the head's seq + 1.
+            ThreadBusy: The head is not ``expected_head`` (or the thread exists when None),
+                ``record.seq`` is not the head's seq + 1, or another executor holds the lease.
+            FencedOut: ``fence.token`` is no longer the thread's token.
             InterruptAlreadyResolved: A resolution targets an interrupt that is not pending.
             UnknownInterrupt: A resolution targets an interrupt the thread does not have.
             StoreError: The checkpoint id or a new interrupt id is already in the store.
@@ -194,6 +292,8 @@ class Store(Protocol):
         *,
         thread: str | None = None,
         key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
         limit: int = 100,
         after: str | None = None,
         deadline_before: float | None = None,
@@ -203,10 +303,70 @@ class Store(Protocol):
         Args:
             thread: Only this thread's.
             key: Only those with this key.
+            tool: Only those gating this tool.
+            older_than: Only those raised before this Unix time.
             limit: At most this many.
-            after: The id of the last interrupt of the previous page: continue after it.
+            after: The id of the last interrupt of the previous page (the cursor): continue
+                after it.
             deadline_before: Only those with a deadline before this Unix time.
         """
+        ...
+
+    async def renew_lease(self, thread: str, fence: Fence) -> None:
+        """Extend (or with ``fence.release``, end) a held lease without writing a checkpoint.
+
+        Raises:
+            FencedOut: ``fence.token`` is not the thread's token (or the thread is gone).
+        """
+        ...
+
+    async def begin_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        name: str,
+        fence: Fence | None,
+        retry: bool = False,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[bool, EffectRecord]:
+        """Record that an effect is about to be called, unless it already was.
+
+        Returns ``(True, record)`` when this call started it (the caller may now make the call),
+        ``(False, existing)`` when the key is already recorded: ``started`` means an earlier
+        attempt may or may not have happened (a person must reconcile it), ``done`` carries its
+        result. With ``retry``, a ``started`` record is started again (attempt + 1).
+
+        Raises:
+            FencedOut, ThreadBusy: As for `append_checkpoint`; nothing was recorded.
+        """
+        ...
+
+    async def finish_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        result: bytes | None,
+        fence: Fence | None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> None:
+        """Record an effect's outcome (``started`` → ``done``).
+
+        Raises:
+            FencedOut, ThreadBusy: As for `append_checkpoint`; nothing was recorded.
+            StoreError: The effect is not ``started``.
+        """
+        ...
+
+    async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
+        """Return one effect record, or None."""
+        ...
+
+    async def audit_log(
+        self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
+    ) -> list[AuditRecord]:
+        """Return audit records ordered by (thread, seq), after the ``(thread, seq)`` cursor."""
         ...
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
@@ -222,7 +382,10 @@ class Store(Protocol):
         ...
 
     async def delete_thread(self, thread: str) -> None:
-        """Delete a thread, its checkpoints, its interrupts and its pause request."""
+        """Delete a thread, its checkpoints, interrupts, effects and pause request.
+
+        Its audit log stays, closed with a ``thread_deleted`` entry.
+        """
         ...
 
     async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:

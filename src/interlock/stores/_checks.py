@@ -7,11 +7,12 @@ need the backend's data live here once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from .._errors import ThreadBusy
-from ._base import CheckpointRecord, InterruptRecord, Resolution
+from .._errors import FencedOut, ThreadBusy
+from ._base import CheckpointRecord, Fence, InterruptRecord, Resolution
 
-__all__ = ["check_append_args", "head_mismatch"]
+__all__ = ["FREE", "Lease", "check_append_args", "head_mismatch", "lease_after"]
 
 
 def check_append_args(
@@ -70,3 +71,37 @@ def head_mismatch(
     if record.seq != head_seq + 1:
         return ThreadBusy(thread, f"seq {record.seq} does not follow head seq {head_seq}")
     return None
+
+
+Lease = tuple[str | None, int, float]
+"""A thread's lease as stored: ``(owner or None when free, fencing token, expires_at)``."""
+
+FREE: Final[Lease] = (None, 0, 0.0)
+
+
+def lease_after(thread: str, current: Lease | None, fence: Fence | None, now: float) -> Lease:
+    """Check a write against the thread's lease; return the lease as the write leaves it.
+
+    Args:
+        thread: The thread (for error messages).
+        current: Its stored lease (None: the thread has no row yet).
+        fence: The write's `Fence`, or None for a write without a lease.
+        now: The store's clock.
+
+    Raises:
+        ThreadBusy: Another executor's lease is live and the write does not hold it.
+        FencedOut: The write holds a token that is no longer the thread's.
+    """
+    owner, token, expires = current or FREE
+    live = owner is not None and expires > now
+    if fence is None or fence.token is None:
+        if live:
+            raise ThreadBusy(thread, f"its lease runs {expires - now:.1f}s more", holder=owner)
+        if fence is None:
+            return owner, token, expires
+        token += 1
+    elif fence.token != token:
+        raise FencedOut(thread, token=fence.token, current=token)
+    if fence.release:
+        return None, token, 0.0
+    return fence.owner, token, now + fence.ttl

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Sequence
 
 import msgspec
 
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
-from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
-from ._checks import check_append_args, head_mismatch
+from ._audit import chain, thread_deleted
+from ._base import (
+    AuditEntry,
+    AuditRecord,
+    CheckpointRecord,
+    EffectRecord,
+    Fence,
+    InterruptRecord,
+    PauseKind,
+    Resolution,
+    ThreadRecord,
+)
+from ._checks import Lease, check_append_args, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
 
 __all__ = ["MemoryStore"]
@@ -38,6 +50,9 @@ class MemoryStore(StoreLifecycle):
         self._pauses: dict[str, PauseKind] = {}
         # Insertion order of every interrupt: breaks created_at ties, as a rowid does.
         self._order: dict[str, int] = {}
+        self._leases: dict[str, Lease] = {}
+        self._effects: dict[tuple[str, str], EffectRecord] = {}
+        self._audit: dict[str, list[AuditRecord]] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -53,14 +68,113 @@ class MemoryStore(StoreLifecycle):
         expected_head: str | None,
         new_interrupts: Sequence[InterruptRecord] = (),
         resolutions: Sequence[Resolution] = (),
-    ) -> None:
+        fence: Fence | None = None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> int | None:
         """Commit a checkpoint, its new interrupts and resolutions at once (see `Store`)."""
         # No await: there is no I/O to wait for, and yielding to the event loop per checkpoint
         # would dominate the cost of an in-memory run. The method is atomic by construction.
         self._check_open()
         check_append_args(record, new_interrupts, resolutions)
+        lease = self._lease(record.thread, fence)
         resolved = self._check_append(record, expected_head, new_interrupts, resolutions)
         self._apply_append(record, new_interrupts, resolved)
+        self._leases[record.thread] = lease
+        self._log(record.thread, audit)
+        return None if fence is None else lease[1]
+
+    def _lease(self, thread: str, fence: Fence | None) -> Lease:
+        return lease_after(thread, self._leases.get(thread), fence, time.time())
+
+    def _log(self, thread: str, entries: Sequence[AuditEntry]) -> None:
+        if entries:
+            log = self._audit.setdefault(thread, [])
+            tail = (log[-1].seq, log[-1].hash) if log else None
+            log.extend(chain(thread, tail, entries, time.time()))
+
+    async def renew_lease(self, thread: str, fence: Fence) -> None:
+        """Extend or release a held lease (see `Store.renew_lease`)."""
+        self._check_open()
+        if fence.token is None:
+            raise ValueError("renew_lease needs the fencing token of a held lease")
+        self._leases[thread] = self._lease(thread, fence)
+
+    async def begin_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        name: str,
+        fence: Fence | None,
+        retry: bool = False,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[bool, EffectRecord]:
+        """Record that an effect is about to be called, unless it was (see `Store`)."""
+        self._check_open()
+        lease = self._lease(thread, fence)
+        found = self._effects.get((thread, key))
+        if found is not None and not (retry and found.status == "started"):
+            return False, found
+        now = time.time()
+        record = EffectRecord(
+            thread=thread,
+            key=key,
+            name=name,
+            status="started",
+            attempt=1 if found is None else found.attempt + 1,
+            started_at=now,
+        )
+        self._effects[(thread, key)] = record
+        self._leases[thread] = lease
+        self._log(thread, audit)
+        return True, record
+
+    async def finish_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        result: bytes | None,
+        fence: Fence | None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> None:
+        """Record an effect's outcome (see `Store.finish_effect`)."""
+        self._check_open()
+        lease = self._lease(thread, fence)
+        found = self._effects.get((thread, key))
+        if found is None or found.status != "started":
+            raise StoreError(
+                f"effect {key!r} of thread {thread!r} is "
+                f"{'unknown' if found is None else found.status}, not started; begin it first"
+            )
+        self._effects[(thread, key)] = msgspec.structs.replace(
+            found, status="done", finished_at=time.time(), result=result
+        )
+        self._leases[thread] = lease
+        self._log(thread, audit)
+
+    async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
+        """Return one effect record, or None."""
+        self._check_open()
+        return self._effects.get((thread, key))
+
+    async def audit_log(
+        self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
+    ) -> list[AuditRecord]:
+        """Return audit records ordered by (thread, seq) after the cursor."""
+        self._check_open()
+        threads = [thread] if thread is not None else sorted(self._audit)
+        out: list[AuditRecord] = []
+        for t in threads:
+            if after is not None and t < after[0]:
+                continue
+            for r in self._audit.get(t, []):
+                if after is not None and (t, r.seq) <= after:
+                    continue
+                if len(out) >= max(limit, 0):
+                    return out
+                out.append(r)
+        return out
 
     def _check_append(
         self,
@@ -168,13 +282,17 @@ class MemoryStore(StoreLifecycle):
         *,
         thread: str | None = None,
         key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
         limit: int = 100,
         after: str | None = None,
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order)."""
         self._check_open()
-        return self._oldest_pending(thread, key, limit, after, deadline_before)
+        return self._oldest_pending(
+            thread, key, limit, after, deadline_before, tool=tool, older_than=older_than
+        )
 
     def _oldest_pending(
         self,
@@ -183,6 +301,9 @@ class MemoryStore(StoreLifecycle):
         limit: int,
         after: str | None = None,
         deadline_before: float | None = None,
+        *,
+        tool: str | None = None,
+        older_than: float | None = None,
     ) -> list[InterruptRecord]:
         start: tuple[float, int] | None = None
         if after is not None:
@@ -196,6 +317,8 @@ class MemoryStore(StoreLifecycle):
             for i in self._pending.values()
             if (thread is None or i.thread == thread)
             and (key is None or i.key == key)
+            and (tool is None or i.tool == tool)
+            and (older_than is None or i.created_at < older_than)
             and (
                 deadline_before is None or (i.deadline is not None and i.deadline < deadline_before)
             )
@@ -232,8 +355,12 @@ class MemoryStore(StoreLifecycle):
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         self._check_open()
-        self._threads.pop(thread, None)
+        if self._threads.pop(thread, None) is not None:
+            self._log(thread, [thread_deleted()])
         self._pauses.pop(thread, None)
+        self._leases.pop(thread, None)
+        for effect in [k for k in self._effects if k[0] == thread]:
+            del self._effects[effect]
         for checkpoint in self._checkpoints.pop(thread, []):
             del self._checkpoint_ids[checkpoint.id]
         for interrupt_id in self._interrupts_by_thread.pop(thread, {}):
@@ -249,6 +376,9 @@ class MemoryStore(StoreLifecycle):
         self._interrupts.clear()
         self._interrupts_by_thread.clear()
         self._pending.clear()
+        self._leases.clear()
+        self._effects.clear()
+        self._audit.clear()
 
     def _check_open(self) -> None:
         if self._closed:

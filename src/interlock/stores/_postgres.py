@@ -34,8 +34,19 @@ from .._errors import (
 )
 from . import _postgres_schema as sql
 from . import _rows as conv
-from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
-from ._checks import check_append_args, head_mismatch
+from ._audit import chain, thread_deleted
+from ._base import (
+    AuditEntry,
+    AuditRecord,
+    CheckpointRecord,
+    EffectRecord,
+    Fence,
+    InterruptRecord,
+    PauseKind,
+    Resolution,
+    ThreadRecord,
+)
+from ._checks import check_append_args, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
 
 __all__ = ["PostgresStore"]
@@ -105,14 +116,60 @@ class PostgresStore(StoreLifecycle):
         expected_head: str | None,
         new_interrupts: Sequence[InterruptRecord] = (),
         resolutions: Sequence[Resolution] = (),
-    ) -> None:
-        """Commit a checkpoint, its new interrupts and resolutions in one transaction.
+        fence: Fence | None = None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> int | None:
+        """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
-        Compare-and-set the head, resolve, insert; see `Store.append_checkpoint` for the rules
-        and errors.
+        Check the lease and the head under the thread's row lock, resolve, insert; see
+        `Store.append_checkpoint` for the rules and errors.
         """
         check_append_args(record, new_interrupts, resolutions)
-        await self._run(lambda c: _append(c, record, expected_head, new_interrupts, resolutions))
+        return await self._run(
+            lambda c: _append(c, record, expected_head, new_interrupts, resolutions, fence, audit)
+        )
+
+    async def renew_lease(self, thread: str, fence: Fence) -> None:
+        """Extend or release a held lease (see `Store.renew_lease`)."""
+        if fence.token is None:
+            raise ValueError("renew_lease needs the fencing token of a held lease")
+        await self._run(lambda c: _renew(c, thread, fence))
+
+    async def begin_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        name: str,
+        fence: Fence | None,
+        retry: bool = False,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[bool, EffectRecord]:
+        """Record that an effect is about to be called, unless it was (see `Store`)."""
+        return await self._run(lambda c: _begin_effect(c, thread, key, name, fence, retry, audit))
+
+    async def finish_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        result: bytes | None,
+        fence: Fence | None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> None:
+        """Record an effect's outcome (see `Store.finish_effect`)."""
+        await self._run(lambda c: _finish_effect(c, thread, key, result, fence, audit))
+
+    async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
+        """Return one effect record, or None."""
+        row = await self._run(lambda c: _fetchone(c, sql.SELECT_EFFECT, (thread, key)))
+        return None if row is None else conv.effect_from_row(row)
+
+    async def audit_log(
+        self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
+    ) -> list[AuditRecord]:
+        """Return audit records ordered by (thread, seq) after the cursor."""
+        return await self._run(lambda c: _audit_log(c, thread, after, max(limit, 0)))
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
@@ -149,12 +206,16 @@ class PostgresStore(StoreLifecycle):
         *,
         thread: str | None = None,
         key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
         limit: int = 100,
         after: str | None = None,
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
-        query, params = sql.pending_query(thread, key, max(limit, 0), after, deadline_before)
+        query, params = sql.pending_query(
+            thread, key, max(limit, 0), after, deadline_before, tool, older_than
+        )
         rows = await self._run(lambda c: _fetchall(c, query, params))
         return [conv.interrupt_from_row(row) for row in rows]
 
@@ -305,23 +366,25 @@ async def _append(
     expected_head: str | None,
     new_interrupts: Sequence[InterruptRecord],
     resolutions: Sequence[Resolution],
-) -> None:
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+) -> int | None:
     thread = record.thread
-    params: tuple[object, ...]
+    now = time.time()
     try:
         async with conn.transaction():
-            # 1. Compare-and-set the head; a no-op statement means the head was not expected.
-            new = (record.id, record.seq, record.status, record.created_at)
-            if expected_head is None:
-                params = (thread, *new)
-                moved = record.seq == 1 and await _changed(conn, sql.INSERT_THREAD, params)
+            # 1. Lock the thread's row, check the lease and the head, move both.
+            row = await _fetchone(conn, sql.SELECT_HEAD_AND_LEASE, (thread,))
+            lease = lease_after(thread, None if row is None else tuple(row[2:]), fence, now)
+            busy = head_mismatch(record, expected_head, None if row is None else tuple(row[:2]))
+            if busy is not None:
+                raise busy
+            new = (record.id, record.seq, record.status, record.created_at, *lease)
+            if row is None:
+                if not await _changed(conn, sql.INSERT_THREAD, (thread, *new)):
+                    raise ThreadBusy(thread, "another executor created it at the same time")
             else:
-                params = (*new, thread, expected_head, record.seq - 1)
-                moved = await _changed(conn, sql.MOVE_HEAD, params)
-            if not moved:
-                head = await _fetchone(conn, sql.SELECT_HEAD, (thread,))
-                found = None if head is None else (head[0], head[1])
-                raise head_mismatch(record, expected_head, found) or ThreadBusy(thread)
+                await conn.execute(sql.MOVE_HEAD, (*new, thread))
             # 2. Resolutions, each a compare-and-set out of pending.
             for res in resolutions:
                 params = (res.status, res.resolved_at, res.resolution, res.id, thread)
@@ -343,10 +406,87 @@ async def _append(
                     f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
                     "unique across the store"
                 ) from exc
+            await _log(conn, thread, audit, now)
     except _UnknownTarget as unknown:
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in await _fetchall(conn, sql.PENDING_IDS_OF_THREAD, (thread,))]
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+    return None if fence is None else lease[1]
+
+
+async def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
+    """Append entries to the thread's audit chain (the caller holds the thread's row lock)."""
+    if entries:
+        tail = await _fetchone(conn, sql.AUDIT_TAIL, (thread,))
+        rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
+        async with conn.cursor() as cur:
+            await cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
+
+
+async def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
+    """Lock the thread's row and check (and move) its lease for a write that is no checkpoint."""
+    row = await _fetchone(conn, sql.SELECT_LEASE, (thread,))
+    lease = lease_after(thread, None if row is None else tuple(row), fence, now)
+    if row is not None and tuple(row) != lease:
+        await conn.execute(sql.SET_LEASE, (*lease, thread))
+
+
+async def _renew(conn: Conn, thread: str, fence: Fence) -> None:
+    async with conn.transaction():
+        await _fenced(conn, thread, fence, time.time())
+
+
+async def _begin_effect(
+    conn: Conn,
+    thread: str,
+    key: str,
+    name: str,
+    fence: Fence | None,
+    retry: bool,
+    audit: Sequence[AuditEntry],
+) -> tuple[bool, EffectRecord]:
+    now = time.time()
+    async with conn.transaction():
+        await _fenced(conn, thread, fence, now)
+        row = await _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
+        if row is None:
+            found = conv.effect_from_row(await _fetchone(conn, sql.SELECT_EFFECT, (thread, key)))
+            if not (retry and found.status == "started"):
+                return False, found
+            row = await _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
+        await _log(conn, thread, audit, now)
+    return True, conv.effect_from_row(row)
+
+
+async def _finish_effect(
+    conn: Conn,
+    thread: str,
+    key: str,
+    result: bytes | None,
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+) -> None:
+    now = time.time()
+    async with conn.transaction():
+        await _fenced(conn, thread, fence, now)
+        if not await _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
+            row = await _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+            state = "unknown" if row is None else row[3]
+            raise StoreError(
+                f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"
+            )
+        await _log(conn, thread, audit, now)
+
+
+async def _audit_log(
+    conn: Conn, thread: str | None, after: tuple[str, int] | None, limit: int
+) -> list[AuditRecord]:
+    if thread is not None:
+        seq = after[1] if after is not None and after[0] == thread else 0
+        rows = await _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
+    else:
+        rows = await _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
+    return [conv.audit_from_row(row) for row in rows]
 
 
 async def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
@@ -354,15 +494,21 @@ async def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
         rows = await _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
         gone = [row[0] for row in rows]
         for thread in gone:
-            for statement in sql.DELETE_THREAD:
-                await conn.execute(statement, (thread,))
+            await _delete_rows(conn, thread)
     return gone
 
 
 async def _delete(conn: Conn, thread: str) -> None:
     async with conn.transaction():
-        for statement in sql.DELETE_THREAD:
-            await conn.execute(statement, (thread,))
+        await _delete_rows(conn, thread)
+
+
+async def _delete_rows(conn: Conn, thread: str) -> None:
+    first, *rest = sql.DELETE_THREAD  # the threads row: it locks the thread
+    if await _changed(conn, first, (thread,)):
+        await _log(conn, thread, [thread_deleted()], time.time())
+    for statement in rest:
+        await conn.execute(statement, (thread,))
 
 
 async def _changed(conn: Conn, statement: str, params: Any) -> bool:

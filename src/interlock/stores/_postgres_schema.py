@@ -16,7 +16,9 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 
 from ._rows import (
+    AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
+    EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
     pending_filters,
 )
@@ -88,7 +90,43 @@ _V2: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+_V3: Final = (
+    # The lease: who runs the thread now and until when; the fencing token only grows.
+    "ALTER TABLE threads ADD COLUMN lease_owner TEXT",
+    "ALTER TABLE threads ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE threads ADD COLUMN lease_expires DOUBLE PRECISION NOT NULL DEFAULT 0",
+    "ALTER TABLE interrupts ADD COLUMN tool TEXT",
+    "CREATE INDEX interrupts_pending_tool ON interrupts (tool, created_at, ord) "
+    "WHERE status = 'pending'",
+    """
+    CREATE TABLE effects (
+        thread      TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempt     BIGINT NOT NULL,
+        started_at  DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        result      BYTEA,
+        PRIMARY KEY (thread, key)
+    )
+    """,
+    """
+    CREATE TABLE audit (
+        thread TEXT NOT NULL,
+        seq    BIGINT NOT NULL,
+        at     DOUBLE PRECISION NOT NULL,
+        kind   TEXT NOT NULL,
+        actor  TEXT,
+        data   BYTEA NOT NULL,
+        prev   BYTEA NOT NULL,
+        hash   BYTEA NOT NULL,
+        PRIMARY KEY (thread, seq)
+    )
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -145,14 +183,46 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
 
 
 INSERT_THREAD: Final = (
-    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread) DO NOTHING"
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, lease_owner, "
+    "lease_token, lease_expires) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (thread) DO NOTHING"
+)
+SELECT_HEAD_AND_LEASE: Final = (
+    "SELECT head_id, head_seq, lease_owner, lease_token, lease_expires FROM threads "
+    "WHERE thread = %s FOR UPDATE"
 )
 MOVE_HEAD: Final = (
-    "UPDATE threads SET head_id = %s, head_seq = %s, status = %s, updated_at = %s "
-    "WHERE thread = %s AND head_id = %s AND head_seq = %s"
+    "UPDATE threads SET head_id = %s, head_seq = %s, status = %s, updated_at = %s, "
+    "lease_owner = %s, lease_token = %s, lease_expires = %s WHERE thread = %s"
 )
-SELECT_HEAD: Final = "SELECT head_id, head_seq FROM threads WHERE thread = %s"
+SELECT_LEASE: Final = (
+    "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = %s FOR UPDATE"
+)
+SET_LEASE: Final = (
+    "UPDATE threads SET lease_owner = %s, lease_token = %s, lease_expires = %s WHERE thread = %s"
+)
+SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = %s AND key = %s"
+INSERT_EFFECT: Final = (
+    f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (%s, %s, %s, 'started', 1, %s, NULL, NULL) "
+    f"ON CONFLICT (thread, key) DO NOTHING RETURNING {EFFECT_COLUMNS}"
+)
+RESTART_EFFECT: Final = (
+    "UPDATE effects SET attempt = attempt + 1, started_at = %s "
+    f"WHERE thread = %s AND key = %s AND status = 'started' RETURNING {EFFECT_COLUMNS}"
+)
+FINISH_EFFECT: Final = (
+    "UPDATE effects SET status = 'done', finished_at = %s, result = %s "
+    "WHERE thread = %s AND key = %s AND status = 'started'"
+)
+AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = %s ORDER BY seq DESC LIMIT 1"
+INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+AUDIT_ALL: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (%s, %s) "
+    "ORDER BY thread, seq LIMIT %s"
+)
+AUDIT_OF_THREAD: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
 SELECT_THREAD: Final = (
     "SELECT thread, head_id, head_seq, status, updated_at FROM threads WHERE thread = %s"
 )
@@ -167,7 +237,7 @@ RESOLVE: Final = (
 SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = %s AND thread = %s"
 INSERT_INTERRUPT: Final = (
     f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 SELECT_HEAD_CHECKPOINT: Final = (
@@ -198,6 +268,8 @@ def pending_query(
     limit: int,
     after: str | None,
     deadline_before: float | None,
+    tool: str | None = None,
+    older_than: float | None = None,
 ) -> tuple[str, tuple[object, ...]]:
     """The inbox query for these filters (the partial indexes serve it)."""
     where, params = pending_filters(
@@ -207,6 +279,8 @@ def pending_query(
         deadline_before=deadline_before,
         mark="%s",
         tiebreak="ord",
+        tool=tool,
+        older_than=older_than,
     )
     query = f"{_PENDING}{' AND '.join(where)} ORDER BY created_at, ord LIMIT %s"
     return query, (*params, limit)
@@ -235,6 +309,7 @@ DELETE_THREAD: Final = (
     # The threads row first, as every append locks it first: one lock order, no deadlock.
     "DELETE FROM threads WHERE thread = %s",
     "DELETE FROM pause_requests WHERE thread = %s",
+    "DELETE FROM effects WHERE thread = %s",
     "DELETE FROM interrupts WHERE thread = %s",
     "DELETE FROM checkpoints WHERE thread = %s",
 )

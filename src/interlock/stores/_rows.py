@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._base import CheckpointRecord, InterruptRecord, ThreadRecord
+from ._base import AuditRecord, CheckpointRecord, EffectRecord, InterruptRecord, ThreadRecord
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "CHECKPOINT_COLUMNS",
+    "EFFECT_COLUMNS",
     "INTERRUPT_COLUMNS",
+    "audit_from_row",
+    "audit_row",
     "checkpoint_from_row",
     "checkpoint_row",
+    "effect_from_row",
     "interrupt_from_row",
     "interrupt_row",
     "pending_filters",
@@ -22,8 +27,10 @@ CHECKPOINT_COLUMNS: Final = (
 )
 INTERRUPT_COLUMNS: Final = (
     "id, thread, checkpoint_id, key, address, kind, status, created_at, deadline, body, "
-    "resolved_at, resolution"
+    "resolved_at, resolution, tool"
 )
+EFFECT_COLUMNS: Final = "thread, key, name, status, attempt, started_at, finished_at, result"
+AUDIT_COLUMNS: Final = "thread, seq, at, kind, actor, data, prev, hash"
 
 
 # Records to rows and back; the column order is CHECKPOINT_COLUMNS / INTERRUPT_COLUMNS.
@@ -58,6 +65,7 @@ def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
         r.body,
         r.resolved_at,
         r.resolution,
+        r.tool,
     )
 
 
@@ -91,6 +99,7 @@ def interrupt_from_row(row: Any) -> InterruptRecord:
         body,
         resolved_at,
         resolution,
+        tool,
     ) = row
     return InterruptRecord(
         id=id,
@@ -105,7 +114,47 @@ def interrupt_from_row(row: Any) -> InterruptRecord:
         body=bytes(body),
         resolved_at=resolved_at,
         resolution=None if resolution is None else bytes(resolution),
+        tool=tool,
     )
+
+
+def effect_from_row(row: Any) -> EffectRecord:
+    thread, key, name, status, attempt, started_at, finished_at, result = row
+    return EffectRecord(
+        thread=thread,
+        key=key,
+        name=name,
+        status=status,
+        attempt=attempt,
+        started_at=started_at,
+        finished_at=finished_at,
+        result=None if result is None else bytes(result),
+    )
+
+
+def audit_row(r: AuditRecord) -> tuple[object, ...]:
+    return (r.thread, r.seq, r.at, r.kind, r.actor, r.data, r.prev, r.hash)
+
+
+def audit_from_row(row: Any) -> AuditRecord:
+    # The log is read to check it for tampering: take whatever types an edit left behind.
+    thread, seq, at, kind, actor, data, prev, digest = row
+    return AuditRecord(
+        thread=str(thread),
+        seq=int(seq),
+        at=float(at),
+        kind=str(kind),
+        actor=None if actor is None else str(actor),
+        data=_blob(data),
+        prev=_blob(prev),
+        hash=_blob(digest),
+    )
+
+
+def _blob(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    return b"" if value is None else bytes(value)
 
 
 def thread_from_row(row: Any) -> ThreadRecord:
@@ -123,6 +172,8 @@ def pending_filters(
     deadline_before: float | None,
     mark: str,
     tiebreak: str,
+    tool: str | None = None,
+    older_than: float | None = None,
 ) -> tuple[list[str], list[object]]:
     """The WHERE conditions and parameters of an inbox query (``mark``: the placeholder)."""
     where = ["status = 'pending'"]
@@ -133,6 +184,12 @@ def pending_filters(
     if key is not None:
         where.append(f"key = {mark}")
         params.append(key)
+    if tool is not None:
+        where.append(f"tool = {mark}")
+        params.append(tool)
+    if older_than is not None:
+        where.append(f"created_at < {mark}")
+        params.append(older_than)
     if deadline_before is not None:
         where.append(f"deadline IS NOT NULL AND deadline < {mark}")
         params.append(deadline_before)

@@ -30,13 +30,23 @@ from .._errors import (
     InterruptAlreadyResolved,
     StoreClosed,
     StoreError,
-    ThreadBusy,
     UnknownInterrupt,
 )
 from . import _rows as conv
 from . import _sqlite_schema as sql
-from ._base import CheckpointRecord, InterruptRecord, PauseKind, Resolution, ThreadRecord
-from ._checks import check_append_args, head_mismatch
+from ._audit import chain, thread_deleted
+from ._base import (
+    AuditEntry,
+    AuditRecord,
+    CheckpointRecord,
+    EffectRecord,
+    Fence,
+    InterruptRecord,
+    PauseKind,
+    Resolution,
+    ThreadRecord,
+)
+from ._checks import check_append_args, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
 from ._worker import ThreadWorker
 
@@ -106,14 +116,60 @@ class SqliteStore(StoreLifecycle):
         expected_head: str | None,
         new_interrupts: Sequence[InterruptRecord] = (),
         resolutions: Sequence[Resolution] = (),
-    ) -> None:
-        """Commit a checkpoint, its new interrupts and resolutions in one transaction.
+        fence: Fence | None = None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> int | None:
+        """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
-        One ``BEGIN IMMEDIATE`` transaction: compare-and-set the head, resolve, insert. See
+        One ``BEGIN IMMEDIATE`` transaction: check the lease and the head, resolve, insert. See
         `Store.append_checkpoint` for the rules and errors.
         """
         check_append_args(record, new_interrupts, resolutions)
-        await self._run(lambda c: _append(c, record, expected_head, new_interrupts, resolutions))
+        return await self._run(
+            lambda c: _append(c, record, expected_head, new_interrupts, resolutions, fence, audit)
+        )
+
+    async def renew_lease(self, thread: str, fence: Fence) -> None:
+        """Extend or release a held lease (see `Store.renew_lease`)."""
+        if fence.token is None:
+            raise ValueError("renew_lease needs the fencing token of a held lease")
+        await self._run(lambda c: _renew(c, thread, fence))
+
+    async def begin_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        name: str,
+        fence: Fence | None,
+        retry: bool = False,
+        audit: Sequence[AuditEntry] = (),
+    ) -> tuple[bool, EffectRecord]:
+        """Record that an effect is about to be called, unless it was (see `Store`)."""
+        return await self._run(lambda c: _begin_effect(c, thread, key, name, fence, retry, audit))
+
+    async def finish_effect(
+        self,
+        thread: str,
+        key: str,
+        *,
+        result: bytes | None,
+        fence: Fence | None,
+        audit: Sequence[AuditEntry] = (),
+    ) -> None:
+        """Record an effect's outcome (see `Store.finish_effect`)."""
+        await self._run(lambda c: _finish_effect(c, thread, key, result, fence, audit))
+
+    async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
+        """Return one effect record, or None."""
+        row = await self._run(lambda c: c.execute(sql.SELECT_EFFECT, (thread, key)).fetchone())
+        return None if row is None else conv.effect_from_row(row)
+
+    async def audit_log(
+        self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
+    ) -> list[AuditRecord]:
+        """Return audit records ordered by (thread, seq) after the cursor."""
+        return await self._run(lambda c: _audit_log(c, thread, after, max(limit, 0)))
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
@@ -148,12 +204,16 @@ class SqliteStore(StoreLifecycle):
         *,
         thread: str | None = None,
         key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
         limit: int = 100,
         after: str | None = None,
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
-        query, params = sql.pending_query(thread, key, max(limit, 0), after, deadline_before)
+        query, params = sql.pending_query(
+            thread, key, max(limit, 0), after, deadline_before, tool, older_than
+        )
         rows = await self._run(lambda c: c.execute(query, params).fetchall())
         return [conv.interrupt_from_row(row) for row in rows]
 
@@ -305,22 +365,24 @@ def _append(
     expected_head: str | None,
     new_interrupts: Sequence[InterruptRecord],
     resolutions: Sequence[Resolution],
-) -> None:
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+) -> int | None:
     thread = record.thread
-    params: tuple[object, ...]
+    now = time.time()
     try:
         with _write(conn):
-            # 1. Compare-and-set the head; a no-op statement means the head was not expected.
-            new = (record.id, record.seq, record.status, record.created_at)
-            if expected_head is None:
-                params = (thread, *new)
-                moved = record.seq == 1 and _changed(conn, sql.INSERT_THREAD, params)
+            # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
+            row = conn.execute(sql.SELECT_HEAD_AND_LEASE, (thread,)).fetchone()
+            lease = lease_after(thread, None if row is None else row[2:], fence, now)
+            busy = head_mismatch(record, expected_head, None if row is None else row[:2])
+            if busy is not None:
+                raise busy
+            new = (record.id, record.seq, record.status, record.created_at, *lease)
+            if row is None:
+                conn.execute(sql.INSERT_THREAD, (thread, *new))
             else:
-                params = (*new, thread, expected_head, record.seq - 1)
-                moved = _changed(conn, sql.MOVE_HEAD, params)
-            if not moved:
-                head = conn.execute(sql.SELECT_HEAD, (thread,)).fetchone()
-                raise head_mismatch(record, expected_head, head) or ThreadBusy(thread)
+                conn.execute(sql.MOVE_HEAD, (*new, thread))
             # 2. Resolutions, each a compare-and-set out of pending.
             for res in resolutions:
                 params = (res.status, res.resolved_at, res.resolution, res.id, thread)
@@ -339,10 +401,89 @@ def _append(
                     f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
                     "checkpoint and interrupt ids must be unique across the store"
                 ) from exc
+            _log(conn, thread, audit, now)
     except _UnknownTarget as unknown:
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+    return None if fence is None else lease[1]
+
+
+def _log(conn: sqlite3.Connection, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
+    """Append entries to the thread's audit chain (inside the caller's transaction)."""
+    if entries:
+        tail = conn.execute(sql.AUDIT_TAIL, (thread,)).fetchone()
+        rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
+        conn.executemany(sql.INSERT_AUDIT, map(conv.audit_row, rows))
+
+
+def _fenced(conn: sqlite3.Connection, thread: str, fence: Fence | None, now: float) -> None:
+    """Check (and move) the thread's lease for a write that is not a checkpoint."""
+    row = conn.execute(sql.SELECT_LEASE, (thread,)).fetchone()
+    lease = lease_after(thread, row, fence, now)
+    if row is not None and tuple(row) != lease:
+        conn.execute(sql.SET_LEASE, (*lease, thread))
+
+
+def _renew(conn: sqlite3.Connection, thread: str, fence: Fence) -> None:
+    with _write(conn):
+        _fenced(conn, thread, fence, time.time())
+
+
+def _begin_effect(
+    conn: sqlite3.Connection,
+    thread: str,
+    key: str,
+    name: str,
+    fence: Fence | None,
+    retry: bool,
+    audit: Sequence[AuditEntry],
+) -> tuple[bool, EffectRecord]:
+    now = time.time()
+    with _write(conn):
+        _fenced(conn, thread, fence, now)
+        row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+        if row is not None:
+            found = conv.effect_from_row(row)
+            if not (retry and found.status == "started"):
+                return False, found
+            conn.execute(sql.RESTART_EFFECT, (now, thread, key))
+        else:
+            conn.execute(sql.INSERT_EFFECT, (thread, key, name, now))
+        _log(conn, thread, audit, now)
+        started = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+    return True, conv.effect_from_row(started)
+
+
+def _finish_effect(
+    conn: sqlite3.Connection,
+    thread: str,
+    key: str,
+    result: bytes | None,
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+) -> None:
+    now = time.time()
+    with _write(conn):
+        _fenced(conn, thread, fence, now)
+        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
+            row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+            state = "unknown" if row is None else row[3]
+            raise StoreError(
+                f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"
+            )
+        _log(conn, thread, audit, now)
+
+
+def _audit_log(
+    conn: sqlite3.Connection, thread: str | None, after: tuple[str, int] | None, limit: int
+) -> list[AuditRecord]:
+    if thread is not None:
+        seq = after[1] if after is not None and after[0] == thread else 0
+        rows = conn.execute(sql.AUDIT_OF_THREAD, (thread, seq, limit))
+    else:
+        rows = conn.execute(sql.AUDIT_ALL, (*(after or ("", 0)), limit))
+    return [conv.audit_from_row(row) for row in rows]
 
 
 def _request_pause(conn: sqlite3.Connection, thread: str, kind: str) -> bool:
@@ -363,15 +504,20 @@ def _expire(conn: sqlite3.Connection, older_than: float, limit: int) -> list[str
     with _write(conn):
         gone = [row[0] for row in conn.execute(sql.EXPIRED_THREADS, (older_than, limit))]
         for thread in gone:
-            for statement in sql.DELETE_THREAD:
-                conn.execute(statement, (thread,))
+            _delete_rows(conn, thread)
     return gone
 
 
 def _delete(conn: sqlite3.Connection, thread: str) -> None:
     with _write(conn):
-        for statement in sql.DELETE_THREAD:
-            conn.execute(statement, (thread,))
+        _delete_rows(conn, thread)
+
+
+def _delete_rows(conn: sqlite3.Connection, thread: str) -> None:
+    if conn.execute(sql.SELECT_LEASE, (thread,)).fetchone() is not None:
+        _log(conn, thread, [thread_deleted()], time.time())
+    for statement in sql.DELETE_THREAD:
+        conn.execute(statement, (thread,))
 
 
 def _changed(conn: sqlite3.Connection, statement: str, params: tuple[object, ...]) -> bool:

@@ -12,7 +12,9 @@ import sqlite3
 from typing import Final
 
 from ._rows import (
+    AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
+    EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
     pending_filters,
 )
@@ -89,7 +91,46 @@ _V2: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+_V3: Final = (
+    # The lease: who runs the thread now and until when; the fencing token only grows.
+    "ALTER TABLE threads ADD COLUMN lease_owner TEXT",
+    "ALTER TABLE threads ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE threads ADD COLUMN lease_expires REAL NOT NULL DEFAULT 0",
+    # The tool an interrupt gates, for the inbox filter.
+    "ALTER TABLE interrupts ADD COLUMN tool TEXT",
+    "CREATE INDEX interrupts_pending_tool ON interrupts (tool, created_at) "
+    "WHERE status = 'pending'",
+    # Side effects: started before the call, done after it.
+    """
+    CREATE TABLE effects (
+        thread      TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempt     INTEGER NOT NULL,
+        started_at  REAL NOT NULL,
+        finished_at REAL,
+        result      BLOB,
+        PRIMARY KEY (thread, key)
+    )
+    """,
+    # The audit log: one hash chain per thread, never updated or deleted by the store.
+    """
+    CREATE TABLE audit (
+        thread TEXT NOT NULL,
+        seq    INTEGER NOT NULL,
+        at     REAL NOT NULL,
+        kind   TEXT NOT NULL,
+        actor  TEXT,
+        data   BLOB NOT NULL,
+        prev   BLOB NOT NULL,
+        hash   BLOB NOT NULL,
+        PRIMARY KEY (thread, seq)
+    )
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -166,14 +207,41 @@ def _check_empty(conn: sqlite3.Connection) -> None:
 # The statements below are reused verbatim so sqlite3's statement cache prepares each once.
 
 INSERT_THREAD: Final = (
-    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at) VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT (thread) DO NOTHING"
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, lease_owner, "
+    "lease_token, lease_expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread) DO NOTHING"
+)
+SELECT_HEAD_AND_LEASE: Final = (
+    "SELECT head_id, head_seq, lease_owner, lease_token, lease_expires FROM threads "
+    "WHERE thread = ?"
 )
 MOVE_HEAD: Final = (
-    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ? "
-    "WHERE thread = ? AND head_id = ? AND head_seq = ?"
+    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, "
+    "lease_owner = ?, lease_token = ?, lease_expires = ? WHERE thread = ?"
 )
-SELECT_HEAD: Final = "SELECT head_id, head_seq FROM threads WHERE thread = ?"
+SELECT_LEASE: Final = "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = ?"
+SET_LEASE: Final = (
+    "UPDATE threads SET lease_owner = ?, lease_token = ?, lease_expires = ? WHERE thread = ?"
+)
+SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = ? AND key = ?"
+INSERT_EFFECT: Final = (
+    f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?, ?, ?, 'started', 1, ?, NULL, NULL)"
+)
+RESTART_EFFECT: Final = (
+    "UPDATE effects SET attempt = attempt + 1, started_at = ? "
+    "WHERE thread = ? AND key = ? AND status = 'started'"
+)
+FINISH_EFFECT: Final = (
+    "UPDATE effects SET status = 'done', finished_at = ?, result = ? "
+    "WHERE thread = ? AND key = ? AND status = 'started'"
+)
+AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = ? ORDER BY seq DESC LIMIT 1"
+INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+AUDIT_ALL: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (?, ?) ORDER BY thread, seq LIMIT ?"
+)
+AUDIT_OF_THREAD: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
 SELECT_THREAD: Final = (
     "SELECT thread, head_id, head_seq, status, updated_at FROM threads WHERE thread = ?"
 )
@@ -186,7 +254,7 @@ RESOLVE: Final = (
 )
 SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = ? AND thread = ?"
 INSERT_INTERRUPT: Final = (
-    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 SELECT_HEAD_CHECKPOINT: Final = (
@@ -217,6 +285,8 @@ def pending_query(
     limit: int,
     after: str | None,
     deadline_before: float | None,
+    tool: str | None = None,
+    older_than: float | None = None,
 ) -> tuple[str, tuple[object, ...]]:
     """The inbox query for these filters, through the partial index that fits them."""
     where, params = pending_filters(
@@ -226,11 +296,15 @@ def pending_query(
         deadline_before=deadline_before,
         mark="?",
         tiebreak="rowid",
+        tool=tool,
+        older_than=older_than,
     )
     if thread is not None:
         index = "interrupts_thread"
     elif key is not None:
         index = "interrupts_pending_key"
+    elif tool is not None:
+        index = "interrupts_pending_tool"
     else:
         index = "interrupts_pending"
     query = f"{_PENDING}{index} WHERE {' AND '.join(where)} ORDER BY created_at, rowid LIMIT ?"
@@ -264,6 +338,7 @@ EXPIRED_THREADS: Final = (
 
 DELETE_THREAD: Final = (
     "DELETE FROM pause_requests WHERE thread = ?1",
+    "DELETE FROM effects WHERE thread = ?1",
     "DELETE FROM interrupts WHERE thread = ?1",
     "DELETE FROM checkpoints WHERE thread = ?1",
     "DELETE FROM threads WHERE thread = ?1",

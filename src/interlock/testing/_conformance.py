@@ -10,15 +10,19 @@ import msgspec
 import pytest
 
 from .._errors import (
+    FencedOut,
     InterruptAlreadyResolved,
     StoreClosed,
     StoreError,
     ThreadBusy,
     UnknownInterrupt,
 )
+from ..stores._audit import GENESIS, audit_hash, verify_audit
 from ..stores._base import (
+    AuditEntry,
     CheckpointRecord,
     CheckpointStatus,
+    Fence,
     InterruptRecord,
     InterruptStatus,
     Resolution,
@@ -75,6 +79,14 @@ def _interrupt(
         deadline=deadline,
         body=f"interrupt {id}".encode(),
     )
+
+
+def _fence(owner: str, token: int | None, *, ttl: float = 60.0, release: bool = False) -> Fence:
+    return Fence(owner=owner, token=token, ttl=ttl, release=release)
+
+
+def _entry(kind: str, n: int) -> AuditEntry:
+    return AuditEntry(kind=kind, actor=f"actor{n}", data=f'{{"n": {n}}}'.encode())
 
 
 def _resolve(
@@ -612,3 +624,186 @@ class StoreConformance:
         soon = await store.pending(deadline_before=_T0 + 53)
         assert sorted(i.id for i in soon) == ["a0", "a1", "a2"]  # b* have no deadline
         assert [i.id for i in await store.pending(key="k", after="b0")] == ["b1", "b2"]
+
+    async def test_pending_filters_by_tool_and_age(self, store: Store) -> None:
+        first = _checkpoint("a", 1)
+        rows = [
+            msgspec.structs.replace(
+                _interrupt(f"i{n}", first, created_at=_T0 + n), tool="mail" if n % 2 else "shell"
+            )
+            for n in range(6)
+        ]
+        await store.append_checkpoint(first, expected_head=None, new_interrupts=rows)
+        assert [i.id for i in await store.pending(tool="mail")] == ["i1", "i3", "i5"]
+        assert [i.id for i in await store.pending(tool="mail", after="i1")] == ["i3", "i5"]
+        assert [i.id for i in await store.pending(older_than=_T0 + 2)] == ["i0", "i1"]
+        assert [i.id for i in await store.pending(tool="shell", older_than=_T0 + 3)] == [
+            "i0",
+            "i2",
+        ]
+        assert (await store.get_interrupt("i1")) == rows[1]
+
+    # Leases and fencing
+
+    async def test_lease_is_acquired_held_and_released_by_writes(self, store: Store) -> None:
+        one, two, three = (_checkpoint("t", n) for n in (1, 2, 3))
+        token = await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None))
+        assert token == 1
+        # Another executor is refused while the lease is live, and nothing is written.
+        with pytest.raises(ThreadBusy) as busy:
+            await store.append_checkpoint(two, expected_head=one.id, fence=_fence("b", None))
+        assert busy.value.holder == "a" and not isinstance(busy.value, FencedOut)
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(two, expected_head=one.id)  # no fence: still refused
+        assert (await store.get_thread("t")).head_id == one.id  # type: ignore[union-attr]
+        assert await store.append_checkpoint(two, expected_head=one.id, fence=_fence("a", 1)) == 1
+        await store.append_checkpoint(
+            three, expected_head=two.id, fence=_fence("a", 1, release=True)
+        )
+        # Released: the next executor acquires it with a higher token.
+        four = _checkpoint("t", 4)
+        assert (
+            await store.append_checkpoint(four, expected_head=three.id, fence=_fence("b", None))
+            == 2
+        )
+
+    async def test_stale_executor_is_fenced_out(self, store: Store) -> None:
+        one, two, three = (_checkpoint("t", n) for n in (1, 2, 3))
+        await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None, ttl=0.05))
+        await anyio.sleep(0.1)  # a's lease expires while it stalls
+        assert (
+            await store.append_checkpoint(two, expected_head=one.id, fence=_fence("b", None)) == 2
+        )
+        with pytest.raises(FencedOut) as fenced:
+            await store.append_checkpoint(three, expected_head=two.id, fence=_fence("a", 1))
+        assert (fenced.value.token, fenced.value.current) == (1, 2)
+        with pytest.raises(FencedOut):
+            await store.renew_lease("t", _fence("a", 1))
+        with pytest.raises(FencedOut):
+            await store.begin_effect("t", "k", name="x", fence=_fence("a", 1))
+        assert await store.get_effect("t", "k") is None
+        assert (await store.get_thread("t")).head_id == two.id  # type: ignore[union-attr]
+        await store.renew_lease("t", _fence("b", 2, release=True))
+        # b released it: a write without a lease goes through again.
+        await store.append_checkpoint(three, expected_head=two.id)
+
+    async def test_an_expired_lease_nobody_took_still_holds(self, store: Store) -> None:
+        one, two = _checkpoint("t", 1), _checkpoint("t", 2)
+        await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None, ttl=0.01))
+        await anyio.sleep(0.05)
+        assert await store.append_checkpoint(two, expected_head=one.id, fence=_fence("a", 1)) == 1
+
+    # Effects
+
+    async def test_effect_starts_once_then_finishes(self, store: Store) -> None:
+        one = _checkpoint("t", 1)
+        token = await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None))
+        fence = _fence("a", token)
+        started, record = await store.begin_effect("t", "k1", name="send", fence=fence)
+        assert started and record.status == "started" and record.attempt == 1
+        again, found = await store.begin_effect("t", "k1", name="send", fence=fence)
+        assert not again and found == record
+        await store.finish_effect("t", "k1", result=b"sent", fence=fence)
+        done = await store.get_effect("t", "k1")
+        assert done is not None and done.status == "done" and done.result == b"sent"
+        assert done.finished_at is not None
+        # A done effect is never started again, not even when a retry is asked for.
+        again, found = await store.begin_effect("t", "k1", name="send", fence=fence, retry=True)
+        assert not again and found == done
+        with pytest.raises(StoreError):
+            await store.finish_effect("t", "k1", result=b"twice", fence=fence)
+        with pytest.raises(StoreError):
+            await store.finish_effect("t", "nope", result=None, fence=fence)
+
+    async def test_started_effect_is_retried_only_on_request(self, store: Store) -> None:
+        started, _ = await store.begin_effect("new", "k", name="charge", fence=None)
+        assert started
+        again, found = await store.begin_effect("new", "k", name="charge", fence=None)
+        assert not again and found.status == "started"
+        retried, record = await store.begin_effect(
+            "new", "k", name="charge", fence=None, retry=True
+        )
+        assert retried and record.attempt == 2 and record.status == "started"
+
+    async def test_concurrent_starts_of_one_effect_have_one_winner(self, store: Store) -> None:
+        wins: list[bool] = []
+
+        async def start() -> None:
+            started, _ = await store.begin_effect("t", "k", name="x", fence=None)
+            wins.append(started)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(start)
+        assert sorted(wins) == [False] * 7 + [True]
+
+    # Audit
+
+    async def test_audit_entries_chain_per_thread(self, store: Store) -> None:
+        one = _checkpoint("a", 1, status="interrupted")
+        await store.append_checkpoint(
+            one,
+            expected_head=None,
+            new_interrupts=[_interrupt("a-i", one)],
+            audit=[_entry("interrupt", 1)],
+        )
+        two = _checkpoint("a", 2)
+        await store.append_checkpoint(
+            two,
+            expected_head=one.id,
+            resolutions=[_resolve("a-i")],
+            audit=[_entry("decision", 2), _entry("edit", 3)],
+        )
+        await store.begin_effect("a", "k", name="x", fence=None, audit=[_entry("effect", 4)])
+        await store.append_checkpoint(
+            _checkpoint("b", 1), expected_head=None, audit=[_entry("interrupt", 5)]
+        )
+        log = await store.audit_log()
+        assert [(r.thread, r.seq, r.kind) for r in log] == [
+            ("a", 1, "interrupt"),
+            ("a", 2, "decision"),
+            ("a", 3, "edit"),
+            ("a", 4, "effect"),
+            ("b", 1, "interrupt"),
+        ]
+        assert log[0].prev == GENESIS and log[1].prev == log[0].hash
+        assert log[0].hash == audit_hash(
+            GENESIS, "a", 1, log[0].at, "interrupt", "actor1", b'{"n": 1}'
+        )
+        assert [r.seq for r in await store.audit_log(thread="a", after=("a", 2))] == [3, 4]
+        assert [(r.thread, r.seq) for r in await store.audit_log(after=("a", 4), limit=5)] == [
+            ("b", 1)
+        ]
+        report = await verify_audit(store, page=2)
+        assert report.ok and report.entries == 5 and report.threads == 2
+        assert report.heads["b"] == log[-1].hash.hex()
+
+    async def test_refused_writes_leave_no_audit_entry(self, store: Store) -> None:
+        one = _checkpoint("t", 1)
+        await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None))
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(
+                _checkpoint("t", 2), expected_head=one.id, audit=[_entry("decision", 1)]
+            )
+        with pytest.raises(UnknownInterrupt):
+            await store.append_checkpoint(
+                _checkpoint("t", 2),
+                expected_head=one.id,
+                fence=_fence("a", 1),
+                resolutions=[_resolve("nope")],
+                audit=[_entry("decision", 1)],
+            )
+        assert await store.audit_log() == []
+
+    async def test_deleting_a_thread_keeps_and_closes_its_audit_log(self, store: Store) -> None:
+        await store.append_checkpoint(
+            _checkpoint("t", 1), expected_head=None, audit=[_entry("interrupt", 1)]
+        )
+        await store.begin_effect("t", "k", name="x", fence=None)
+        await store.delete_thread("t")
+        assert await store.get_effect("t", "k") is None
+        assert [r.kind for r in await store.audit_log(thread="t")] == [
+            "interrupt",
+            "thread_deleted",
+        ]
+        assert (await verify_audit(store)).ok
