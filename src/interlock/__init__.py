@@ -8,6 +8,7 @@ resumed; `interrupt()` then returns the answer. Wrap work that must not repeat i
 # Errors
 from ._errors import CheckpointCorrupt as CheckpointCorrupt
 from ._errors import CheckpointNotFound as CheckpointNotFound
+from ._errors import FencedOut as FencedOut
 from ._errors import GraphChanged as GraphChanged
 from ._errors import GraphDefinitionError as GraphDefinitionError
 from ._errors import InterlockError as InterlockError
@@ -47,6 +48,9 @@ from .runtime._concat import register_concat as register_concat
 from .runtime._context import child_scope as child_scope
 from .runtime._control import GracefulShutdown as GracefulShutdown
 from .runtime._control import RunHandle as RunHandle
+from .runtime._effects import RETRY as RETRY
+from .runtime._effects import effect as effect
+from .runtime._effects import effect_key as effect_key
 from .runtime._events import CheckpointEvent as CheckpointEvent
 from .runtime._events import ChunkEvent as ChunkEvent
 from .runtime._events import Event as Event
@@ -81,9 +85,12 @@ from .runtime._signals import InterruptSignal as InterruptSignal
 
 # Storage and encoding
 from .serde import Codec as Codec
+from .stores import AuditReport as AuditReport
+from .stores import Fence as Fence
 from .stores import MemoryStore as MemoryStore
 from .stores import SqliteStore as SqliteStore
 from .stores import Store as Store
+from .stores import verify_audit as verify_audit
 
 __version__ = "0.1.0"
 
@@ -136,16 +143,24 @@ __all__ = [
     "interrupt_state",
     "resume_context",
     "step",
+    # side effects
+    "RETRY",
+    "effect",
+    "effect_key",
     "timeout_default",
     "validator",
-    # storage and encoding
+    # storage, encoding and audit
+    "AuditReport",
     "Codec",
+    "Fence",
     "MemoryStore",
     "SqliteStore",
     "Store",
+    "verify_audit",
     # errors
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
     "InterlockError",

@@ -201,11 +201,21 @@ class GraphChanged(ResumeError):
         current: The fingerprint of the graph asked to resume it.
     """
 
-    def __init__(self, *, thread: str, stored: str, current: str) -> None:
-        super().__init__(
-            f"thread {thread!r} was checkpointed by a different graph (fingerprint {stored[:12]}, "
-            f"now {current[:12]}); resume it with the graph that wrote it or register a migration"
-        )
+    def __init__(self, *, thread: str, stored: str, current: str, detail: str = "") -> None:
+        if detail:
+            message = (
+                f"thread {thread!r} was checkpointed by a different graph (fingerprint {stored}, "
+                f"now {current}) and {detail}; fix the migration or resume it with the graph "
+                "that wrote it"
+            )
+        else:
+            message = (
+                f"thread {thread!r} was checkpointed by a different graph (fingerprint {stored}, "
+                f"now {current}); resume it with the graph that wrote it, or register a "
+                f"migration: graph.compile(migrations={{{stored!r}: fn}}) with fn(values) -> "
+                "values"
+            )
+        super().__init__(message)
         self.thread = thread
         self.stored = stored
         self.current = current

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from interlock import START, Graph, MemoryStore, StoreError, append, interrupt
-from interlock.stores import CheckpointRecord, InterruptRecord, Resolution
+from interlock.stores import CheckpointRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -26,22 +25,12 @@ class FailingStore(MemoryStore):
         self.fail_at = fail_at
 
     async def append_checkpoint(
-        self,
-        record: CheckpointRecord,
-        *,
-        expected_head: str | None,
-        new_interrupts: Sequence[InterruptRecord] = (),
-        resolutions: Sequence[Resolution] = (),
-    ) -> None:
+        self, record: CheckpointRecord, *, expected_head: str | None, **kwargs: Any
+    ) -> int | None:
         self.calls += 1
         if self.calls == self.fail_at:
             raise StoreError("disk full")
-        await super().append_checkpoint(
-            record,
-            expected_head=expected_head,
-            new_interrupts=new_interrupts,
-            resolutions=resolutions,
-        )
+        return await super().append_checkpoint(record, expected_head=expected_head, **kwargs)
 
 
 def graph() -> Graph[S]:

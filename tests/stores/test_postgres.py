@@ -12,7 +12,7 @@ import pytest
 
 from _pgserver import PgServer
 from interlock import END, START, Graph, append, approve
-from interlock._errors import StoreClosed, StoreError
+from interlock._errors import StoreClosed, StoreError, ThreadBusy
 from interlock.stores import AuditEntry, CheckpointRecord, Store, verify_audit
 from interlock.stores import _postgres_schema as schema
 from interlock.stores._postgres import PostgresStore
@@ -201,3 +201,36 @@ async def test_any_edited_audit_row_is_detected(dsn: str, edit: str) -> None:
         report = await verify_audit(store)
     assert not report.ok
     assert min(p.seq for p in report.problems) in (2, 3)
+
+
+async def test_an_append_whose_reply_was_lost_is_not_reported_busy(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit reached the server, the connection broke before the reply: the store retries,
+    finds its own checkpoint at the head, and reports the success it was."""
+    from interlock.stores import Fence
+    from interlock.stores import _postgres as module
+
+    real = module._append
+    broke: list[bool] = []
+
+    async def commit_then_break(*args: Any, **kwargs: Any) -> int | None:
+        result = await real(*args, **kwargs)
+        if not broke:
+            broke.append(True)
+            raise psycopg.errors.AdminShutdown(
+                "terminating connection due to administrator command"
+            )
+        return result
+
+    async with PostgresStore(dsn) as store:
+        fence = Fence(owner="me", token=None, ttl=30)
+        monkeypatch.setattr(module, "_append", commit_then_break)
+        token = await store.append_checkpoint(checkpoint("t", 1), expected_head=None, fence=fence)
+        assert broke and token == 1
+        head = await store.get_thread("t")
+        assert head is not None and head.head_seq == 1
+        monkeypatch.undo()
+        # A genuine second append of the same checkpoint is still refused.
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(checkpoint("t", 1), expected_head=None)

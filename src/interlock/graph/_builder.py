@@ -34,6 +34,8 @@ Durability = Literal["sync", "exit"]
 """``sync``: commit a checkpoint at every superstep; ``exit``: only when the run stops."""
 
 Route = Callable[[Any], Any]
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+"""Carries a checkpoint's state values, written by an older graph, over to this one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,8 @@ class NodeSpec:
     is_stream: bool = False
     """The callable is an async generator: its chunks stream out, their concatenation is the
     node's update."""
+    dangerous: bool = False
+    """The node is a side effect called at most once per task (see `interlock.effect`)."""
 
     @property
     def kind(self) -> str:
@@ -120,12 +124,31 @@ class Graph(Generic[StateT]):
         self._edges: dict[str, list[str]] = {}
         self._branches: dict[str, list[Branch]] = {}
 
-    def add_node(self, name: str, node: Callable[..., Any] | App[Any]) -> Graph[StateT]:
+    def add_node(
+        self,
+        name: str,
+        node: Callable[..., Any] | App[Any],
+        *,
+        dangerous: bool = False,
+        idempotent: bool = False,
+    ) -> Graph[StateT]:
         """Add a node: ``def``/``async def`` taking the state, or a compiled `App` (subgraph).
 
         A node returns a dict of state updates, a `Command`, or None. An async generator node
         streams: each chunk it yields is emitted as a `ChunkEvent`, and the chunks joined by
         their concat rule (see `register_concat`) are its update.
+
+        Args:
+            name: The node's name.
+            node: The callable or subgraph.
+            dangerous: The node acts on the world and must run at most once per task: an
+                effect record is written ``started`` before the call and ``done`` (with the
+                update) after it. A task found ``started`` on a re-run (the process died
+                mid-call) is not called again: it raises a ``reconcile`` interrupt for a person
+                to answer ``"retry"`` or ``{"result": update}`` (see `interlock.effect`).
+            idempotent: The node may run more than once (at least once); it reads a stable key
+                for the outside system with `interlock.effect_key()`. Documentation only: this
+                is what every node gets without ``dangerous``.
         """
         from ..runtime._app import App
 
@@ -134,6 +157,10 @@ class Graph(Generic[StateT]):
         if name in self._nodes:
             raise GraphDefinitionError(f"node {name!r} is already in the graph")
         if isinstance(node, App):
+            if dangerous:
+                raise GraphDefinitionError(
+                    f"subgraph node {name!r} cannot be dangerous; mark its own nodes instead"
+                )
             spec = NodeSpec(name, None, True, node)
         elif callable(node):
             is_async = inspect.iscoroutinefunction(node) or inspect.iscoroutinefunction(
@@ -142,7 +169,17 @@ class Graph(Generic[StateT]):
             is_stream = inspect.isasyncgenfunction(node) or inspect.isasyncgenfunction(
                 getattr(node, "__call__", None)  # noqa: B004
             )
-            spec = NodeSpec(name, node, is_async, None, is_stream)
+            if dangerous and idempotent:
+                raise GraphDefinitionError(
+                    f"node {name!r} cannot be both dangerous (at most once) and idempotent "
+                    "(at least once); pick one"
+                )
+            if dangerous and is_stream:
+                raise GraphDefinitionError(
+                    f"node {name!r} streams, so it cannot be dangerous: make the side effect "
+                    "a plain node, or call it with interlock.effect() inside"
+                )
+            spec = NodeSpec(name, node, is_async, None, is_stream, dangerous)
         else:
             raise GraphDefinitionError(f"node {name!r} must be callable or an App, got {node!r}")
         self._nodes[name] = spec
@@ -182,6 +219,8 @@ class Graph(Generic[StateT]):
         interrupt_after: Sequence[str] | Literal["*"] = (),
         durability: Durability = "sync",
         recursion_limit: int = 100,
+        lease_ttl: float = 30.0,
+        migrations: Mapping[str, Migration] | None = None,
     ) -> App[StateT]:
         """Check the graph and return a runnable `App`.
 
@@ -191,11 +230,24 @@ class Graph(Generic[StateT]):
             interrupt_after: Nodes to pause after (``"*"`` for all).
             durability: ``"sync"`` commits each superstep; ``"exit"`` only when the run stops.
             recursion_limit: Most supersteps one call may take.
+            lease_ttl: Seconds a run's lease on its thread outlives the run's last sign of life
+                (it is renewed every ``lease_ttl / 3`` while the run works). A thread whose
+                runner died is free again after this long.
+            migrations: ``{old_fingerprint: fn}``: checkpoints written by a graph with that
+                fingerprint are loaded through ``fn(values) -> values`` instead of raising
+                `GraphChanged` (see `App.fingerprint`).
         """
         from ..runtime._app import App
 
         plan = self._plan(interrupt_before, interrupt_after)
-        return App(plan, store=store, durability=durability, recursion_limit=recursion_limit)
+        return App(
+            plan,
+            store=store,
+            durability=durability,
+            recursion_limit=recursion_limit,
+            lease_ttl=lease_ttl,
+            migrations=migrations,
+        )
 
     def _plan(
         self,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -24,17 +26,18 @@ from ..graph._channels import AppendChannel
 from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
 from ._control import RunControl, RunHandle
+from ._effects import EffectIO
 from ._engine import ESCALATE, Level, new_id
 from ._events import MODES, Event, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations
 from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
 from ._resume import Targets, check_targets, decide, payload_hash, recorded_decision
-from ._runctx import Opened, RunCtx, Stale
+from ._runctx import LeasePolicy, Opened, RunCtx, Stale
 from ._signals import InterruptSignal
 from ._wire import level_from_wire, level_to_wire, subgraph_output
 
 if TYPE_CHECKING:
-    from ..graph._builder import CompiledGraph, Durability
+    from ..graph._builder import CompiledGraph, Durability, Migration
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 
@@ -72,20 +75,34 @@ class App(Generic[StateT]):
         store: Store | None,
         durability: Durability,
         recursion_limit: int,
+        lease_ttl: float = 30.0,
+        migrations: Mapping[str, Migration] | None = None,
     ) -> None:
         if durability not in ("sync", "exit"):
             raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
+        if not lease_ttl > 0:
+            raise GraphDefinitionError(f"lease_ttl must be > 0 seconds, not {lease_ttl!r}")
         self.plan = plan
         self.store: Store = store if store is not None else MemoryStore()
         self.durability = durability
         self.recursion_limit = recursion_limit
-        self._io = ThreadIO(self.store, plan)
+        self.lease = LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl)
+        self._io = ThreadIO(self.store, plan, migrations or {})
         # Levels this process committed last, by thread: the next call on the thread reuses
         # one when the store's head is still the checkpoint it wrote.
         self._warm: OrderedDict[str, tuple[Head, Level, set[str]]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
+
+    @property
+    def fingerprint(self) -> str:
+        """The graph's fingerprint, stored in every checkpoint it writes.
+
+        Resuming a checkpoint written under another fingerprint raises `GraphChanged` unless
+        ``compile(migrations={old_fingerprint: fn})`` says how to carry its state over.
+        """
+        return self.plan.fingerprint
 
     # -- running ------------------------------------------------------------------------------
 
@@ -227,7 +244,7 @@ class App(Generic[StateT]):
         resolutions, decisions = decide(
             self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
         )
-        await ctx.commit(level, "resume", resolutions, actor=actor)
+        await ctx.commit(level, "resume", resolutions, actor=actor, final=True)
         self._keep_warm(ctx, level)
         return decisions
 
@@ -307,7 +324,8 @@ class App(Generic[StateT]):
         """Apply a call's options to the level; return the context that commits for it."""
         level.set_run_breakpoints(call.interrupt_before, call.interrupt_after)
         level.control = call.control
-        return RunCtx(
+        level.effects = EffectIO(self.store, self.plan.codec)
+        ctx = RunCtx(
             self._io,
             self.recursion_limit,
             thread,
@@ -315,7 +333,10 @@ class App(Generic[StateT]):
             call.metadata,
             call.emit,
             opened,
+            self.lease,
         )
+        level.effects.ctx = ctx
+        return ctx
 
     async def resume(
         self,
@@ -414,16 +435,20 @@ class App(Generic[StateT]):
             )
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
         ctx = self._prepare(level, thread, opened, call)
-        if renamed:
-            ctx.parent = branch_from
-            await ctx.commit(level, "fork", ())
-        resolutions, _ = decide(self.plan.codec, level, answers, actor=actor, reason=reason)
-        if update:
-            level.apply_writes(("resume", k, v) for k, v in update)
-        if cmd is not None and cmd.goto:
-            goto = cmd.goto
-            level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
-        await ctx.commit(level, "resume", resolutions, actor=actor)
+        try:
+            if renamed:
+                ctx.parent = branch_from
+                await ctx.commit(level, "fork", ())
+            resolutions, _ = decide(self.plan.codec, level, answers, actor=actor, reason=reason)
+            if update:
+                level.apply_writes(("resume", k, v) for k, v in update)
+            if cmd is not None and cmd.goto:
+                goto = cmd.goto
+                level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
+            await ctx.commit(level, "resume", resolutions, actor=actor)
+        except BaseException:
+            await ctx.release()  # the branch commit may have taken the lease
+            raise
         return await self._drive(level, ctx, call.on_interrupt)
 
     async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
@@ -544,6 +569,7 @@ class App(Generic[StateT]):
         task = next(t for t in parent.tasks if t.id == ctx.task_id)
         level.set_run_breakpoints(*parent.child_breakpoints(task.node))
         level.control = parent.control
+        level.effects = parent.effects
         status = await level.run(on_step=None, limit=self.recursion_limit)
         if status == "done":
             ctx.scratch.children.pop(where, None)
@@ -629,12 +655,14 @@ class App(Generic[StateT]):
         *,
         as_node: str | None = None,
         on_pending: OnPending = "raise",
+        actor: str | None = None,
     ) -> str:
         """Edit a thread's state; return the new checkpoint id.
 
         Values go through the reducers as if ``as_node`` wrote them. Without ``as_node`` the
         planned tasks and pending interrupts stay as they are (edit, then resume); with it, the
-        next tasks become that node's successors.
+        next tasks become that node's successors. The edit goes to the audit log with
+        ``actor``.
         """
         head = await self._io.head(thread)
         if head is None:
@@ -655,9 +683,18 @@ class App(Generic[StateT]):
             level.results, level.scratch = {}, {}
             level.plan_after(as_node)
         ctx = RunCtx(
-            self._io, self.recursion_limit, thread, "sync", None, None, Opened(head, level, known)
+            self._io,
+            self.recursion_limit,
+            thread,
+            "sync",
+            None,
+            None,
+            Opened(head, level, known),
+            self.lease,
         )
-        return await ctx.commit(level, "update", resolutions)
+        return await ctx.commit(
+            level, "update", resolutions, actor=actor, final=True, metadata={"as_node": as_node}
+        )
 
     async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
         """Copy a thread's state at a checkpoint into a new thread; return its checkpoint id.
@@ -679,8 +716,9 @@ class App(Generic[StateT]):
             None,
             None,
             Opened(None, level, set()),
+            self.lease,
         )
-        return await ctx.commit(level, "fork", ())
+        return await ctx.commit(level, "fork", (), final=True)
 
     # -- streaming ------------------------------------------------------------------------
 

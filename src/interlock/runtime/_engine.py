@@ -29,6 +29,7 @@ from ..graph._channels import MISSING, AppendChannel, Channel
 from ._concat import concat
 from ._context import Scratch, TaskContext, enter_task, interrupt_id
 from ._control import RunControl
+from ._effects import node_effect
 from ._events import ChunkEvent, NodeOutputEvent, StepEvent, StepFinishedEvent
 from ._records import Address, Command, Interrupt, Segment, Send
 from ._signals import InterruptSignal, Raised
@@ -102,6 +103,7 @@ class Level:
         "channels",
         "control",
         "dropped",
+        "effects",
         "emit",
         "lineage",
         "origin",
@@ -142,6 +144,8 @@ class Level:
         self.emit: Callable[[Any], None] | None = None
         self.control: RunControl | None = None
         """Set while a run handle can pause this level from outside."""
+        self.effects: Any = None
+        """The run's `EffectIO` (records dangerous calls); set by the App."""
         self.run_before: tuple[str, ...] = ()
         self.run_after: tuple[str, ...] = ()
         self.before = plan.interrupt_before
@@ -549,6 +553,8 @@ class Level:
                     out = await spec.subgraph.run_nested(arg, ctx, address, self)
                 elif spec.is_stream:
                     out = await self._stream(task.node, spec.fn, arg)
+                elif spec.dangerous:
+                    out = await node_effect(task.node, spec.fn, arg)
                 else:
                     assert spec.fn is not None
                     out = spec.fn(arg)

@@ -13,13 +13,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import msgspec
 
 from .._errors import GraphDefinitionError
 from ._context import (
+    TaskContext,
     child_scope,
     current_address,
     current_task,
@@ -27,7 +28,7 @@ from ._context import (
     local_address,
     local_key,
 )
-from ._records import Interrupt, Segment
+from ._records import Address, Interrupt, Segment
 from ._signals import InterruptSignal, Raised
 
 __all__ = [
@@ -135,7 +136,38 @@ def interrupt(
     address = current_address()
     where = str(address)
     match = f"k:{key}" if key is not None else f"#{ctx.next_ordinal(where)}"
-    local = local_key(where, match)
+    return answer_or_raise(
+        ctx,
+        address,
+        local_key(where, match),
+        info,
+        key=key,
+        state=state,
+        schema=schema,
+        deadline=deadline,
+        on_timeout=on_timeout,
+        validator=validator,
+        default=default,
+    )
+
+
+def answer_or_raise(
+    ctx: TaskContext,
+    address: Address,
+    local: str,
+    info: Any,
+    *,
+    key: str | None = None,
+    state: Any = None,
+    schema: type[Any] | Mapping[str, Any] | None = None,
+    deadline: float | datetime | None = None,
+    on_timeout: OnTimeout | None = None,
+    validator: Callable[[Any], object] | None = None,
+    default: Any = _NO_DEFAULT,
+    kind: Literal["dynamic", "reconcile"] = "dynamic",
+) -> Any:
+    """`interrupt()` once the call is named (``local``): return its answer or raise it."""
+    where = str(address)
     escalations = ctx.scratch.escalated.count(local) if ctx.scratch.has_escalated() else 0
     if escalations:
         # Its deadline passed with on_timeout="escalate": the same question, asked anew (a new
@@ -165,7 +197,7 @@ def interrupt(
         thread=ctx.thread,
         key=key,
         address=address,
-        kind="dynamic",
+        kind=kind,
         info=info,
         schema=_schema_of(schema),
         created_at=time.time(),

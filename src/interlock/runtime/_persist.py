@@ -24,11 +24,12 @@ from .._errors import (
     GraphChanged,
     UnregisteredType,
 )
-from ..graph._builder import CompiledGraph
-from ..stores import CheckpointRecord, InterruptRecord, Resolution, Store
+from ..graph._builder import CompiledGraph, Migration
+from ..stores import AuditEntry, CheckpointRecord, Fence, InterruptRecord, Resolution, Store
 from ._context import interrupt_id
 from ._engine import Level, new_id
 from ._records import Address, Interrupt
+from ._resume import payload_hash
 from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
 
@@ -58,15 +59,23 @@ class Head:
     """Size of the base snapshot's body."""
     meta: dict[str, Any] = field(default_factory=dict)
     """The metadata stored with the checkpoint."""
+    migrated: bool = False
+    """Loaded through a migration: the next checkpoint must be a full snapshot."""
 
 
 class ThreadIO:
     """Reads and writes one App's checkpoints."""
 
-    def __init__(self, store: Store, plan: CompiledGraph) -> None:
+    def __init__(
+        self,
+        store: Store,
+        plan: CompiledGraph,
+        migrations: Mapping[str, Migration] | None = None,
+    ) -> None:
         self.store = store
         self.plan = plan
         self.codec = plan.codec
+        self.migrations = dict(migrations or {})
 
     async def head(self, thread: str) -> Head | None:
         """The thread's latest checkpoint, or None for a new thread."""
@@ -102,16 +111,33 @@ class ThreadIO:
         """Rebuild the level stored at ``head``; also return its pending interrupt ids."""
         record = head.record
         body = self.decode(record)
+        migrate = None
         if body.get("fp") != self.plan.fingerprint:
+            migrate = self.migrations.get(str(body.get("fp")))
+            if migrate is None:
+                raise GraphChanged(
+                    thread=thread, stored=str(body.get("fp")), current=self.plan.fingerprint
+                )
+        try:
+            level = level_from_wire(self.plan, body, thread=thread, channels=False)
+        except CheckpointCorrupt as exc:
+            if migrate is None:
+                raise
             raise GraphChanged(
-                thread=thread, stored=str(body.get("fp")), current=self.plan.fingerprint
-            )
-        level = level_from_wire(self.plan, body, thread=thread, channels=False)
+                thread=thread,
+                stored=str(body.get("fp")),
+                current=self.plan.fingerprint,
+                detail=f"the checkpoint's tasks do not fit the new graph: {exc}",
+            ) from exc
         chain: list[dict[str, Any]] = []
         if record.base_seq != record.seq:
             rows = await self.store.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
             chain = [self.decode(r) for r in _ancestry(record, rows)]
-        _apply_deltas(level, [*chain, body], record)
+        if migrate is not None:
+            self._migrate(level, [*chain, body], record, migrate)
+            head.migrated = True
+        else:
+            _apply_deltas(level, [*chain, body], record)
         for ch in level.channels.values():
             ch.mark()
         if record.base_seq == record.seq:
@@ -148,7 +174,15 @@ class ThreadIO:
                 if record.base_seq != record.seq
                 else []
             )
-            _apply_deltas(level, [*chain, body], record)
+            if body.get("fp") == self.plan.fingerprint:
+                _apply_deltas(level, [*chain, body], record)
+            else:  # written before a migration: shown through it, or refused
+                migrate = self.migrations.get(str(body.get("fp")))
+                if migrate is None:
+                    raise GraphChanged(
+                        thread=thread, stored=str(body.get("fp")), current=self.plan.fingerprint
+                    )
+                self._migrate(level, [*chain, body], record, migrate)
             meta = body.get("meta")
             levels.append((level, dict(meta) if isinstance(meta, dict) else {}))
         return levels
@@ -165,15 +199,20 @@ class ThreadIO:
         resolutions: Sequence[Resolution],
         known: set[str],
         metadata: Mapping[str, Any],
-    ) -> Head:
-        """Write ``level`` as the thread's next checkpoint (after ``parent``); return its head.
+        fence: Fence | None = None,
+        actor: str | None = None,
+    ) -> tuple[Head, int | None]:
+        """Write ``level`` as the thread's next checkpoint (after ``parent``).
 
-        New pending interrupts go into the store's index in the same transaction. ``known`` is
-        updated with them.
+        New pending interrupts go into the store's index in the same transaction, and every
+        interrupt raised or resolved, and every edit, into the audit log. ``known`` is updated
+        with the new interrupts. Returns the new head and the fencing token held after it.
         """
         seq = thread_head.record.seq + 1 if thread_head else 1
         snapshot = (
             parent is None
+            # Loaded through a migration: the chain behind it was written by another graph.
+            or parent.migrated
             # A small state is cheaper to store whole than to rebuild from a chain on load.
             or parent.snapshot_bytes + parent.chain_bytes <= SNAPSHOT_SMALL_BYTES
             or parent.chain_bytes >= max(SNAPSHOT_MIN_BYTES, 2 * parent.snapshot_bytes)
@@ -213,11 +252,18 @@ class ThreadIO:
         gone = [i for i in dict.fromkeys(level.dropped) if i in known] if level.dropped else []
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
-        await self.store.append_checkpoint(
+        audit = [self._raised_entry(r) for r in fresh]
+        audit.extend(self._resolved_entry(r, actor) for r in resolutions)
+        if source == "update":
+            edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
+            audit.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
+        token = await self.store.append_checkpoint(
             record,
             expected_head=thread_head.record.id if thread_head else None,
             new_interrupts=rows,
             resolutions=resolutions,
+            fence=fence,
+            audit=audit,
         )
         if fresh:
             known.update(r.id for r in fresh)
@@ -229,7 +275,81 @@ class ThreadIO:
             if ch.dirty:
                 ch.mark()
         # chain/snap above describe the state *after* this body (what the next commit needs).
-        return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata))
+        return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata)), token
+
+    def _raised_entry(self, r: Raised) -> AuditEntry:
+        i = r.interrupt
+        data = {
+            "interrupt": i.id,
+            "address": str(i.address),
+            "kind": i.kind,
+            "key": i.key,
+            "payload_hash": payload_hash(self.codec, i.info),
+        }
+        return AuditEntry(kind="interrupt", actor=None, data=to_json(data))
+
+    def _resolved_entry(self, res: Resolution, actor: str | None) -> AuditEntry:
+        data: dict[str, Any] = {"interrupt": res.id, "status": res.status}
+        if res.resolution is not None:
+            decision = self.codec.decode(res.resolution)
+            if isinstance(decision, dict):
+                data.update(
+                    (k, decision.get(k)) for k in ("answer", "reason", "nonce", "payload_hash")
+                )
+                actor = decision.get("actor") or actor
+        kind = "decision" if res.status == "resolved" else res.status
+        return AuditEntry(kind=kind, actor=actor, data=to_json(data))
+
+    def _migrate(
+        self,
+        level: Level,
+        bodies: Sequence[dict[str, Any]],
+        record: CheckpointRecord,
+        migrate: Migration,
+    ) -> None:
+        """Replay old bodies into plain values, carry them over with ``migrate``, set them."""
+        old: dict[str, Any] = {}
+        try:
+            for body in bodies:
+                for key, (op, payload) in body["ch"].items():
+                    if op == "set":
+                        old[key] = payload
+                    elif op == "del":
+                        old.pop(key, None)
+                    elif op == "ext":
+                        old[key] = [*old.get(key, ()), *payload]
+                    else:
+                        raise ValueError(f"unknown channel operation {op!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointCorrupt(
+                f"checkpoint {record.id} of thread {record.thread!r} has invalid state deltas: "
+                f"{exc}",
+                thread=record.thread,
+                checkpoint_id=record.id,
+            ) from exc
+        stored = str(bodies[-1].get("fp"))
+        try:
+            new = migrate(old)
+        except Exception as exc:
+            raise GraphChanged(
+                thread=record.thread,
+                stored=stored,
+                current=self.plan.fingerprint,
+                detail=f"its migration raised {type(exc).__name__}: {exc}",
+            ) from exc
+        unknown = sorted(set(new) - set(level.channels)) if isinstance(new, dict) else None
+        if unknown is None or unknown:
+            raise GraphChanged(
+                thread=record.thread,
+                stored=stored,
+                current=self.plan.fingerprint,
+                detail=(
+                    "its migration must return a dict of the new state's keys"
+                    + (f"; unknown keys {unknown}" if unknown else "")
+                ),
+            )
+        for key, value in new.items():
+            level.channels[key].apply("set", value)
 
     def _interrupt_row(self, r: Raised, thread: str, checkpoint_id: str) -> InterruptRecord:
         i = r.interrupt
@@ -297,6 +417,11 @@ class ThreadIO:
             for addr, wire in sc.children.items():
                 sc.children[addr] = _rekey_wire(wire, lineage, renamed)
         return renamed
+
+
+def to_json(value: Any) -> bytes:
+    """Audit data as JSON; values JSON cannot hold are written as their ``repr``."""
+    return msgspec.json.encode(value, enc_hook=repr)
 
 
 def _apply_deltas(level: Level, bodies: Sequence[dict[str, Any]], record: CheckpointRecord) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import NodeError, ResumeError, ThreadBusy
-from ..stores import Resolution
+from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
+from ..stores import Fence, Resolution
 from ._engine import Level
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
 from ._persist import Head, ThreadIO
@@ -18,7 +19,7 @@ from ._records import RunResult
 if TYPE_CHECKING:
     from ..graph._builder import Durability
 
-__all__ = ["Opened", "RunCtx", "Stale"]
+__all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 
 
 class Stale(Exception):
@@ -42,8 +43,24 @@ class Opened:
         raise error
 
 
+@dataclass(frozen=True, slots=True)
+class LeasePolicy:
+    """How an App's runs hold their threads' leases."""
+
+    owner: str
+    """Names this process in `ThreadBusy` messages (``host:pid``)."""
+    ttl: float
+    """Seconds a lease lasts without a write; a running call renews it every ``ttl / 3``."""
+
+
 class RunCtx:
-    """One call's view of a thread: durability, the head it builds on, what it emits."""
+    """One call's view of a thread: durability, the head it builds on, what it emits.
+
+    It also holds the thread's lease while the call runs: the call's first commit acquires it
+    (refused with `ThreadBusy` while another executor holds it), later commits and effects
+    carry its fencing token (refused with `FencedOut` once someone else took it over), and the
+    commit that ends the call releases it.
+    """
 
     def __init__(
         self,
@@ -54,6 +71,7 @@ class RunCtx:
         metadata: Mapping[str, Any] | None,
         emit: Callable[[Event], None] | None,
         opened: Opened,
+        lease: LeasePolicy,
     ) -> None:
         self.io = io
         self.recursion_limit = recursion_limit
@@ -65,6 +83,17 @@ class RunCtx:
         self.parent: Head | None = None
         self.known = opened.known
         self.opened = opened
+        self.lease = lease
+        self.token: int | None = None
+        """The fencing token of the lease this call holds (None: it holds none)."""
+
+    def fence(self, *, release: bool = False) -> Fence:
+        """The `Fence` of this call's next write."""
+        return Fence(owner=self.lease.owner, token=self.token, ttl=self.lease.ttl, release=release)
+
+    def held(self) -> Fence | None:
+        """The fence of a held lease, for writes that must not acquire one (effects)."""
+        return None if self.token is None else self.fence()
 
     async def commit(
         self,
@@ -73,11 +102,15 @@ class RunCtx:
         resolutions: Sequence[Resolution],
         *,
         actor: str | None = None,
+        final: bool = False,
+        metadata: Mapping[str, Any] | None = None,
     ) -> str:
+        """Commit the level; ``final`` releases the lease (the call stops after it)."""
         status = level.status()
         parent = self.parent or self.head
+        meta = {**self.metadata, **({"actor": actor} if actor else {}), **(metadata or {})}
         try:
-            head = await self.io.commit(
+            head, token = await self.io.commit(
                 level,
                 thread=self.thread,
                 parent=parent,
@@ -86,11 +119,14 @@ class RunCtx:
                 status=status,
                 resolutions=resolutions,
                 known=self.known,
-                metadata={**self.metadata, **({"actor": actor} if actor else {})},
+                metadata=meta,
+                fence=self.fence(release=final),
+                actor=actor,
             )
         except (ThreadBusy, ResumeError) as exc:
             self.opened.check(exc)
             raise  # unreachable: check() raises
+        self.token = None if final else token
         self.head = head
         self.opened.verified = True
         self.parent = None
@@ -102,11 +138,15 @@ class RunCtx:
         on_step = self._on_step if self.durability == "sync" else None
         level.emit = self.emit
         try:
-            await level.run(on_step=on_step, limit=self.recursion_limit)
-        except NodeError as exc:
-            await self._commit_failure(level, exc)
+            try:
+                await self._run_leased(level, on_step)
+            except NodeError as exc:
+                await self._commit_failure(level, exc)
+                raise
+            await self.commit(level, "loop", (), final=True)
+        except BaseException:
+            await self.release()
             raise
-        await self.commit(level, "loop", ())
         result = self.result(level)
         if self.emit is not None:
             for i in result.interrupts:
@@ -114,21 +154,75 @@ class RunCtx:
             self.emit(RunFinishedEvent(result=result))
         return result
 
+    async def _run_leased(self, level: Level, on_step: Any) -> None:
+        """Run the level; while it runs, renew the lease every ttl / 3."""
+        if self.token is None:
+            await level.run(on_step=on_step, limit=self.recursion_limit)
+            return
+        done = anyio.Event()
+        failure: list[BaseException] = []
+
+        async def renew() -> None:
+            while True:
+                with anyio.move_on_after(self.lease.ttl / 3):
+                    await done.wait()
+                if done.is_set():
+                    return
+                if self.token is not None:
+                    try:
+                        await self.io.store.renew_lease(self.thread, self.fence())
+                    except FencedOut as exc:
+                        # Someone else owns the thread now: stop working on it.
+                        failure.append(exc)
+                        scope.cancel()
+                        return
+                    except Exception:  # the store hiccuped: try again next period
+                        continue
+
+        error: Exception | None = None
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(renew)
+                try:
+                    await level.run(on_step=on_step, limit=self.recursion_limit)
+                except Exception as exc:  # re-raised below, not wrapped in an exception group
+                    error = exc
+                finally:
+                    done.set()
+        if failure:
+            self.token = None
+            raise failure[0]
+        if error is not None:
+            raise error
+
+    async def release(self) -> None:
+        """Let the lease go early (the call failed); best effort, it also expires by itself."""
+        if self.token is None:
+            return
+        fence, self.token = self.fence(release=True), None
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(Exception):  # it also expires on its own
+                await self.io.store.renew_lease(self.thread, fence)
+
     async def _commit_failure(self, level: Level, exc: NodeError) -> None:
         # The finished tasks of the failed step are kept, so a later resume re-runs only the
         # failed ones. Other errors (bad updates, serialization) leave the last checkpoint.
         with anyio.CancelScope(shield=True):
-            await self.io.commit(
-                level,
-                thread=self.thread,
-                parent=self.head,
-                thread_head=self.head,
-                source="loop",
-                status="failed",
-                resolutions=(),
-                known=self.known,
-                metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
-            )
+            try:
+                await self.io.commit(
+                    level,
+                    thread=self.thread,
+                    parent=self.head,
+                    thread_head=self.head,
+                    source="loop",
+                    status="failed",
+                    resolutions=(),
+                    known=self.known,
+                    metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
+                    fence=self.fence(release=True),
+                )
+            finally:
+                self.token = None
 
     async def _on_step(self, level: Level) -> None:
         await self.commit(level, "loop", ())

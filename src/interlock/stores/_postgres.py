@@ -125,9 +125,17 @@ class PostgresStore(StoreLifecycle):
         `Store.append_checkpoint` for the rules and errors.
         """
         check_append_args(record, new_interrupts, resolutions)
-        return await self._run(
-            lambda c: _append(c, record, expected_head, new_interrupts, resolutions, fence, audit)
-        )
+        attempts = 0
+
+        async def append(c: Conn) -> int | None:
+            nonlocal attempts
+            attempts += 1
+            retried = attempts > 1
+            return await _append(
+                c, record, expected_head, new_interrupts, resolutions, fence, audit, retried
+            )
+
+        return await self._run(append)
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
@@ -368,6 +376,7 @@ async def _append(
     resolutions: Sequence[Resolution],
     fence: Fence | None,
     audit: Sequence[AuditEntry],
+    retried: bool = False,
 ) -> int | None:
     thread = record.thread
     now = time.time()
@@ -375,6 +384,10 @@ async def _append(
         async with conn.transaction():
             # 1. Lock the thread's row, check the lease and the head, move both.
             row = await _fetchone(conn, sql.SELECT_HEAD_AND_LEASE, (thread,))
+            if retried and row is not None and row[0] == record.id:
+                # This very append committed on a connection that broke before the reply came
+                # back, and `_run` retried it: report the success it was.
+                return None if fence is None else int(row[3])
             lease = lease_after(thread, None if row is None else tuple(row[2:]), fence, now)
             busy = head_mismatch(record, expected_head, None if row is None else tuple(row[:2]))
             if busy is not None:
@@ -471,6 +484,13 @@ async def _finish_effect(
         await _fenced(conn, thread, fence, now)
         if not await _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = await _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+            if (
+                row is not None
+                and row[3] == "done"
+                and row[7] is not None
+                and bytes(row[7]) == result
+            ):
+                return  # a retry of a finish that committed before its connection broke
             state = "unknown" if row is None else row[3]
             raise StoreError(
                 f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"

@@ -1,0 +1,188 @@
+"""Side effects: dangerous calls made at most once, idempotent calls with a stable key.
+
+A *dangerous* call (sending mail, moving money) is recorded in the store as ``started`` before
+it is made and ``done``, with its result, right after. When the task re-runs (the process died,
+a later interrupt in the same node was answered), the record decides:
+
+* ``done``: the recorded result is returned; the call is not made again;
+* ``started``: the earlier attempt may or may not have happened. The call is **not** retried:
+  the task raises a ``reconcile`` interrupt, and a person answers ``"retry"`` (make the call
+  again) or ``{"result": value}`` (it happened; carry on with this result).
+
+An *idempotent* call is simply made again on a re-run, with the same ``effect_key`` each time,
+for the outside system to deduplicate (at least once).
+
+The record's key is the task's lineage, id and the call's name, so it is stable across re-runs
+of one task and new for every new task (a loop's next pass, a branch from the past).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import msgspec
+
+from .._errors import GraphDefinitionError
+from ..serde import Codec
+from ..stores import AuditEntry, EffectRecord, Store
+from ._context import TaskContext, current_address, current_task, local_key
+from ._interrupts import answer_or_raise
+
+if TYPE_CHECKING:
+    from ._runctx import RunCtx
+
+__all__ = ["RETRY", "EffectIO", "effect", "effect_key", "node_effect"]
+
+T = TypeVar("T")
+
+RETRY: Final = "retry"
+"""The answer to a ``reconcile`` interrupt that makes the call again."""
+
+_RECONCILE_SCHEMA: Final = {
+    "anyOf": [
+        {"const": RETRY},
+        {"type": "object", "required": ["result"], "properties": {"result": {}}},
+    ]
+}
+
+
+class EffectIO:
+    """What `effect` needs from the run: the store, the codec, the run's lease."""
+
+    __slots__ = ("codec", "ctx", "store")
+
+    def __init__(self, store: Store, codec: Codec) -> None:
+        self.store = store
+        self.codec = codec
+        self.ctx: RunCtx | None = None
+
+    async def begin(
+        self, thread: str, key: str, name: str, *, retry: bool
+    ) -> tuple[bool, EffectRecord]:
+        fence = self.ctx.held() if self.ctx is not None else None
+        kind = "effect_retried" if retry else "effect_started"
+        entry = AuditEntry(kind=kind, actor=None, data=_json({"effect": key, "name": name}))
+        return await self.store.begin_effect(
+            thread, key, name=name, fence=fence, retry=retry, audit=[entry]
+        )
+
+    async def finish(
+        self, thread: str, key: str, name: str, result: Any, *, how: str = "effect_done"
+    ) -> None:
+        data = self.codec.encode(result, path=f"effect {name!r} result")
+        fence = self.ctx.held() if self.ctx is not None else None
+        entry = AuditEntry(kind=how, actor=None, data=_json({"effect": key, "name": name}))
+        await self.store.finish_effect(thread, key, result=data, fence=fence, audit=[entry])
+
+
+def _json(value: Any) -> bytes:
+    return msgspec.json.encode(value, enc_hook=repr)
+
+
+def effect_key(name: str | None = None) -> str:
+    """The stable key of the running task (or of its call ``name``), for outside systems.
+
+    The same on every re-run of the task, different for every other task: pass it to an API
+    that deduplicates requests (an idempotency key) so that running the task twice acts once.
+    """
+    ctx = current_task("effect_key()")
+    base = f"{ctx.thread}/{ctx.lineage}/{ctx.task_id}"
+    return base if name is None else f"{base}/{current_address()}|{name}"
+
+
+async def effect(
+    name: str,
+    fn: Callable[..., T | Awaitable[T]],
+    /,
+    *args: Any,
+    idempotent: bool = False,
+    **kwargs: Any,
+) -> T:
+    """Make a side-effecting call from inside a node: at most once, or at least once with a key.
+
+    By default the call is *dangerous*: it is recorded ``started`` before and ``done`` after,
+    and never made twice for one task. If the task re-runs after the call started but before
+    its outcome was recorded, a ``reconcile`` interrupt asks a person instead (answer
+    ``"retry"`` or ``{"result": value}``). The result must be encodable (it is stored).
+
+    With ``idempotent=True`` nothing is written before the call: it runs again on a re-run of
+    the task, with the same ``effect_key=`` keyword argument each time, for the outside system
+    to deduplicate.
+
+    Example::
+
+        receipt = await effect("charge", bank.charge, order.amount)
+        await effect("notify", mailer.send, to, body, idempotent=True)  # gets effect_key=...
+    """
+    ctx = current_task("effect()")
+    where = str(current_address())
+    n = ctx.next_ordinal(f"effect|{where}|{name}")
+    local = f"effect|{where}|{name}" + (f"#{n}" if n else "")
+    key = f"{ctx.lineage}/{ctx.task_id}/{where}|{name}" + (f"#{n}" if n else "")
+    if local in ctx.scratch.steps:
+        recorded: T = ctx.scratch.steps[local]
+        return recorded
+    result: T
+    if idempotent:
+        result = await _call(fn, *args, effect_key=f"{ctx.thread}/{key}", **kwargs)
+    else:
+        result = await _guarded(ctx, key, name, lambda: _call(fn, *args, **kwargs))
+    ctx.scratch.steps[local] = result
+    return result
+
+
+async def node_effect(name: str, fn: Any, arg: Any) -> Any:
+    """Run a ``dangerous=True`` node's callable as an at-most-once effect (engine use)."""
+    ctx = current_task("a dangerous node")
+    key = f"{ctx.lineage}/{ctx.task_id}/node"
+    return await _guarded(ctx, key, name, lambda: _call(fn, arg))
+
+
+async def _guarded(
+    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]]
+) -> Any:
+    io: EffectIO | None = getattr(ctx.engine, "effects", None)
+    if io is None:
+        raise GraphDefinitionError(
+            f"effect {name!r} runs outside an App's run; run the graph through App.run/resume"
+        )
+    address = current_address()
+    question = local_key(str(address), f"effect:{key}")
+    retry = False
+    if question in ctx.scratch.answers:
+        answer = ctx.scratch.answers[question]
+        if isinstance(answer, dict):
+            # A person says it happened: record that, with the result they give.
+            await io.finish(ctx.thread, key, name, answer.get("result"), how="effect_reconciled")
+            return answer.get("result")
+        retry = True
+    started, record = await io.begin(ctx.thread, key, name, retry=retry)
+    if started:
+        result = await call()
+        await io.finish(ctx.thread, key, name, result)
+        return result
+    if record.status == "done":
+        return None if record.result is None else io.codec.decode(record.result)
+    # Started by an earlier attempt that never recorded an outcome: ask, never guess.
+    info = {
+        "type": "reconcile",
+        "effect": name,
+        "key": key,
+        "attempt": record.attempt,
+        "started_at": record.started_at,
+        "question": (
+            f"{name!r} was started at attempt {record.attempt} but its outcome was never "
+            "recorded (the process stopped or the call failed). Check the outside system, then "
+            'answer "retry" to call it again or {"result": ...} if it took effect.'
+        ),
+    }
+    return answer_or_raise(ctx, address, question, info, schema=_RECONCILE_SCHEMA, kind="reconcile")
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,211 @@
+"""Side effects: dangerous calls at most once (reconcile, never a silent retry), idempotent keys."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from interlock import (
+    END,
+    START,
+    Graph,
+    GraphDefinitionError,
+    InvalidResume,
+    NodeError,
+    Store,
+    StoreError,
+    append,
+    approve,
+    effect,
+    effect_key,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], append]
+    ok: bool
+
+
+class Flaky:
+    """An outside system that fails (after acting, or not) when told to."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.fail_next = False
+        self.keys: list[str] = []
+
+    def send(self, what: str) -> str:
+        self.calls[what] += 1
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("the line dropped before the answer came back")
+        return f"receipt:{what}"
+
+
+def pay_graph(world: Flaky) -> Graph[S]:
+    g = Graph(S)
+    g.add_node("approve", lambda s: {"ok": approve("pay ¥5000?")})
+
+    def pay(s: S) -> dict[str, Any]:
+        return {"log": [world.send("pay")]}
+
+    g.add_node("pay", pay, dangerous=True)
+    g.add_edge(START, "approve")
+    g.add_conditional_edges("approve", lambda s: "pay" if s["ok"] else END)
+    return g
+
+
+async def test_dangerous_node_runs_once_and_records_its_result(store: Store) -> None:
+    world = Flaky()
+    app = pay_graph(world).compile(store=store)
+    r = await app.run({}, thread="t")
+    done = await app.resume("t", {r.interrupt().id: True})
+    assert done.status == "done" and done.values["log"] == ["receipt:pay"]
+    assert world.calls["pay"] == 1
+    log = await store.audit_log(thread="t")
+    assert [e.kind for e in log] == ["interrupt", "decision", "effect_started", "effect_done"]
+
+
+async def test_a_started_effect_becomes_a_reconcile_interrupt_not_a_retry(store: Store) -> None:
+    world = Flaky()
+    app = pay_graph(world).compile(store=store)
+    r = await app.run({}, thread="t")
+    world.fail_next = True
+    with pytest.raises(NodeError):
+        await app.resume("t", {r.interrupt().id: True})
+    assert world.calls["pay"] == 1
+    # Continuing the failed thread does not call again: a person must say what happened.
+    r = await app.resume("t")
+    assert r.status == "interrupted" and world.calls["pay"] == 1
+    (question,) = r.interrupts
+    assert question.kind == "reconcile"
+    assert question.info["effect"] == "pay" and question.info["attempt"] == 1
+    (row,) = await app.inbox(thread="t")
+    assert row.kind == "reconcile"
+    with pytest.raises(InvalidResume):
+        await app.resume("t", {question.id: "maybe"})
+    # "It went through; here is what it returned": no second call, the thread goes on.
+    done = await app.resume("t", {question.id: {"result": {"log": ["receipt:checked"]}}})
+    assert done.status == "done" and done.values["log"] == ["receipt:checked"]
+    assert world.calls["pay"] == 1
+    kinds = [e.kind for e in await store.audit_log(thread="t")]
+    assert kinds[-3:] == ["interrupt", "decision", "effect_reconciled"]
+
+
+async def test_reconcile_retry_calls_again_exactly_once(store: Store) -> None:
+    world = Flaky()
+    app = pay_graph(world).compile(store=store)
+    r = await app.run({}, thread="t")
+    world.fail_next = True
+    with pytest.raises(NodeError):
+        await app.resume("t", {r.interrupt().id: True})
+    question = (await app.resume("t")).interrupt()
+    done = await app.resume("t", {question.id: "retry"})
+    assert done.status == "done" and world.calls["pay"] == 2
+    record = await store.get_effect("t", next(iter(await _effect_keys(store, "t"))))
+    assert record is not None and record.attempt == 2 and record.status == "done"
+
+
+async def _effect_keys(store: Store, thread: str) -> list[str]:
+    import json
+
+    return [
+        json.loads(e.data)["effect"]
+        for e in await store.audit_log(thread=thread)
+        if e.kind.startswith("effect")
+    ]
+
+
+async def test_effect_inside_a_node_is_not_repeated_when_the_node_re_runs(store: Store) -> None:
+    world = Flaky()
+    g = Graph(S)
+
+    async def node(s: S) -> dict[str, Any]:
+        receipt = await effect("send", world.send, "mail")
+        ok = approve(f"mail went out ({receipt}); also close the ticket?")
+        return {"log": [receipt, f"closed={ok}"]}
+
+    g.add_node("work", node)
+    g.add_edge(START, "work")
+    app = g.compile(store=store)
+    r = await app.run({}, thread="t")
+    assert world.calls["mail"] == 1
+    done = await app.resume("t", {r.interrupt().id: True})
+    assert done.values["log"] == ["receipt:mail", "closed=True"]
+    assert world.calls["mail"] == 1
+
+
+async def test_loop_passes_are_different_effects(store: Store) -> None:
+    world = Flaky()
+
+    class L(TypedDict, total=False):
+        n: int
+
+    g = Graph(L)
+
+    async def tick(s: L) -> dict[str, Any]:
+        await effect("send", world.send, "tick")
+        return {"n": s.get("n", 0) + 1}
+
+    g.add_node("tick", tick)
+    g.add_edge(START, "tick")
+    g.add_conditional_edges("tick", lambda s: END if s["n"] >= 3 else "tick")
+    await g.compile(store=store).run({}, thread="t")
+    assert world.calls["tick"] == 3
+
+
+async def test_idempotent_effect_reruns_with_the_same_key(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys: list[str] = []
+    g = Graph(S)
+
+    def charge(amount: int, *, effect_key: str) -> str:
+        keys.append(effect_key)
+        return f"charged {amount}"
+
+    async def node(s: S) -> dict[str, Any]:
+        out = await effect("charge", charge, 5, idempotent=True)
+        return {"log": [out, effect_key()]}
+
+    g.add_node("bill", node)
+    g.add_edge(START, "bill")
+    app = g.compile(store=store)
+    # The commit after the call is lost (the disk failed): the task's work is not recorded.
+    real = store.append_checkpoint
+    calls = Counter[str]()
+
+    async def lose_the_second(*args: Any, **kwargs: Any) -> int | None:
+        calls["append"] += 1
+        if calls["append"] == 2:
+            raise StoreError("disk full")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "append_checkpoint", lose_the_second)
+    with pytest.raises(StoreError):
+        await app.run({}, thread="t")
+    done = await app.resume("t")
+    assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith("t/")
+    assert done.values["log"][0] == "charged 5"
+    assert await store.audit_log(thread="t") == []  # idempotent calls write nothing up front
+
+
+def test_dangerous_and_idempotent_exclude_each_other() -> None:
+    g = Graph(S)
+    with pytest.raises(GraphDefinitionError, match="both"):
+        g.add_node("x", lambda s: None, dangerous=True, idempotent=True)
+
+    async def streams(s: S) -> Any:
+        yield "a"
+
+    with pytest.raises(GraphDefinitionError, match="streams"):
+        g.add_node("y", streams, dangerous=True)
+
+
+async def test_effect_outside_a_node_is_explained() -> None:
+    with pytest.raises(GraphDefinitionError, match="while a node"):
+        await effect("x", print)

@@ -1,0 +1,126 @@
+"""Single writer per thread: leases, renewal, ThreadBusy for a thread run elsewhere, FencedOut."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import anyio
+import pytest
+
+from interlock import (
+    START,
+    FencedOut,
+    Graph,
+    SqliteStore,
+    ThreadBusy,
+    append,
+    effect,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], append]
+
+
+async def test_a_thread_running_elsewhere_is_busy_and_nothing_changes(tmp_path: Path) -> None:
+    started, release = anyio.Event(), anyio.Event()
+    g = Graph(S)
+
+    async def slow(s: S) -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    g.add_node("slow", slow)
+    g.add_edge(START, "slow")
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        runner = g.compile(store=a, lease_ttl=5)
+        other = g.compile(store=b, lease_ttl=5)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: runner.run({}, thread="t"))
+            await started.wait()
+            head = await b.get_thread("t")
+            with pytest.raises(ThreadBusy) as busy:
+                await other.resume("t")
+            assert busy.value.holder is not None and "being run by" in str(busy.value)
+            with pytest.raises(ThreadBusy):
+                await other.run({"log": ["new turn"]}, thread="t")
+            assert await b.get_thread("t") == head
+            release.set()
+        # The run let the lease go when it stopped: the other executor may go on at once.
+        done = await other.run({"log": ["next"]}, thread="t")
+        assert done.values["log"] == ["slow", "next", "slow"]
+
+
+async def test_a_long_task_keeps_its_lease_alive(tmp_path: Path) -> None:
+    g = Graph(S)
+    release = anyio.Event()
+
+    async def slow(s: S) -> dict[str, Any]:
+        await release.wait()
+        return {"log": ["slow"]}
+
+    g.add_node("slow", slow)
+    g.add_edge(START, "slow")
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        runner = g.compile(store=a, lease_ttl=0.3)
+        other = g.compile(store=b, lease_ttl=0.3)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: runner.run({}, thread="t"))
+            # Several lease lifetimes later the runner still holds it (it renews every ttl/3).
+            for _ in range(4):
+                await anyio.sleep(0.3)
+                with pytest.raises(ThreadBusy):
+                    await other.resume("t")
+            release.set()
+        assert (await other.get_state("t")).values["log"] == ["slow"]
+
+
+def _take_over(path: Path, graph: Graph[S]) -> None:
+    """Another executor, in its own thread and event loop, continues the thread."""
+
+    async def main() -> None:
+        async with SqliteStore(path) as store:
+            await graph.compile(store=store, lease_ttl=5).resume("t")
+
+    anyio.run(main)
+
+
+async def test_a_stalled_executor_is_fenced_out(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    world: Counter[str] = Counter()
+    g = Graph(S)
+    stalled = threading.Event()
+
+    async def work(s: S) -> dict[str, Any]:
+        if not stalled.is_set():
+            stalled.set()
+            # This executor stalls (its event loop is blocked, so it cannot renew) past its
+            # lease; meanwhile another one takes the thread over and finishes it.
+            time.sleep(0.4)  # noqa: ASYNC251 - the stall is the point
+            other = threading.Thread(target=_take_over, args=(path, g))
+            other.start()
+            other.join()
+            who = "stale"
+        else:
+            who = "successor"
+        await effect("pay", lambda: world.update([who]))
+        return {"log": [who]}
+
+    g.add_node("work", work)
+    g.add_edge(START, "work")
+    async with SqliteStore(path) as store:
+        app = g.compile(store=store, lease_ttl=0.2)
+        with pytest.raises(FencedOut) as fenced:
+            await app.run({}, thread="t")
+        assert (fenced.value.token, fenced.value.current) == (1, 2)
+        state = await app.get_state("t")
+    # The stale executor's effect was refused before the call, and its step never committed.
+    assert world == Counter({"successor": 1})
+    assert state.values["log"] == ["successor"] and state.status == "done"
