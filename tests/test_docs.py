@@ -48,3 +48,11 @@ def test_docstring_examples_run() -> None:
 
     failures, tried = doctest.testmod(_builder, raise_on_error=False)
     assert tried > 0 and failures == 0
+
+
+def test_effects_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    module = runpy.run_path(str(ROOT / "examples" / "effects.py"))
+    log, paid = anyio.run(module["main"], str(tmp_path / "ex.db"))
+    assert paid == [5000]  # the bank paid once, though the node's call "failed"
+    assert log == ["paid ¥5000: confirmed by the bank (1)"]

@@ -584,6 +584,8 @@ class App(Generic[StateT]):
         *,
         thread: str | None = None,
         key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
         limit: int = 100,
         after: str | None = None,
         deadline_before: float | None = None,
@@ -592,10 +594,18 @@ class App(Generic[StateT]):
 
         The cost grows with the number returned, not with the number of threads. Page with
         ``after=page[-1].id``. Each `Interrupt` carries its thread, so it can be answered with
-        ``app.resume(i.thread, {i.id: answer})``.
+        ``app.resume(i.thread, {i.id: answer})``. Filters: ``thread``, ``key``, ``tool`` (the
+        tool a call waits on), ``older_than`` (raised before this Unix time),
+        ``deadline_before``.
         """
         rows = await self.store.pending(
-            thread=thread, key=key, limit=limit, after=after, deadline_before=deadline_before
+            thread=thread,
+            key=key,
+            tool=tool,
+            older_than=older_than,
+            limit=limit,
+            after=after,
+            deadline_before=deadline_before,
         )
         return [self._io.interrupt_of(row) for row in rows]
 
