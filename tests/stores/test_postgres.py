@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -234,3 +235,43 @@ async def test_an_append_whose_reply_was_lost_is_not_reported_busy(
         # A genuine second append of the same checkpoint is still refused.
         with pytest.raises(ThreadBusy):
             await store.append_checkpoint(checkpoint("t", 1), expected_head=None)
+
+
+async def test_audit_hashes_chained_by_the_server_match_audit_hash(dsn: str) -> None:
+    """The server encodes seq and hashes; Python's `audit_hash` must agree byte for byte."""
+    from interlock.stores._audit import audit_hash
+
+    sizes = [0, 1, 31, 32, 255, 256, 65535, 65536, 70000]
+    entries = [
+        AuditEntry(kind="k" * n, actor=None if n % 2 else "é" * n, data=bytes(n % 251) * n)
+        for n in sizes
+    ]
+    async with PostgresStore(dsn) as store:
+        for thread in ("t", "x" * 300):
+            for seq in (1, 2):
+                head = None if seq == 1 else f"{thread}.{seq - 1}"
+                await store.append_checkpoint(
+                    checkpoint(thread, seq), expected_head=head, audit=entries
+                )
+        report = await verify_audit(store)
+        assert report.ok, report.problems
+        assert report.entries == 4 * len(sizes)
+        # Every width msgpack has for seq: start each thread's log just below a boundary.
+        for last in (126, 127, 254, 255, 65534, 65535, 2**32 - 2, 2**32 - 1, 2**40):
+            thread = f"s{last}"
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    "INSERT INTO audit VALUES (%s, %s, 0, 'x', NULL, '', %s, %s)",
+                    (thread, last, bytes(32), bytes(range(32))),
+                )
+            await store.append_checkpoint(
+                checkpoint(thread, 1), expected_head=None, audit=entries[:3]
+            )
+            rows = await store.audit_log(thread=thread)
+            assert [r.seq for r in rows] == [last, last + 1, last + 2, last + 3]
+            for prev, row in itertools.pairwise(rows):
+                assert row.prev == prev.hash
+                expected = audit_hash(
+                    row.prev, thread, row.seq, row.at, row.kind, row.actor, row.data
+                )
+                assert row.hash == expected

@@ -2,10 +2,11 @@
 
 How it keeps the `Store` invariants:
 
-* Every write is one short READ COMMITTED transaction. The head moves by a conditional
-  ``UPDATE threads ... WHERE head_id = ... AND head_seq = ...`` (or an ``INSERT ... ON CONFLICT
-  DO NOTHING`` for a new thread): a concurrent writer of the same thread waits on the row lock
-  and then matches zero rows, so exactly one writer wins per head.
+* Every write is one short READ COMMITTED transaction that locks the thread's ``threads`` row
+  first and checks the head under that lock, so exactly one writer wins per head. An append is
+  a single call of the ``interlock_append`` function (schema version 4), one round trip: it
+  checks the lease and the head, moves both, resolves, inserts and chains the audit entries,
+  and refuses with SQLSTATE IL001 (rolling everything back) where a typed error is due.
 * Every transaction locks the thread's ``threads`` row before any other row of the thread
   (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
 * Nothing needs session state: migrations use a transaction-scoped advisory lock and no
@@ -14,11 +15,13 @@ How it keeps the `Store` invariants:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import anyio
+import msgspec
 import psycopg
 import psycopg.errors
 from psycopg import AsyncConnection, IsolationLevel
@@ -26,6 +29,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .._errors import (
+    FencedOut,
     InterruptAlreadyResolved,
     StoreClosed,
     StoreError,
@@ -342,11 +346,6 @@ class PostgresStore(StoreLifecycle):
             return await sql.migrate(conn)
 
 
-class _UnknownTarget(Exception):
-    def __init__(self, interrupt_id: str) -> None:
-        self.interrupt_id = interrupt_id
-
-
 def _describe(dsn: str) -> str:
     """Render the DSN as ``postgresql://user@host:port/dbname``, never with the password."""
     try:
@@ -378,53 +377,103 @@ async def _append(
     audit: Sequence[AuditEntry],
     retried: bool = False,
 ) -> int | None:
+    """One statement, one round trip: ``interlock_append`` does the whole append server-side."""
     thread = record.thread
     now = time.time()
+    new = new_interrupts
+    params = (
+        *conv.checkpoint_row(record),
+        expected_head,
+        fence is not None,
+        None if fence is None else fence.owner,
+        None if fence is None else fence.token,
+        None if fence is None else fence.ttl,
+        fence is not None and fence.release,
+        now,
+        retried,
+        [r.id for r in resolutions],
+        [r.status for r in resolutions],
+        [r.resolved_at for r in resolutions],
+        [r.resolution for r in resolutions],
+        [i.id for i in new],
+        [i.key for i in new],
+        [i.address for i in new],
+        [i.kind for i in new],
+        [i.status for i in new],
+        [i.created_at for i in new],
+        [i.deadline for i in new],
+        [i.body for i in new],
+        [i.resolved_at for i in new],
+        [i.resolution for i in new],
+        [i.tool for i in new],
+        *_audit_params(thread, audit, now),
+    )
     try:
-        async with conn.transaction():
-            # 1. Lock the thread's row, check the lease and the head, move both.
-            row = await _fetchone(conn, sql.SELECT_HEAD_AND_LEASE, (thread,))
-            if retried and row is not None and row[0] == record.id:
-                # This very append committed on a connection that broke before the reply came
-                # back, and `_run` retried it: report the success it was.
-                return None if fence is None else int(row[3])
-            lease = lease_after(thread, None if row is None else tuple(row[2:]), fence, now)
-            busy = head_mismatch(record, expected_head, None if row is None else tuple(row[:2]))
-            if busy is not None:
-                raise busy
-            new = (record.id, record.seq, record.status, record.created_at, *lease)
-            if row is None:
-                if not await _changed(conn, sql.INSERT_THREAD, (thread, *new)):
-                    raise ThreadBusy(thread, "another executor created it at the same time")
-            else:
-                await conn.execute(sql.MOVE_HEAD, (*new, thread))
-            # 2. Resolutions, each a compare-and-set out of pending.
-            for res in resolutions:
-                params = (res.status, res.resolved_at, res.resolution, res.id, thread)
-                if not await _changed(conn, sql.RESOLVE, params):
-                    status = await _fetchone(conn, sql.SELECT_INTERRUPT_STATUS, (res.id, thread))
-                    if status is None:
-                        raise _UnknownTarget(res.id)
-                    raise InterruptAlreadyResolved(res.id, status=status[0])
-            # 3. The new rows.
-            try:
-                async with conn.cursor() as cur:
-                    await cur.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
-                    if new_interrupts:
-                        rows = [conv.interrupt_row(i) for i in new_interrupts]
-                        await cur.executemany(sql.INSERT_INTERRUPT, rows)
-            except psycopg.errors.UniqueViolation as exc:
-                raise StoreError(
-                    f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
-                    f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
-                    "unique across the store"
-                ) from exc
-            await _log(conn, thread, audit, now)
-    except _UnknownTarget as unknown:
-        # Rolled back by now, so this lists what is really pending.
-        pending = [row[0] for row in await _fetchall(conn, sql.PENDING_IDS_OF_THREAD, (thread,))]
-        raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
-    return None if fence is None else lease[1]
+        row = await _fetchone(conn, sql.APPEND, params)
+    except psycopg.errors.UniqueViolation as exc:
+        raise StoreError(
+            f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
+            f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
+            "unique across the store"
+        ) from exc
+    except psycopg.DatabaseError as exc:
+        if exc.diag.sqlstate != sql.APPEND_REFUSED:
+            raise
+        raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
+    return None if fence is None else int(row[0])
+
+
+def _audit_params(
+    thread: str, entries: Sequence[AuditEntry], at: float
+) -> tuple[bytes, list[str], list[str | None], list[bytes], list[bytes]]:
+    """The audit entries for ``interlock_append``, their content encoded around ``seq``.
+
+    An entry's content is ``msgpack([thread, seq, at, kind, actor, data])``: a fixarray header,
+    then each element's own encoding. All but ``seq`` is known here; the server encodes ``seq``.
+    """
+    encode = msgspec.msgpack.encode
+    prefix = b"\x96" + encode(thread)
+    suffixes = [encode(at) + encode(e.kind) + encode(e.actor) + encode(e.data) for e in entries]
+    return (
+        prefix,
+        [e.kind for e in entries],
+        [e.actor for e in entries],
+        [e.data for e in entries],
+        suffixes,
+    )
+
+
+def _refusal(
+    record: CheckpointRecord,
+    expected_head: str | None,
+    fence: Fence | None,
+    now: float,
+    message: str | None,
+) -> Exception:
+    """The typed error for a refusal of ``interlock_append`` (its JSON message)."""
+    thread = record.thread
+    details = json.loads(message or "{}")
+    error = details.get("error")
+    if error == "lease":
+        expires = float(details["expires"])
+        return ThreadBusy(
+            thread, f"its lease runs {expires - now:.1f}s more", holder=details["owner"]
+        )
+    if error == "fenced" and fence is not None and fence.token is not None:
+        return FencedOut(thread, token=fence.token, current=int(details["current"]))
+    if error == "head":
+        head_id = details["head_id"]
+        head = None if head_id is None else (head_id, int(details["head_seq"]))
+        busy = head_mismatch(record, expected_head, head)
+        if busy is not None:
+            return busy
+    if error == "created":
+        return ThreadBusy(thread, "another executor created it at the same time")
+    if error == "resolved":
+        return InterruptAlreadyResolved(details["id"], status=details["status"])
+    if error == "unknown":
+        return UnknownInterrupt(details["id"], list(details["pending"]), thread=thread)
+    return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
 
 
 async def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
