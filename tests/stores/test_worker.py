@@ -104,11 +104,14 @@ def test_alone_means_no_other_task_timer_or_watcher() -> None:
         seen.append(_alone(loop))  # another task exists
         other.cancel()
         await asyncio.gather(other, return_exceptions=True)
-        handle = loop.call_later(10, lambda: None)
-        seen.append(_alone(loop))  # a timer is registered
+        handle = loop.call_later(0.5, lambda: None)
+        seen.append(_alone(loop))  # a timer is due soon
         handle.cancel()
         await asyncio.sleep(0)
         seen.append(_alone(loop))
+        far = loop.call_later(10, lambda: None)
+        seen.append(_alone(loop))  # a timer due much later (a lease renewal) does not count
+        far.cancel()
         return seen
 
-    assert asyncio.run(main()) == [True, False, False, True]
+    assert asyncio.run(main()) == [True, False, False, True, True]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -159,6 +160,23 @@ class RunCtx:
         if self.token is None:
             await level.run(on_step=on_step, limit=self.recursion_limit)
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            await self._run_renewing_in_task_group(level, on_step)
+            return
+        with anyio.CancelScope() as scope:
+            renewer = _Renewer(self, loop, scope)
+            try:
+                await level.run(on_step=on_step, limit=self.recursion_limit)
+            finally:
+                await renewer.aclose()
+        if renewer.failure is not None:
+            self.token = None
+            raise renewer.failure
+
+    async def _run_renewing_in_task_group(self, level: Level, on_step: Any) -> None:
+        """`_run_leased` under an event loop other than asyncio: a renewer task beside it."""
         done = anyio.Event()
         failure: list[BaseException] = []
 
@@ -168,16 +186,11 @@ class RunCtx:
                     await done.wait()
                 if done.is_set():
                     return
-                if self.token is not None:
-                    try:
-                        await self.io.store.renew_lease(self.thread, self.fence())
-                    except FencedOut as exc:
-                        # Someone else owns the thread now: stop working on it.
-                        failure.append(exc)
-                        scope.cancel()
-                        return
-                    except Exception:  # the store hiccuped: try again next period
-                        continue
+                error = await _renew_once(self)
+                if error is not None:
+                    failure.append(error)
+                    scope.cancel()
+                    return
 
         error: Exception | None = None
         with anyio.CancelScope() as scope:
@@ -237,3 +250,53 @@ class RunCtx:
             interrupts=[r.interrupt for r in level.pending],
             checkpoint_id=self.head.record.id if self.head else None,
         )
+
+
+async def _renew_once(ctx: RunCtx) -> FencedOut | None:
+    """Extend the call's lease; return the `FencedOut` if someone else owns the thread now."""
+    if ctx.token is None:
+        return None
+    try:
+        await ctx.io.store.renew_lease(ctx.thread, ctx.fence())
+    except FencedOut as exc:
+        return exc
+    except Exception:  # the store hiccuped: the next period tries again
+        return None
+    return None
+
+
+class _Renewer:
+    """Renews a running call's lease every ttl / 3, from a timer.
+
+    No task exists until a step actually runs that long, so a short run keeps the event loop
+    free of other tasks (which lets the stores take their fast path; see `ThreadWorker`). When
+    the thread turns out to be owned by someone else, the run is cancelled and `failure` set.
+    """
+
+    def __init__(self, ctx: RunCtx, loop: asyncio.AbstractEventLoop, scope: anyio.CancelScope):
+        self.ctx = ctx
+        self.loop = loop
+        self.scope = scope
+        self.failure: FencedOut | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.stopped = False
+        self.timer = loop.call_later(ctx.lease.ttl / 3, self._due)
+
+    def _due(self) -> None:
+        if not self.stopped:
+            self.task = self.loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        failure = await _renew_once(self.ctx)
+        if failure is not None:
+            self.failure = failure
+            self.scope.cancel()
+        elif not self.stopped:
+            self.timer = self.loop.call_later(self.ctx.lease.ttl / 3, self._due)
+
+    async def aclose(self) -> None:
+        self.stopped = True
+        self.timer.cancel()
+        if self.task is not None and not self.task.done():
+            with anyio.CancelScope(shield=True):  # a renewal in flight finishes first
+                await self.task

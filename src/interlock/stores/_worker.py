@@ -11,6 +11,7 @@ virtual machine, while handing a result over a plain queue costs ~15 µs. So whe
 nothing else to do — the calling task is its only task, and no callback, timer or I/O watcher
 is registered — the caller waits on the queue directly. Nothing else could have run during
 that wait, so it blocks nobody; as soon as anything else is registered, the normal path is used.
+(Timers due more than a second away do not count: at worst they fire a moment late.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ import anyio.to_thread
 __all__ = ["ThreadWorker"]
 
 T = TypeVar("T")
+
+_FAR_TIMER = 1.0
+"""Seconds: a timer due later than this does not stop a lone caller from waiting directly."""
 
 _Item = (
     tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
@@ -51,7 +55,12 @@ def _alone(loop: asyncio.AbstractEventLoop) -> bool:
     Reads asyncio's private bookkeeping; any surprise means "not alone".
     """
     try:
-        if loop._ready or loop._scheduled:  # type: ignore[attr-defined]
+        if loop._ready:  # type: ignore[attr-defined]
+            return False
+        # A timer due soon may have work to do; one due later (a lease renewal) does not mind
+        # firing after a store call that blocks the loop for a moment.
+        scheduled = loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() < loop.time() + _FAR_TIMER:
             return False
         # The loop's own wake-up pipe is always registered; anything more is someone's I/O.
         if len(loop._selector.get_map()) > 1:  # type: ignore[attr-defined]
