@@ -215,8 +215,8 @@ async def test_an_append_whose_reply_was_lost_is_not_reported_busy(
     real = module._append
     broke: list[bool] = []
 
-    async def commit_then_break(*args: Any, **kwargs: Any) -> int | None:
-        result = await real(*args, **kwargs)
+    def commit_then_break(*args: Any, **kwargs: Any) -> int | None:
+        result = real(*args, **kwargs)
         if not broke:
             broke.append(True)
             raise psycopg.errors.AdminShutdown(

@@ -11,22 +11,28 @@ How it keeps the `Store` invariants:
   (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
 * Nothing needs session state: migrations use a transaction-scoped advisory lock and no
   statement is prepared on the server, so the store works behind a transaction-pooling proxy.
+* The driver is psycopg's blocking API with a thread-safe pool: a call runs on the event
+  loop's thread when the calling task is alone on its loop (nothing else could run meanwhile,
+  and it saves the loop's costly wake-up), in a worker thread otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import msgspec
 import psycopg
 import psycopg.errors
-from psycopg import AsyncConnection, IsolationLevel
+from psycopg import Connection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .._errors import (
     FencedOut,
@@ -52,11 +58,12 @@ from ._base import (
 )
 from ._checks import check_append_args, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
+from ._worker import _alone
 
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
-Conn = AsyncConnection[Any]
+Conn = Connection[Any]
 
 _CONNECT_TIMEOUT: Final = 10.0
 """Seconds to wait for a new connection, or for a free one from the pool."""
@@ -94,7 +101,7 @@ class PostgresStore(StoreLifecycle):
         # Invariant: _pool is None before first use and after close; it is set, and the schema
         # migrated, only under _opening.
         self._opening = anyio.Lock()
-        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._pool: ConnectionPool[Conn] | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -111,7 +118,7 @@ class PostgresStore(StoreLifecycle):
         Safe to run from several processes at once. The store also does this on first use.
         """
         self._check_open()
-        return await self._guard(self._migrate)
+        return await self._migrate()
 
     async def append_checkpoint(
         self,
@@ -131,11 +138,11 @@ class PostgresStore(StoreLifecycle):
         check_append_args(record, new_interrupts, resolutions)
         attempts = 0
 
-        async def append(c: Conn) -> int | None:
+        def append(c: Conn) -> int | None:
             nonlocal attempts
             attempts += 1
             retried = attempts > 1
-            return await _append(
+            return _append(
                 c, record, expected_head, new_interrupts, resolutions, fence, audit, retried
             )
 
@@ -256,45 +263,43 @@ class PostgresStore(StoreLifecycle):
             async with self._opening:
                 pool, self._pool = self._pool, None
                 if pool is not None:
-                    await pool.close()
+                    await anyio.to_thread.run_sync(pool.close)
 
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed(f"PostgresStore {self._where} was closed; create a new one")
 
-    async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` on a pooled connection, opening the pool first if needed."""
+    async def _run(self, fn: Callable[[Conn], T]) -> T:
+        """Run ``fn`` on a pooled connection, opening the pool first if needed.
+
+        The driver calls block. When the calling task is the only thing its event loop has to
+        do (see `_alone`), they run right here: nothing else could run while they wait, and
+        this saves the thread hop and the loop's wake-up (together more than a local query
+        takes). Otherwise they run in a worker thread, so other tasks go on meanwhile.
+        """
         self._check_open()
+        pool = self._pool or await self._open()
 
-        async def call() -> T:
-            pool = self._pool or await self._open()
-            # No health check per checkout (a round trip each time): a connection that broke
-            # while idle (a server restart) fails its first statement; the pool drops it, the
-            # other idle ones are checked, and the operation runs once more. That is safe for
-            # appends too: if the broken attempt had committed, the retry fails its
-            # compare-and-set.
-            for attempt in (1, 2):
-                async with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
-                    try:
-                        return await fn(conn)
-                    except psycopg.OperationalError as exc:
-                        lost = conn.broken or isinstance(exc, psycopg.errors.AdminShutdown)
-                        if attempt == 2 or not lost:
-                            raise
-                # The others idle in the pool likely broke too (a restart): weed them out.
-                await pool.check()
-            raise AssertionError("unreachable")
+        def call() -> T:
+            return self._guard(lambda: _attempt(pool, fn))
 
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and _alone(loop):
+            return call()
         # Shielded: psycopg cannot abandon a query half-way and keep the connection, so a
         # cancelled caller's operation finishes (committed or rolled back as a whole) first.
         with anyio.CancelScope(shield=True):
-            result = await self._guard(call)
+            result = await anyio.to_thread.run_sync(call)
+        await anyio.lowlevel.checkpoint_if_cancelled()
         return result
 
-    async def _guard(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Await ``fn``, translating driver errors into `StoreError` at this edge."""
+    def _guard(self, fn: Callable[[], T]) -> T:
+        """Call ``fn``, translating driver errors into `StoreError` at this edge."""
         try:
-            return await fn()
+            return fn()
         except PoolTimeout as exc:
             self._check_open()
             raise StoreError(
@@ -315,35 +320,64 @@ class PostgresStore(StoreLifecycle):
         except sql.SchemaMismatch as exc:
             raise StoreError(f"cannot use {self._where} as an interlock store: {exc}") from exc
 
-    async def _open(self) -> AsyncConnectionPool[Conn]:
+    async def _open(self) -> ConnectionPool[Conn]:
         async with self._opening:
             self._check_open()
             if self._pool is None:
-                # Migrate on a connection of our own first: a bad DSN or a down server fails
-                # here with libpq's own error rather than a pool timeout.
-                await self._migrate()
-                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-                    self._dsn,
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    kwargs=dict(_CONNECTION_OPTIONS),
-                    configure=_configure,
-                    open=False,
-                    name=f"interlock {self._where}",
-                )
-                try:
-                    await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
+                with anyio.CancelScope(shield=True):
+                    fresh = await anyio.to_thread.run_sync(lambda: self._guard(self._new_pool))
+                self._pool = fresh
+                return fresh
             return self._pool
 
+    def _new_pool(self) -> ConnectionPool[Conn]:
+        # Migrate on a connection of our own first: a bad DSN or a down server fails here with
+        # libpq's own error rather than a pool timeout.
+        self._migrate_now()
+        pool: ConnectionPool[Conn] = ConnectionPool(
+            self._dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            kwargs=dict(_CONNECTION_OPTIONS),
+            configure=_configure,
+            open=False,
+            name=f"interlock {self._where}",
+        )
+        try:
+            pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
     async def _migrate(self) -> list[int]:
-        conn = await AsyncConnection.connect(self._dsn, **_CONNECTION_OPTIONS)
-        async with conn:
-            await _configure(conn)
-            return await sql.migrate(conn)
+        return await anyio.to_thread.run_sync(lambda: self._guard(self._migrate_now))
+
+    def _migrate_now(self) -> list[int]:
+        with Connection.connect(self._dsn, **_CONNECTION_OPTIONS) as conn:
+            _configure(conn)
+            return sql.migrate(conn)
+
+
+def _attempt(pool: ConnectionPool[Conn], fn: Callable[[Conn], T]) -> T:
+    """Run ``fn`` on a connection of the pool; once more on another if the first was lost.
+
+    No health check per checkout (a round trip each time): a connection that broke while idle
+    (a server restart) fails its first statement; the pool drops it, the other idle ones are
+    checked, and the operation runs once more. That is safe for appends too: a retried append
+    that had committed finds its own checkpoint at the head (see `_append`).
+    """
+    for attempt in (1, 2):
+        with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
+            try:
+                return fn(conn)
+            except psycopg.OperationalError as exc:
+                lost = conn.broken or isinstance(exc, psycopg.errors.AdminShutdown)
+                if attempt == 2 or not lost:
+                    raise
+        # The others idle in the pool likely broke too (a restart): weed them out.
+        pool.check()
+    raise AssertionError("unreachable")
 
 
 def _describe(dsn: str) -> str:
@@ -358,16 +392,16 @@ def _describe(dsn: str) -> str:
     return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-async def _configure(conn: Conn) -> None:
+def _configure(conn: Conn) -> None:
     # Client side: psycopg writes it into each BEGIN, so no session setting is needed.
-    await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+    conn.isolation_level = IsolationLevel.READ_COMMITTED
 
 
-async def _nothing(conn: Conn) -> None:
+def _nothing(conn: Conn) -> None:
     return None
 
 
-async def _append(
+def _append(
     conn: Conn,
     record: CheckpointRecord,
     expected_head: str | None,
@@ -381,6 +415,34 @@ async def _append(
     thread = record.thread
     now = time.time()
     new = new_interrupts
+    # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
+    res = (
+        [
+            [r.id for r in resolutions],
+            [r.status for r in resolutions],
+            [r.resolved_at for r in resolutions],
+            [r.resolution for r in resolutions],
+        ]
+        if resolutions
+        else [None] * 4
+    )
+    rows = (
+        [
+            [i.id for i in new],
+            [i.key for i in new],
+            [i.address for i in new],
+            [i.kind for i in new],
+            [i.status for i in new],
+            [i.created_at for i in new],
+            [i.deadline for i in new],
+            [i.body for i in new],
+            [i.resolved_at for i in new],
+            [i.resolution for i in new],
+            [i.tool for i in new],
+        ]
+        if new
+        else [None] * 11
+    )
     params = (
         *conv.checkpoint_row(record),
         expected_head,
@@ -391,25 +453,12 @@ async def _append(
         fence is not None and fence.release,
         now,
         retried,
-        [r.id for r in resolutions],
-        [r.status for r in resolutions],
-        [r.resolved_at for r in resolutions],
-        [r.resolution for r in resolutions],
-        [i.id for i in new],
-        [i.key for i in new],
-        [i.address for i in new],
-        [i.kind for i in new],
-        [i.status for i in new],
-        [i.created_at for i in new],
-        [i.deadline for i in new],
-        [i.body for i in new],
-        [i.resolved_at for i in new],
-        [i.resolution for i in new],
-        [i.tool for i in new],
+        *res,
+        *rows,
         *_audit_params(thread, audit, now),
     )
     try:
-        row = await _fetchone(conn, sql.APPEND, params)
+        row = _fetchone(conn, sql.APPEND, params)
     except psycopg.errors.UniqueViolation as exc:
         raise StoreError(
             f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
@@ -425,12 +474,16 @@ async def _append(
 
 def _audit_params(
     thread: str, entries: Sequence[AuditEntry], at: float
-) -> tuple[bytes, list[str], list[str | None], list[bytes], list[bytes]]:
+) -> tuple[
+    bytes | None, list[str] | None, list[str | None] | None, list[bytes] | None, list[bytes] | None
+]:
     """The audit entries for ``interlock_append``, their content encoded around ``seq``.
 
     An entry's content is ``msgpack([thread, seq, at, kind, actor, data])``: a fixarray header,
     then each element's own encoding. All but ``seq`` is known here; the server encodes ``seq``.
     """
+    if not entries:
+        return None, None, None, None, None
     encode = msgspec.msgpack.encode
     prefix = b"\x96" + encode(thread)
     suffixes = [encode(at) + encode(e.kind) + encode(e.actor) + encode(e.data) for e in entries]
@@ -476,29 +529,29 @@ def _refusal(
     return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
 
 
-async def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
+def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
     """Append entries to the thread's audit chain (the caller holds the thread's row lock)."""
     if entries:
-        tail = await _fetchone(conn, sql.AUDIT_TAIL, (thread,))
+        tail = _fetchone(conn, sql.AUDIT_TAIL, (thread,))
         rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
-        async with conn.cursor() as cur:
-            await cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
+        with conn.cursor() as cur:
+            cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
 
 
-async def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
+def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
     """Lock the thread's row and check (and move) its lease for a write that is no checkpoint."""
-    row = await _fetchone(conn, sql.SELECT_LEASE, (thread,))
+    row = _fetchone(conn, sql.SELECT_LEASE, (thread,))
     lease = lease_after(thread, None if row is None else tuple(row), fence, now)
     if row is not None and tuple(row) != lease:
-        await conn.execute(sql.SET_LEASE, (*lease, thread))
+        conn.execute(sql.SET_LEASE, (*lease, thread))
 
 
-async def _renew(conn: Conn, thread: str, fence: Fence) -> None:
-    async with conn.transaction():
-        await _fenced(conn, thread, fence, time.time())
+def _renew(conn: Conn, thread: str, fence: Fence) -> None:
+    with conn.transaction():
+        _fenced(conn, thread, fence, time.time())
 
 
-async def _begin_effect(
+def _begin_effect(
     conn: Conn,
     thread: str,
     key: str,
@@ -508,19 +561,19 @@ async def _begin_effect(
     audit: Sequence[AuditEntry],
 ) -> tuple[bool, EffectRecord]:
     now = time.time()
-    async with conn.transaction():
-        await _fenced(conn, thread, fence, now)
-        row = await _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
+    with conn.transaction():
+        _fenced(conn, thread, fence, now)
+        row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
         if row is None:
-            found = conv.effect_from_row(await _fetchone(conn, sql.SELECT_EFFECT, (thread, key)))
+            found = conv.effect_from_row(_fetchone(conn, sql.SELECT_EFFECT, (thread, key)))
             if not (retry and found.status == "started"):
                 return False, found
-            row = await _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
-        await _log(conn, thread, audit, now)
+            row = _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
+        _log(conn, thread, audit, now)
     return True, conv.effect_from_row(row)
 
 
-async def _finish_effect(
+def _finish_effect(
     conn: Conn,
     thread: str,
     key: str,
@@ -529,10 +582,10 @@ async def _finish_effect(
     audit: Sequence[AuditEntry],
 ) -> None:
     now = time.time()
-    async with conn.transaction():
-        await _fenced(conn, thread, fence, now)
-        if not await _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
-            row = await _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+    with conn.transaction():
+        _fenced(conn, thread, fence, now)
+        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
+            row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
             if (
                 row is not None
                 and row[3] == "done"
@@ -544,64 +597,64 @@ async def _finish_effect(
             raise StoreError(
                 f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"
             )
-        await _log(conn, thread, audit, now)
+        _log(conn, thread, audit, now)
 
 
-async def _audit_log(
+def _audit_log(
     conn: Conn, thread: str | None, after: tuple[str, int] | None, limit: int
 ) -> list[AuditRecord]:
     if thread is not None:
         seq = after[1] if after is not None and after[0] == thread else 0
-        rows = await _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
+        rows = _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
     else:
-        rows = await _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
+        rows = _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
     return [conv.audit_from_row(row) for row in rows]
 
 
-async def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
-    async with conn.transaction():
-        rows = await _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
+def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
+    with conn.transaction():
+        rows = _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
         gone = [row[0] for row in rows]
         for thread in gone:
-            await _delete_rows(conn, thread)
+            _delete_rows(conn, thread)
     return gone
 
 
-async def _delete(conn: Conn, thread: str) -> None:
-    async with conn.transaction():
-        await _delete_rows(conn, thread)
+def _delete(conn: Conn, thread: str) -> None:
+    with conn.transaction():
+        _delete_rows(conn, thread)
 
 
-async def _delete_rows(conn: Conn, thread: str) -> None:
+def _delete_rows(conn: Conn, thread: str) -> None:
     first, *rest = sql.DELETE_THREAD  # the threads row: it locks the thread
-    if await _changed(conn, first, (thread,)):
-        await _log(conn, thread, [thread_deleted()], time.time())
+    if _changed(conn, first, (thread,)):
+        _log(conn, thread, [thread_deleted()], time.time())
     for statement in rest:
-        await conn.execute(statement, (thread,))
+        conn.execute(statement, (thread,))
 
 
-async def _changed(conn: Conn, statement: str, params: Any) -> bool:
-    async with conn.cursor() as cur:
-        await cur.execute(statement, params)
+def _changed(conn: Conn, statement: str, params: Any) -> bool:
+    with conn.cursor() as cur:
+        cur.execute(statement, params)
         return cur.rowcount > 0
 
 
-async def _fetchone(conn: Conn, query: str, params: Any) -> Any:
-    async with conn.cursor() as cur:
-        await cur.execute(query, params)
-        return await cur.fetchone()
+def _fetchone(conn: Conn, query: str, params: Any) -> Any:
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        return cur.fetchone()
 
 
-async def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
-    async with conn.cursor() as cur:
-        await cur.execute(query, params)
-        return await cur.fetchall()
+def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        return cur.fetchall()
 
 
-async def _one(conn: Conn, query: str, params: Any) -> CheckpointRecord | None:
-    row = await _fetchone(conn, query, params)
+def _one(conn: Conn, query: str, params: Any) -> CheckpointRecord | None:
+    row = _fetchone(conn, query, params)
     return None if row is None else conv.checkpoint_from_row(row)
 
 
-async def _many(conn: Conn, query: str, params: Any) -> list[CheckpointRecord]:
-    return [conv.checkpoint_from_row(row) for row in await _fetchall(conn, query, params)]
+def _many(conn: Conn, query: str, params: Any) -> list[CheckpointRecord]:
+    return [conv.checkpoint_from_row(row) for row in _fetchall(conn, query, params)]

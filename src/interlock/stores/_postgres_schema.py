@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from psycopg import AsyncConnection
+from psycopg import Connection
 
 from ._rows import (
     AUDIT_COLUMNS,
@@ -305,7 +305,7 @@ class SchemaMismatch(Exception):
     """Raised by `migrate` when the database is not one this code may use."""
 
 
-async def migrate(conn: AsyncConnection[Any]) -> list[int]:
+def migrate(conn: Connection[Any]) -> list[int]:
     """Bring the database to `SCHEMA_VERSION` in one transaction; safe to run concurrently.
 
     Returns:
@@ -316,15 +316,15 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
             application are in the way.
     """
     applied: list[int] = []
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         # Under the lock: whoever got here first has committed its versions already.
-        await conn.execute(
+        conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_version ("
             "version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
         )
-        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
-        row = await cur.fetchone()
+        cur = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        row = cur.fetchone()
         found = 0 if row is None else int(row[0])
         if found > SCHEMA_VERSION:
             raise SchemaMismatch(
@@ -332,8 +332,8 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
                 f"to {SCHEMA_VERSION}); upgrade interlock to use this database"
             )
         if found == 0:
-            cur = await conn.execute("SELECT to_regclass('threads') IS NOT NULL")
-            row = await cur.fetchone()
+            cur = conn.execute("SELECT to_regclass('threads') IS NOT NULL")
+            row = cur.fetchone()
             if row is not None and row[0]:
                 raise SchemaMismatch(
                     "a table 'threads' exists but interlock never migrated this schema; give "
@@ -341,8 +341,8 @@ async def migrate(conn: AsyncConnection[Any]) -> list[int]:
                 )
         for version, step in enumerate(MIGRATIONS[found:], start=found + 1):
             for statement in step:
-                await conn.execute(statement)
-            await conn.execute(
+                conn.execute(statement)
+            conn.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (%s, %s)",
                 (version, time.time()),
             )
