@@ -471,3 +471,23 @@ async def test_any_edited_audit_row_is_detected(tmp_path: Path, edit: str) -> No
     assert not report.ok
     assert {p.thread for p in report.problems} == {"t"}
     assert min(p.seq for p in report.problems) in (2, 3)
+
+
+async def test_a_lazy_append_skips_the_fsync_and_the_next_write_has_it_again(
+    tmp_path: Path,
+) -> None:
+    async with SqliteStore(tmp_path / "s.db") as store:
+        seen: list[int] = []
+
+        def level(c: sqlite3.Connection) -> int:
+            return int(c.execute("PRAGMA synchronous").fetchone()[0])
+
+        first = CheckpointRecord(
+            thread="t", id="c1", parent_id=None, seq=1, step=0, base_seq=1, created_at=1.0,
+            source="input", status="ready", body=b"x",
+        )  # fmt: skip
+        await store.append_checkpoint(first, expected_head=None, durable=False)
+        seen.append(await store._run(level, synchronous="NORMAL"))
+        seen.append(await store._run(level))  # any other call runs at the configured level
+        assert seen == [1, 2]
+        assert (await store.get_checkpoint("t")) == first

@@ -201,6 +201,7 @@ class ThreadIO:
         metadata: Mapping[str, Any],
         fence: Fence | None = None,
         actor: str | None = None,
+        durable: bool = True,
     ) -> tuple[Head, int | None]:
         """Write ``level`` as the thread's next checkpoint (after ``parent``).
 
@@ -264,6 +265,7 @@ class ThreadIO:
             resolutions=resolutions,
             fence=fence,
             audit=audit,
+            durable=durable,
         )
         if fresh:
             known.update(r.id for r in fresh)

@@ -106,7 +106,12 @@ class RunCtx:
         final: bool = False,
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
-        """Commit the level; ``final`` releases the lease (the call stops after it)."""
+        """Commit the level; ``final`` releases the lease (the call stops after it).
+
+        Only the final commit of a call waits for the disk: the ones before it are progress a
+        crash of the process cannot lose, and a power failure could only make the call repeat
+        work it never reported (the final commit's flush makes them durable too).
+        """
         status = level.status()
         parent = self.parent or self.head
         meta = {**self.metadata, **({"actor": actor} if actor else {}), **(metadata or {})}
@@ -123,6 +128,7 @@ class RunCtx:
                 metadata=meta,
                 fence=self.fence(release=final),
                 actor=actor,
+                durable=final,
             )
         except (ThreadBusy, ResumeError) as exc:
             self.opened.check(exc)

@@ -232,6 +232,7 @@ class Store(Protocol):
         resolutions: Sequence[Resolution] = (),
         fence: Fence | None = None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> int | None:
         """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
@@ -244,6 +245,10 @@ class Store(Protocol):
             fence: Acquire, hold or release the thread's lease with this write. None writes
                 without a lease, which is refused while another executor holds one.
             audit: Entries appended to the thread's audit log.
+            durable: False commits without waiting for the disk: a process crash cannot lose
+                the append, a power failure can until the next durable write to the same
+                database (which makes every earlier one durable too). For progress whose loss
+                only means repeating work, followed by a durable write before anyone is told.
 
         The lease is checked first, then the head, then the resolutions in order, then the new
         ids.

@@ -70,6 +70,7 @@ class MemoryStore(StoreLifecycle):
         resolutions: Sequence[Resolution] = (),
         fence: Fence | None = None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> int | None:
         """Commit a checkpoint, its new interrupts and resolutions at once (see `Store`)."""
         # No await: there is no I/O to wait for, and yielding to the event loop per checkpoint

@@ -129,11 +129,13 @@ class PostgresStore(StoreLifecycle):
         resolutions: Sequence[Resolution] = (),
         fence: Fence | None = None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> int | None:
         """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
         Check the lease and the head under the thread's row lock, resolve, insert; see
-        `Store.append_checkpoint` for the rules and errors.
+        `Store.append_checkpoint` for the rules and errors. ``durable=False`` commits with
+        ``synchronous_commit = off`` for this transaction only.
         """
         check_append_args(record, new_interrupts, resolutions)
         attempts = 0
@@ -143,7 +145,15 @@ class PostgresStore(StoreLifecycle):
             attempts += 1
             retried = attempts > 1
             return _append(
-                c, record, expected_head, new_interrupts, resolutions, fence, audit, retried
+                c,
+                record,
+                expected_head,
+                new_interrupts,
+                resolutions,
+                fence,
+                audit,
+                retried,
+                durable,
             )
 
         return await self._run(append)
@@ -410,6 +420,7 @@ def _append(
     fence: Fence | None,
     audit: Sequence[AuditEntry],
     retried: bool = False,
+    durable: bool = True,
 ) -> int | None:
     """One statement, one round trip: ``interlock_append`` does the whole append server-side."""
     thread = record.thread
@@ -458,7 +469,7 @@ def _append(
         *_audit_params(thread, audit, now),
     )
     try:
-        row = _fetchone(conn, sql.APPEND, params)
+        row = _fetchone(conn, sql.APPEND if durable else sql.APPEND_LAZILY, params)
     except psycopg.errors.UniqueViolation as exc:
         raise StoreError(
             f"cannot append checkpoint {record.id!r} to thread {thread!r}: "

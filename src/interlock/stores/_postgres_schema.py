@@ -365,6 +365,9 @@ _APPEND_TYPES: Final = (
 )
 APPEND: Final = "SELECT interlock_append(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
 """One append_checkpoint: see the function in `_V4` for its parameters."""
+APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit', 'off', true)"
+"""`APPEND` for a non-durable append: this transaction's commit does not wait for the WAL flush
+(a later synchronous commit flushes it with its own)."""
 APPEND_REFUSED: Final = "IL001"
 """The SQLSTATE of ``interlock_append``'s refusals; the message is JSON with the details."""
 

@@ -95,6 +95,8 @@ class SqliteStore(StoreLifecycle):
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._worker = ThreadWorker(f"interlock-sqlite:{Path(self._path).name}")
+        # The connection's current synchronous level (appends may lower it for one commit).
+        self._sync_now: str = synchronous
 
     @property
     def path(self) -> str:
@@ -118,16 +120,28 @@ class SqliteStore(StoreLifecycle):
         resolutions: Sequence[Resolution] = (),
         fence: Fence | None = None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> int | None:
         """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
         One ``BEGIN IMMEDIATE`` transaction: check the lease and the head, resolve, insert. See
-        `Store.append_checkpoint` for the rules and errors.
+        `Store.append_checkpoint` for the rules and errors. With ``durable=False`` and
+        ``synchronous="FULL"`` the commit runs at ``NORMAL`` (no ``fsync``; the next ``FULL``
+        commit's ``fsync`` of the write-ahead log covers it).
         """
         check_append_args(record, new_interrupts, resolutions)
+        level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
+
         return await self._run(
-            lambda c: _append(c, record, expected_head, new_interrupts, resolutions, fence, audit)
+            lambda c: _append(c, record, expected_head, new_interrupts, resolutions, fence, audit),
+            synchronous=level,
         )
+
+    def _set_synchronous(self, conn: sqlite3.Connection, level: str) -> None:
+        """Set the connection's ``synchronous`` level for the next transaction(s)."""
+        if self._sync_now != level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync_now = level
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
@@ -251,13 +265,18 @@ class SqliteStore(StoreLifecycle):
             except sqlite3.Error as exc:
                 raise StoreError(f"closing SQLite database {self._path!r} failed: {exc}") from exc
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the connection in a worker thread, retrying while the file is busy."""
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection], T], *, synchronous: str | None = None
+    ) -> T:
+        """Run ``fn`` on the connection in a worker thread, retrying while the file is busy.
+
+        Writes commit at ``synchronous`` (default: the store's level).
+        """
         deadline = time.monotonic() + self._busy_timeout
         attempt = 1
         while True:
             try:
-                return await self._worker.run(lambda: self._call(fn))
+                return await self._worker.run(lambda: self._call(fn, synchronous))
             except _Busy as busy:
                 left = deadline - time.monotonic()
                 if attempt >= _MAX_ATTEMPTS or left <= 0:
@@ -271,7 +290,7 @@ class SqliteStore(StoreLifecycle):
             await anyio.sleep(min(left, random.uniform(0, backoff)))
             attempt += 1
 
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _call(self, fn: Callable[[sqlite3.Connection], T], synchronous: str | None = None) -> T:
         """Run ``fn`` under the lock, opening the database first if needed (worker thread)."""
         with self._lock:
             if self._closed:
@@ -280,6 +299,8 @@ class SqliteStore(StoreLifecycle):
                 conn = self._conn
                 if conn is None:
                     conn = self._conn = self._open()
+                    self._sync_now = self._synchronous
+                self._set_synchronous(conn, synchronous or self._synchronous)
                 return fn(conn)
             except sqlite3.Error as exc:
                 if _is_busy(exc):
