@@ -154,7 +154,10 @@ async def _guarded(
     if question in ctx.scratch.answers:
         answer = ctx.scratch.answers[question]
         if isinstance(answer, dict):
-            # A person says it happened: record that, with the result they give.
+            # A person says it happened: record that, with the result they give (once).
+            found = await io.store.get_effect(ctx.thread, key)
+            if found is not None and found.status == "done":
+                return None if found.result is None else io.codec.decode(found.result)
             await io.finish(ctx.thread, key, name, answer.get("result"), how="effect_reconciled")
             return answer.get("result")
         retry = True

@@ -358,9 +358,11 @@ class Store(Protocol):
     ) -> None:
         """Record an effect's outcome (``started`` → ``done``).
 
+        Recording the same non-None result again is a no-op (a retried call).
+
         Raises:
             FencedOut, ThreadBusy: As for `append_checkpoint`; nothing was recorded.
-            StoreError: The effect is not ``started``.
+            StoreError: The effect is not ``started`` (and not done with this result).
         """
         ...
 

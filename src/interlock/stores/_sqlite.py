@@ -489,6 +489,13 @@ def _finish_effect(
         _fenced(conn, thread, fence, now)
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+            if (
+                row is not None
+                and row[3] == "done"
+                and row[7] is not None
+                and bytes(row[7]) == result
+            ):
+                return  # the same outcome recorded again (a retried call)
             state = "unknown" if row is None else row[3]
             raise StoreError(
                 f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"
