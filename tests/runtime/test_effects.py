@@ -209,3 +209,75 @@ def test_dangerous_and_idempotent_exclude_each_other() -> None:
 async def test_effect_outside_a_node_is_explained() -> None:
     with pytest.raises(GraphDefinitionError, match="while a node"):
         await effect("x", print)
+
+
+async def test_a_retry_answer_covers_one_attempt_only(store: Store) -> None:
+    world = Flaky()
+    fails = [2]
+
+    def pay(s: S) -> dict[str, Any]:
+        world.calls["pay"] += 1
+        if fails[0] > 0:
+            fails[0] -= 1
+            raise ConnectionError("no answer from the bank")
+        return {"log": ["paid"]}
+
+    g = Graph(S)
+    g.add_node("pay", pay, dangerous=True)
+    g.add_edge(START, "pay")
+    app = g.compile(store=store)
+    with pytest.raises(NodeError):
+        await app.run({}, thread="t")
+    first = (await app.resume("t")).interrupt()
+    with pytest.raises(NodeError):
+        await app.resume("t", {first.id: "retry"})  # the retried call fails too
+    assert world.calls["pay"] == 2
+    # The answer was for attempt 1; attempt 2 is a new question, not a silent third call.
+    second = (await app.resume("t")).interrupt()
+    assert world.calls["pay"] == 2
+    assert second.kind == "reconcile" and second.id != first.id and second.info["attempt"] == 2
+    done = await app.resume("t", {second.id: "retry"})
+    assert done.values["log"] == ["paid"] and world.calls["pay"] == 3
+
+
+async def test_a_reconciled_effect_survives_a_lost_step_commit(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = Flaky()
+    app = pay_graph(world).compile(store=store)
+    r = await app.run({}, thread="t")
+    world.fail_next = True
+    with pytest.raises(NodeError):
+        await app.resume("t", {r.interrupt().id: True})
+    question = (await app.resume("t")).interrupt()
+    real = store.append_checkpoint
+    calls = Counter[str]()
+
+    async def lose_the_step(*args: Any, **kwargs: Any) -> int | None:
+        calls["append"] += 1
+        if calls["append"] == 2:  # the decision commits, the step after it is lost
+            raise StoreError("the process died")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "append_checkpoint", lose_the_step)
+    with pytest.raises(StoreError):
+        await app.resume("t", {question.id: {"result": {"log": ["paid, says the bank"]}}})
+    monkeypatch.undo()
+    done = await app.resume("t")
+    assert done.status == "done" and done.values["log"] == ["paid, says the bank"]
+    assert world.calls["pay"] == 1
+
+
+def test_ids_drawn_in_a_forked_child_differ_from_the_parent_s() -> None:
+    import multiprocessing
+
+    from interlock.runtime._engine import new_id
+
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    child = ctx.Process(target=lambda: child_end.send(new_id()))
+    child.start()
+    theirs = parent_end.recv()
+    child.join()
+    ours = new_id()
+    assert theirs[:12] != ours[:12]

@@ -148,27 +148,31 @@ async def _guarded(
         raise GraphDefinitionError(
             f"effect {name!r} runs outside an App's run; run the graph through App.run/resume"
         )
-    address = current_address()
-    question = local_key(str(address), f"effect:{key}")
-    retry = False
-    if question in ctx.scratch.answers:
+    started, record = await io.begin(ctx.thread, key, name, retry=False)
+    if not started and record.status == "started":
+        # An earlier attempt never recorded its outcome. Its question (one per attempt: an
+        # answer never carries over to a later attempt) may have been answered already.
+        address = current_address()
+        question = local_key(str(address), f"effect:{key}#{record.attempt}")
+        if question not in ctx.scratch.answers:
+            return _ask_to_reconcile(ctx, address, question, key, name, record)
         answer = ctx.scratch.answers[question]
         if isinstance(answer, dict):
-            # A person says it happened: record that, with the result they give (once).
-            found = await io.store.get_effect(ctx.thread, key)
-            if found is not None and found.status == "done":
-                return None if found.result is None else io.codec.decode(found.result)
+            # A person says it happened: record that, with the result they give.
             await io.finish(ctx.thread, key, name, answer.get("result"), how="effect_reconciled")
             return answer.get("result")
-        retry = True
-    started, record = await io.begin(ctx.thread, key, name, retry=retry)
+        started, record = await io.begin(ctx.thread, key, name, retry=True)
     if started:
         result = await call()
         await io.finish(ctx.thread, key, name, result)
         return result
-    if record.status == "done":
-        return None if record.result is None else io.codec.decode(record.result)
-    # Started by an earlier attempt that never recorded an outcome: ask, never guess.
+    # Done, by an earlier attempt (or reconciled): its recorded result, never a second call.
+    return None if record.result is None else io.codec.decode(record.result)
+
+
+def _ask_to_reconcile(
+    ctx: TaskContext, address: Any, question: str, key: str, name: str, record: EffectRecord
+) -> Any:
     info = {
         "type": "reconcile",
         "effect": name,
@@ -176,7 +180,7 @@ async def _guarded(
         "attempt": record.attempt,
         "started_at": record.started_at,
         "question": (
-            f"{name!r} was started at attempt {record.attempt} but its outcome was never "
+            f"{name!r} was started (attempt {record.attempt}) but its outcome was never "
             "recorded (the process stopped or the call failed). Check the outside system, then "
             'answer "retry" to call it again or {"result": ...} if it took effect.'
         ),

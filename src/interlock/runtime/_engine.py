@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -41,6 +42,15 @@ StepHook = Callable[["Level"], Awaitable[None]]
 
 _ID_PREFIX = secrets.token_hex(6)
 _ID_COUNTER = itertools.count()
+
+
+def _new_id_prefix() -> None:
+    """Draw a new id prefix: a forked child must not make its parent's ids."""
+    global _ID_PREFIX
+    _ID_PREFIX = secrets.token_hex(6)
+
+
+os.register_at_fork(after_in_child=_new_id_prefix)
 
 
 class _Escalate:
