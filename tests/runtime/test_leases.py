@@ -124,3 +124,71 @@ async def test_a_stalled_executor_is_fenced_out(tmp_path: Path) -> None:
     # The stale executor's effect was refused before the call, and its step never committed.
     assert world == Counter({"successor": 1})
     assert state.values["log"] == ["successor"] and state.status == "done"
+
+
+RUNNER = """
+import sys, anyio
+from typing import Annotated, TypedDict
+from interlock import START, Graph, SqliteStore, append
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], append]
+
+async def slow(s):
+    print("running", flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.readline)  # until the test says go on
+    return {"log": ["slow"]}
+
+async def main(path):
+    g = Graph(S)
+    g.add_node("slow", slow)
+    g.add_edge(START, "slow")
+    async with SqliteStore(path) as store:
+        await g.compile(store=store).run({}, thread="t")
+    print("finished", flush=True)
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+def test_a_thread_run_by_another_process_is_busy(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.db"
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    g = Graph(S)
+    g.add_node("slow", lambda s: {"log": ["mine"]})
+    g.add_edge(START, "slow")
+
+    async def try_to_resume() -> ThreadBusy:
+        async with SqliteStore(path) as store:
+            with pytest.raises(ThreadBusy) as busy:
+                await g.compile(store=store).resume("t")
+            return busy.value
+
+    async def final_state() -> Any:
+        async with SqliteStore(path) as store:
+            return await g.compile(store=store).get_state("t")
+
+    try:
+        assert child.stdout.readline() == "running\n"
+        busy = anyio.run(try_to_resume)
+        assert busy.holder == f"{os.uname().nodename}:{child.pid}"
+        child.stdin.write("go on\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "finished\n"
+        state = anyio.run(final_state)
+        assert state.status == "done" and state.values["log"] == ["slow"]
+    finally:
+        child.communicate(timeout=30)
+    assert child.returncode == 0

@@ -19,6 +19,7 @@ of one task and new for every new task (a loop's next pass, a branch from the pa
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -51,17 +52,29 @@ _RECONCILE_SCHEMA: Final = {
 class EffectIO:
     """What `effect` needs from the run: the store, the codec, the run's lease."""
 
-    __slots__ = ("codec", "ctx", "store")
+    __slots__ = ("_ctx", "codec", "store")
 
     def __init__(self, store: Store, codec: Codec) -> None:
         self.store = store
         self.codec = codec
-        self.ctx: RunCtx | None = None
+        # Weak: the run's context holds the level that holds this, and a reference cycle per
+        # call would leave every finished run to the cyclic garbage collector.
+        self._ctx: weakref.ref[RunCtx] | None = None
+
+    @property
+    def ctx(self) -> RunCtx | None:
+        """The call whose lease effects are recorded under (None once it is gone)."""
+        return None if self._ctx is None else self._ctx()
+
+    @ctx.setter
+    def ctx(self, ctx: RunCtx) -> None:
+        self._ctx = weakref.ref(ctx)
 
     async def begin(
         self, thread: str, key: str, name: str, *, retry: bool
     ) -> tuple[bool, EffectRecord]:
-        fence = self.ctx.held() if self.ctx is not None else None
+        ctx = self.ctx
+        fence = ctx.held() if ctx is not None else None
         kind = "effect_retried" if retry else "effect_started"
         entry = AuditEntry(kind=kind, actor=None, data=_json({"effect": key, "name": name}))
         return await self.store.begin_effect(
@@ -72,7 +85,8 @@ class EffectIO:
         self, thread: str, key: str, name: str, result: Any, *, how: str = "effect_done"
     ) -> None:
         data = self.codec.encode(result, path=f"effect {name!r} result")
-        fence = self.ctx.held() if self.ctx is not None else None
+        ctx = self.ctx
+        fence = ctx.held() if ctx is not None else None
         entry = AuditEntry(kind=how, actor=None, data=_json({"effect": key, "name": name}))
         await self.store.finish_effect(thread, key, result=data, fence=fence, audit=[entry])
 

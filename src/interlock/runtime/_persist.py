@@ -253,11 +253,13 @@ class ThreadIO:
         gone = [i for i in dict.fromkeys(level.dropped) if i in known] if level.dropped else []
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
-        audit = [self._raised_entry(r) for r in fresh]
-        audit.extend(self._resolved_entry(r, actor) for r in resolutions)
-        if source == "update":
-            edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
-            audit.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
+        audit: list[AuditEntry] = []
+        if fresh or resolutions or source == "update":
+            audit.extend(self._raised_entry(r) for r in fresh)
+            audit.extend(self._resolved_entry(r, actor) for r in resolutions)
+            if source == "update":
+                edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
+                audit.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
         token = await self.store.append_checkpoint(
             record,
             expected_head=thread_head.record.id if thread_head else None,

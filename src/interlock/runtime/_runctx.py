@@ -87,10 +87,17 @@ class RunCtx:
         self.lease = lease
         self.token: int | None = None
         """The fencing token of the lease this call holds (None: it holds none)."""
+        self._fence: Fence | None = None
 
     def fence(self, *, release: bool = False) -> Fence:
         """The `Fence` of this call's next write."""
-        return Fence(owner=self.lease.owner, token=self.token, ttl=self.lease.ttl, release=release)
+        last = self._fence
+        if last is not None and last.token == self.token and last.release == release:
+            return last  # a run's steps all write under one fence: build it once
+        self._fence = Fence(
+            owner=self.lease.owner, token=self.token, ttl=self.lease.ttl, release=release
+        )
+        return self._fence
 
     def held(self) -> Fence | None:
         """The fence of a held lease, for writes that must not acquire one (effects)."""
@@ -114,7 +121,9 @@ class RunCtx:
         """
         status = level.status()
         parent = self.parent or self.head
-        meta = {**self.metadata, **({"actor": actor} if actor else {}), **(metadata or {})}
+        meta = self.metadata
+        if actor or metadata:
+            meta = {**meta, **({"actor": actor} if actor else {}), **(metadata or {})}
         try:
             head, token = await self.io.commit(
                 level,
@@ -171,15 +180,11 @@ class RunCtx:
         except RuntimeError:
             await self._run_renewing_in_task_group(level, on_step)
             return
-        with anyio.CancelScope() as scope:
-            renewer = _Renewer(self, loop, scope)
-            try:
-                await level.run(on_step=on_step, limit=self.recursion_limit)
-            finally:
-                await renewer.aclose()
-        if renewer.failure is not None:
-            self.token = None
-            raise renewer.failure
+        renewer = _Renewer(self, loop)
+        try:
+            await level.run(on_step=on_step, limit=self.recursion_limit)
+        finally:
+            await renewer.aclose()
 
     async def _run_renewing_in_task_group(self, level: Level, on_step: Any) -> None:
         """`_run_leased` under an event loop other than asyncio: a renewer task beside it."""
@@ -276,14 +281,13 @@ class _Renewer:
 
     No task exists until a step actually runs that long, so a short run keeps the event loop
     free of other tasks (which lets the stores take their fast path; see `ThreadWorker`). When
-    the thread turns out to be owned by someone else, the run is cancelled and `failure` set.
+    the thread turns out to be owned by someone else, renewing stops: the run's next write (a
+    step's commit, a dangerous call) is refused with `FencedOut`.
     """
 
-    def __init__(self, ctx: RunCtx, loop: asyncio.AbstractEventLoop, scope: anyio.CancelScope):
+    def __init__(self, ctx: RunCtx, loop: asyncio.AbstractEventLoop):
         self.ctx = ctx
         self.loop = loop
-        self.scope = scope
-        self.failure: FencedOut | None = None
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
         self.timer = loop.call_later(ctx.lease.ttl / 3, self._due)
@@ -294,10 +298,7 @@ class _Renewer:
 
     async def _renew(self) -> None:
         failure = await _renew_once(self.ctx)
-        if failure is not None:
-            self.failure = failure
-            self.scope.cancel()
-        elif not self.stopped:
+        if failure is None and not self.stopped:
             self.timer = self.loop.call_later(self.ctx.lease.ttl / 3, self._due)
 
     async def aclose(self) -> None:

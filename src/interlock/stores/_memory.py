@@ -81,11 +81,24 @@ class MemoryStore(StoreLifecycle):
         resolved = self._check_append(record, expected_head, new_interrupts, resolutions)
         self._apply_append(record, new_interrupts, resolved)
         self._leases[record.thread] = lease
-        self._log(record.thread, audit)
+        if audit:
+            self._log(record.thread, audit)
         return None if fence is None else lease[1]
 
     def _lease(self, thread: str, fence: Fence | None) -> Lease:
-        return lease_after(thread, self._leases.get(thread), fence, time.time())
+        current = self._leases.get(thread)
+        if fence is not None and current is not None and fence.token == current[1]:
+            # The holder writes again (every step of a run): no one else to check for.
+            return (
+                (None, current[1], 0.0)
+                if fence.release
+                else (
+                    fence.owner,
+                    current[1],
+                    time.time() + fence.ttl,
+                )
+            )
+        return lease_after(thread, current, fence, time.time())
 
     def _log(self, thread: str, entries: Sequence[AuditEntry]) -> None:
         if entries:
