@@ -357,7 +357,7 @@ def summarize(
 
 
 def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], reps: int) -> Table:
-    by_key = {m.key: m for m in metrics}
+    by_key = {(m.scenario, m.key): m for m in metrics}  # S2 and S2pg share metric keys
     table = Table(
         title=f"interlock vs LangGraph — medians of {reps} repetition(s)",
         caption="ratio: how many times better interlock is, in the direction named "
@@ -376,7 +376,7 @@ def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], reps: int)
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     previous = None
     for row in rows:
-        m = by_key[row["metric"]]
+        m = by_key[(row["scenario"], row["metric"])]
         if previous is not None and row["scenario"] != previous:
             table.add_section()
         scenario = row["scenario"] if row["scenario"] != previous else ""
