@@ -23,9 +23,10 @@ pytestmark = pytest.mark.anyio
 
 
 class TestPostgresStore(StoreConformance):
-    @pytest.fixture
-    async def store(self, dsn: str) -> AsyncIterator[PostgresStore]:
-        async with PostgresStore(dsn, max_size=4) as store:
+    @pytest.fixture(params=[True, False], ids=["prepared", "unprepared"])
+    async def store(self, dsn: str, request: pytest.FixtureRequest) -> AsyncIterator[PostgresStore]:
+        # Unprepared: what runs behind a transaction-pooling proxy without prepared statements.
+        async with PostgresStore(dsn, max_size=4, prepare=request.param) as store:
             yield store
 
 

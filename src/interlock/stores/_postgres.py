@@ -9,8 +9,9 @@ How it keeps the `Store` invariants:
   and refuses with SQLSTATE IL001 (rolling everything back) where a typed error is due.
 * Every transaction locks the thread's ``threads`` row before any other row of the thread
   (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
-* Nothing needs session state: migrations use a transaction-scoped advisory lock and no
-  statement is prepared on the server, so the store works behind a transaction-pooling proxy.
+* Nothing needs session state: migrations use a transaction-scoped advisory lock, and prepared
+  statements (on by default) can be turned off with ``prepare=False``, so the store works
+  behind a transaction-pooling proxy.
 * The driver is psycopg's blocking API with a thread-safe pool: a call runs on the event
   loop's thread when the calling task is alone on its loop (nothing else could run meanwhile,
   and it saves the loop's costly wake-up), in a worker thread otherwise.
@@ -69,9 +70,10 @@ _CONNECT_TIMEOUT: Final = 10.0
 """Seconds to wait for a new connection, or for a free one from the pool."""
 _CONNECTION_OPTIONS: Final[dict[str, Any]] = {
     "autocommit": True,  # transactions are explicit (conn.transaction())
-    "prepare_threshold": None,  # prepared statements are session state a proxy would lose
     "connect_timeout": int(_CONNECT_TIMEOUT),
 }
+_PREPARE_AFTER: Final = 5
+"""Executions of a statement on a connection before it is prepared (psycopg's default)."""
 
 
 class PostgresStore(StoreLifecycle):
@@ -86,15 +88,25 @@ class PostgresStore(StoreLifecycle):
         dsn: A libpq connection string or ``postgresql://`` URL.
         min_size: Connections the pool keeps open.
         max_size: Most connections the pool opens at once.
+        prepare: Prepare statements used often on a connection (psycopg's default; saves
+            parsing and planning each time). Behind a transaction-pooling proxy that does not
+            track prepared statements (PgBouncer before 1.21), pass False: the store then keeps
+            no session state at all.
     """
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(
+        self, dsn: str, *, min_size: int = 1, max_size: int = 10, prepare: bool = True
+    ) -> None:
         if min_size < 0 or max_size < max(min_size, 1):
             raise ValueError(
                 f"need 0 <= min_size <= max_size and max_size >= 1, got min_size={min_size!r} "
                 f"and max_size={max_size!r}"
             )
         self._dsn = dsn
+        self._options = {
+            **_CONNECTION_OPTIONS,
+            "prepare_threshold": _PREPARE_AFTER if prepare else None,
+        }
         self._where = _describe(dsn)
         self._min_size = min_size
         self._max_size = max_size
@@ -348,7 +360,7 @@ class PostgresStore(StoreLifecycle):
             self._dsn,
             min_size=self._min_size,
             max_size=self._max_size,
-            kwargs=dict(_CONNECTION_OPTIONS),
+            kwargs=dict(self._options),
             configure=_configure,
             open=False,
             name=f"interlock {self._where}",
@@ -364,7 +376,7 @@ class PostgresStore(StoreLifecycle):
         return await anyio.to_thread.run_sync(lambda: self._guard(self._migrate_now))
 
     def _migrate_now(self) -> list[int]:
-        with Connection.connect(self._dsn, **_CONNECTION_OPTIONS) as conn:
+        with Connection.connect(self._dsn, **self._options) as conn:
             _configure(conn)
             return sql.migrate(conn)
 
