@@ -124,6 +124,8 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
             conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
         conn.execute("PRAGMA user_version = 1")
+        # A thread written by version 1, before leases existed.
+        conn.execute("INSERT INTO threads VALUES ('old', 'c1', 1, 'done', 1.0)")
     finally:
         conn.close()
     async with SqliteStore(path) as store:
@@ -133,8 +135,10 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
     with side_connection(path) as side:
         assert side.execute("PRAGMA user_version").fetchone()[0] == 3
         # Rows written before the migration get a free lease.
-        lease = side.execute("SELECT lease_owner, lease_token FROM threads").fetchone()
-        assert tuple(lease) == (None, 0)
+        lease = side.execute(
+            "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = 'old'"
+        ).fetchone()
+        assert tuple(lease) == (None, 0, 0)
 
 
 async def test_reopened_store_sees_everything(tmp_path: Path) -> None:

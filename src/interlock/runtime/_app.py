@@ -244,7 +244,7 @@ class App(Generic[StateT]):
         resolutions, decisions = decide(
             self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
         )
-        await ctx.commit(level, "resume", resolutions, actor=actor, final=True)
+        await ctx.commit(level, "resume", resolutions, actor=actor, final=True, decisions=decisions)
         self._keep_warm(ctx, level)
         return decisions
 
@@ -305,7 +305,7 @@ class App(Generic[StateT]):
                     answers[r.id] = False
         call = _Call((), (), None, self.durability, None, None, None)
         ctx = self._prepare(level, thread, opened, call)
-        resolutions, _ = decide(
+        resolutions, decisions = decide(
             self.plan.codec,
             level,
             answers,
@@ -313,7 +313,7 @@ class App(Generic[StateT]):
             reason="deadline passed",
             status="expired",
         )
-        await ctx.commit(level, "resume", resolutions, actor="sweeper")
+        await ctx.commit(level, "resume", resolutions, actor="sweeper", decisions=decisions)
         return await self._drive(level, ctx, None)
 
     def payload_hash(self, interrupt: Interrupt) -> str:
@@ -439,13 +439,15 @@ class App(Generic[StateT]):
             if renamed:
                 ctx.parent = branch_from
                 await ctx.commit(level, "fork", ())
-            resolutions, _ = decide(self.plan.codec, level, answers, actor=actor, reason=reason)
+            resolutions, decisions = decide(
+                self.plan.codec, level, answers, actor=actor, reason=reason
+            )
             if update:
                 level.apply_writes(("resume", k, v) for k, v in update)
             if cmd is not None and cmd.goto:
                 goto = cmd.goto
                 level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
-            await ctx.commit(level, "resume", resolutions, actor=actor)
+            await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
         except BaseException:
             await ctx.release()  # the branch commit may have taken the lease
             raise
@@ -497,8 +499,8 @@ class App(Generic[StateT]):
             checked = await check_targets(
                 self.store, self.plan.codec, level, ctx.thread, answers, {}
             )
-            resolutions, _ = decide(self.plan.codec, level, checked)
-            await ctx.commit(level, "resume", resolutions)
+            resolutions, decisions = decide(self.plan.codec, level, checked)
+            await ctx.commit(level, "resume", resolutions, decisions=decisions)
 
     def start(
         self,

@@ -18,7 +18,6 @@ of one task and new for every new task (a loop's next pass, a branch from the pa
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -29,7 +28,7 @@ from .._errors import GraphDefinitionError
 from ..serde import Codec
 from ..stores import AuditEntry, EffectRecord, Store
 from ._context import TaskContext, current_address, current_task, local_key
-from ._interrupts import answer_or_raise
+from ._interrupts import answer_or_raise, call_maybe_async
 
 if TYPE_CHECKING:
     from ._runctx import RunCtx
@@ -102,8 +101,13 @@ def effect_key(name: str | None = None) -> str:
     that deduplicates requests (an idempotency key) so that running the task twice acts once.
     """
     ctx = current_task("effect_key()")
-    base = f"{ctx.thread}/{ctx.lineage}/{ctx.task_id}"
-    return base if name is None else f"{base}/{current_address()}|{name}"
+    call = "" if name is None else f"{current_address()}|{name}"
+    return f"{ctx.thread}/{_key(ctx, call)}"
+
+
+def _key(ctx: TaskContext, call: str) -> str:
+    """The effect key of a call in the running task: stable across re-runs of the task only."""
+    return f"{ctx.lineage}/{ctx.task_id}/{call}" if call else f"{ctx.lineage}/{ctx.task_id}"
 
 
 async def effect(
@@ -131,18 +135,20 @@ async def effect(
         await effect("notify", mailer.send, to, body, idempotent=True)  # gets effect_key=...
     """
     ctx = current_task("effect()")
-    where = str(current_address())
-    n = ctx.next_ordinal(f"effect|{where}|{name}")
-    local = f"effect|{where}|{name}" + (f"#{n}" if n else "")
-    key = f"{ctx.lineage}/{ctx.task_id}/{where}|{name}" + (f"#{n}" if n else "")
+    call = f"{current_address()}|{name}"
+    n = ctx.next_ordinal(f"effect|{call}")
+    if n:
+        call = f"{call}#{n}"
+    local = f"effect|{call}"
+    key = _key(ctx, call)
     if local in ctx.scratch.steps:
         recorded: T = ctx.scratch.steps[local]
         return recorded
     result: T
     if idempotent:
-        result = await _call(fn, *args, effect_key=f"{ctx.thread}/{key}", **kwargs)
+        result = await call_maybe_async(fn, *args, effect_key=f"{ctx.thread}/{key}", **kwargs)
     else:
-        result = await _guarded(ctx, key, name, lambda: _call(fn, *args, **kwargs))
+        result = await _guarded(ctx, key, name, lambda: call_maybe_async(fn, *args, **kwargs))
     ctx.scratch.steps[local] = result
     return result
 
@@ -150,8 +156,8 @@ async def effect(
 async def node_effect(name: str, fn: Any, arg: Any) -> Any:
     """Run a ``dangerous=True`` node's callable as an at-most-once effect (engine use)."""
     ctx = current_task("a dangerous node")
-    key = f"{ctx.lineage}/{ctx.task_id}/node"
-    return await _guarded(ctx, key, name, lambda: _call(fn, arg))
+    key = _key(ctx, "node")
+    return await _guarded(ctx, key, name, lambda: call_maybe_async(fn, arg))
 
 
 async def _guarded(
@@ -200,10 +206,3 @@ def _ask_to_reconcile(
         ),
     }
     return answer_or_raise(ctx, address, question, info, schema=_RECONCILE_SCHEMA, kind="reconcile")
-
-
-async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    result = fn(*args, **kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result

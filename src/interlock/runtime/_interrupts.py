@@ -345,10 +345,16 @@ async def step(name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **
     if key in ctx.scratch.steps:
         recorded: T = ctx.scratch.steps[key]
         return recorded
+    result: T = await call_maybe_async(fn, *args, **kwargs)
+    ctx.scratch.steps[key] = result
+    return result
+
+
+async def call_maybe_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``, a plain or an async callable, and return its result."""
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
-    ctx.scratch.steps[key] = result
     return result
 
 

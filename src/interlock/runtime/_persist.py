@@ -28,7 +28,7 @@ from ..graph._builder import CompiledGraph, Migration
 from ..stores import AuditEntry, CheckpointRecord, Fence, InterruptRecord, Resolution, Store
 from ._context import interrupt_id
 from ._engine import Level, new_id
-from ._records import Address, Interrupt
+from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
@@ -202,6 +202,7 @@ class ThreadIO:
         fence: Fence | None = None,
         actor: str | None = None,
         durable: bool = True,
+        decisions: Sequence[Decision] = (),
     ) -> tuple[Head, int | None]:
         """Write ``level`` as the thread's next checkpoint (after ``parent``).
 
@@ -256,7 +257,8 @@ class ThreadIO:
         audit: list[AuditEntry] = []
         if fresh or resolutions or source == "update":
             audit.extend(self._raised_entry(r) for r in fresh)
-            audit.extend(self._resolved_entry(r, actor) for r in resolutions)
+            decided = {d.interrupt_id: d for d in decisions}
+            audit.extend(_resolved_entry(r, decided.get(r.id), actor) for r in resolutions)
             if source == "update":
                 edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
                 audit.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
@@ -291,18 +293,6 @@ class ThreadIO:
             "payload_hash": payload_hash(self.codec, i.info),
         }
         return AuditEntry(kind="interrupt", actor=None, data=to_json(data))
-
-    def _resolved_entry(self, res: Resolution, actor: str | None) -> AuditEntry:
-        data: dict[str, Any] = {"interrupt": res.id, "status": res.status}
-        if res.resolution is not None:
-            decision = self.codec.decode(res.resolution)
-            if isinstance(decision, dict):
-                data.update(
-                    (k, decision.get(k)) for k in ("answer", "reason", "nonce", "payload_hash")
-                )
-                actor = decision.get("actor") or actor
-        kind = "decision" if res.status == "resolved" else res.status
-        return AuditEntry(kind=kind, actor=actor, data=to_json(data))
 
     def _migrate(
         self,
@@ -421,6 +411,21 @@ class ThreadIO:
             for addr, wire in sc.children.items():
                 sc.children[addr] = _rekey_wire(wire, lineage, renamed)
         return renamed
+
+
+def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | None) -> AuditEntry:
+    """The audit entry of an interrupt leaving ``pending`` (with its decision, if answered)."""
+    data: dict[str, Any] = {"interrupt": res.id, "status": res.status}
+    if decision is not None:
+        data.update(
+            answer=decision.answer,
+            reason=decision.reason,
+            nonce=decision.nonce,
+            payload_hash=decision.payload_hash,
+        )
+        actor = decision.actor or actor
+    kind = "decision" if res.status == "resolved" else res.status
+    return AuditEntry(kind=kind, actor=actor, data=to_json(data))
 
 
 def to_json(value: Any) -> bytes:

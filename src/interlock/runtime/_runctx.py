@@ -15,7 +15,7 @@ from ..stores import Fence, Resolution
 from ._engine import Level
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
 from ._persist import Head, ThreadIO
-from ._records import RunResult
+from ._records import Decision, RunResult
 
 if TYPE_CHECKING:
     from ..graph._builder import Durability
@@ -112,6 +112,7 @@ class RunCtx:
         actor: str | None = None,
         final: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        decisions: Sequence[Decision] = (),
     ) -> str:
         """Commit the level; ``final`` releases the lease (the call stops after it).
 
@@ -138,6 +139,7 @@ class RunCtx:
                 fence=self.fence(release=final),
                 actor=actor,
                 durable=final,
+                decisions=decisions,
             )
         except (ThreadBusy, ResumeError) as exc:
             self.opened.check(exc)
@@ -175,9 +177,8 @@ class RunCtx:
         if self.token is None:
             await level.run(on_step=on_step, limit=self.recursion_limit)
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = _asyncio_loop()
+        if loop is None:
             await self._run_renewing_in_task_group(level, on_step)
             return
         renewer = _Renewer(self, loop)
@@ -261,6 +262,14 @@ class RunCtx:
             interrupts=[r.interrupt for r in level.pending],
             checkpoint_id=self.head.record.id if self.head else None,
         )
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None under another event loop (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _renew_once(ctx: RunCtx) -> FencedOut | None:

@@ -9,10 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from .._errors import FencedOut, ThreadBusy
-from ._base import CheckpointRecord, Fence, InterruptRecord, Resolution
+from .._errors import FencedOut, StoreError, ThreadBusy
+from ._base import CheckpointRecord, EffectRecord, Fence, InterruptRecord, Resolution
 
-__all__ = ["FREE", "Lease", "check_append_args", "head_mismatch", "lease_after"]
+__all__ = [
+    "FREE",
+    "Lease",
+    "check_append_args",
+    "finish_refused",
+    "head_mismatch",
+    "lease_after",
+]
 
 
 def check_append_args(
@@ -105,3 +112,19 @@ def lease_after(thread: str, current: Lease | None, fence: Fence | None, now: fl
     if fence.release:
         return None, token, 0.0
     return fence.owner, token, now + fence.ttl
+
+
+def finish_refused(
+    thread: str, key: str, found: EffectRecord | None, result: bytes | None
+) -> StoreError | None:
+    """The error for finishing an effect that is not ``started`` (None: nothing to refuse).
+
+    Finishing it again with the result it was finished with is a retry, not an error.
+    """
+    if found is None:
+        return StoreError(f"effect {key!r} of thread {thread!r} is unknown; begin it first")
+    if found.status == "done" and result is not None and found.result == result:
+        return None
+    return StoreError(
+        f"effect {key!r} of thread {thread!r} is {found.status}, not started; begin it first"
+    )

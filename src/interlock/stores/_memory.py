@@ -21,7 +21,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
-from ._checks import Lease, check_append_args, head_mismatch, lease_after
+from ._checks import Lease, check_append_args, finish_refused, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
 
 __all__ = ["MemoryStore"]
@@ -156,13 +156,11 @@ class MemoryStore(StoreLifecycle):
         self._check_open()
         lease = self._lease(thread, fence)
         found = self._effects.get((thread, key))
-        if found is not None and found.status == "done" and found.result == result is not None:
-            return  # the same outcome recorded again (a retried call)
         if found is None or found.status != "started":
-            raise StoreError(
-                f"effect {key!r} of thread {thread!r} is "
-                f"{'unknown' if found is None else found.status}, not started; begin it first"
-            )
+            refused = finish_refused(thread, key, found, result)
+            if refused is None:
+                return  # the same outcome recorded again (a retried call)
+            raise refused
         self._effects[(thread, key)] = msgspec.structs.replace(
             found, status="done", finished_at=time.time(), result=result
         )

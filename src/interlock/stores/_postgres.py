@@ -57,7 +57,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
-from ._checks import check_append_args, head_mismatch, lease_after
+from ._checks import check_append_args, finish_refused, head_mismatch, lease_after
 from ._lifecycle import StoreLifecycle
 from ._worker import _alone
 
@@ -609,17 +609,12 @@ def _finish_effect(
         _fenced(conn, thread, fence, now)
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
-            if (
-                row is not None
-                and row[3] == "done"
-                and row[7] is not None
-                and bytes(row[7]) == result
-            ):
-                return  # a retry of a finish that committed before its connection broke
-            state = "unknown" if row is None else row[3]
-            raise StoreError(
-                f"effect {key!r} of thread {thread!r} is {state}, not started; begin it first"
+            refused = finish_refused(
+                thread, key, None if row is None else conv.effect_from_row(row), result
             )
+            if refused is None:
+                return  # the same outcome recorded again (a retried call)
+            raise refused
         _log(conn, thread, audit, now)
 
 
