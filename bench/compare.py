@@ -163,6 +163,8 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                "faster"),
         Metric("S5", "s5_list_s", f"fresh process: list {n5:,} pending", "s", "lower",
                "faster", ratio_at_least(100)),
+        Metric("S5", "s5_list_floor_s",
+               f"  floor: bare sqlite3 fetch of (id, thread) × {n5:,}", "s", "lower"),
         Metric("S5", "s5_resume_all_s", f"fresh process: resume all {n5:,}", "s", "lower",
                "faster", ratio_at_least(4)),
         Metric("S5", "s5_peak_rss_mib", "fresh process peak RSS (VmHWM)", "MiB", "lower",

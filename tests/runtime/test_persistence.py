@@ -204,3 +204,30 @@ async def test_checkpoint_records_hold_parent_links_and_sources(store: Store) ->
     assert [r.source for r in records] == ["input", "loop", "loop", "resume", "loop"]
     assert [r.status for r in records] == ["ready", "ready", "interrupted", "ready", "done"]
     assert [r.parent_id for r in records[1:]] == [r.id for r in records[:-1]]
+
+
+async def test_inbox_names_the_damaged_interrupt_among_many(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.db"
+    store = SqliteStore(path)
+    g = Graph(Chat)
+    g.add_node("ask", lambda s: {"messages": [{"role": interrupt({"q": "ok?", "n": [1, 2]})}]})
+    g.add_edge(START, "ask")
+    app = g.compile(store=store)
+    for i in range(30):  # a page big enough for the batch decoder's fast path
+        await app.run({}, thread=f"t{i:02d}")
+    page = await app.inbox(limit=100)
+    assert [i.info for i in page] == [{"q": "ok?", "n": [1, 2]}] * 30
+    assert [i.thread for i in page] == [f"t{i:02d}" for i in range(30)]
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE interrupts SET body = ? WHERE thread = 't17'", (b"ILK\x01broken",))
+    db.close()
+    store = SqliteStore(path)
+    try:
+        app = g.compile(store=store)
+        with pytest.raises(CheckpointCorrupt, match=r"thread 't17'.*checksum mismatch"):
+            await app.inbox(limit=100)
+        # The rest of the inbox stays readable around it.
+        assert len(await app.inbox(limit=17)) == 17
+    finally:
+        await store.close()

@@ -749,6 +749,53 @@ def test_decode_enforces_the_depth_limit() -> None:
         Codec(max_depth=3).decode(data)
 
 
+def test_decode_many_is_decode_of_each() -> None:
+    codec = make_codec()
+    plain = [{"n": i, "tags": ["a", "b"], "more": {"x": None}} for i in range(20)]
+    exact = [(i, {i}, Point(i, -i), Color.RED) for i in range(3)]
+    for values in (plain, exact, plain + exact, plain[:3], []):
+        decoded = codec.decode_many([codec.encode(v) for v in values])
+        assert all(same(a, b) for a, b in zip(decoded, values, strict=True))
+    # bytearray and memoryview take the careful path and give the same values.
+    datas = [codec.encode(v) for v in plain]
+    mixed = [bytearray(d) if i % 2 else memoryview(d) for i, d in enumerate(datas)]
+    assert codec.decode_many(mixed) == plain
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(_small_values, min_size=0, max_size=40))
+def test_decode_many_agrees_with_decode(items: list[Any]) -> None:
+    codec = make_codec()
+    datas = [codec.encode(item) for item in items]
+    batch = codec.decode_many(datas)
+    assert all(same(a, b) for a, b in zip(batch, items, strict=True))
+    assert len(batch) == len(items)
+
+
+def test_decode_many_keeps_the_depth_limit_of_each_value() -> None:
+    # The batch census sees one more level than each value has: it must not lend it out.
+    codec = Codec(max_depth=5)
+    ok = [codec.encode(nested_lists(5)) for _ in range(20)]
+    assert codec.decode_many(ok) == [nested_lists(5)] * 20
+    too_deep = Codec(max_depth=6).encode(nested_lists(6))
+    with pytest.raises(CheckpointCorrupt, match="deeper than max_depth=5"):
+        codec.decode_many([*ok, too_deep])
+
+
+def test_decode_many_names_the_first_bad_encoding_like_decode() -> None:
+    codec = make_codec()
+    good = [codec.encode({"i": i}) for i in range(20)]
+    damaged = bytearray(good[4])
+    damaged[-1] ^= 1
+    bad = [frame(b"\xc1"), bytes(damaged), b"nonsense", frame(msgspec.msgpack.encode([1, 2]))[:-1]]
+    for data in bad:
+        with pytest.raises(CheckpointCorrupt) as single:
+            codec.decode(data)
+        with pytest.raises(CheckpointCorrupt) as batch:
+            codec.decode_many([*good[:10], data, *good[10:], frame(b"\xc1")])
+        assert str(batch.value) == str(single.value)
+
+
 @pytest.mark.parametrize("depth", [1_000, 100_000, 10_000_000])
 def test_very_deep_msgpack_nesting_is_checkpoint_corrupt(depth: int) -> None:
     for opener in (b"\x91", b"\x81\xa1k"):

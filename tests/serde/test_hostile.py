@@ -12,7 +12,7 @@ import sys
 import uuid
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pydantic
@@ -84,16 +84,31 @@ def frame(body: bytes | bytearray, version: int = 1) -> bytes:
     return b"ILK" + bytes([version]) + zlib.crc32(body).to_bytes(4, "big") + bytes(body)
 
 
+_NEIGHBOURS: Final = [{"plain": [i, "x"]} for i in range(16)]
+
+
 def check(codec: Codec, data: bytes) -> None:
-    """Decode hostile bytes: CheckpointCorrupt, or a value that can be encoded again."""
+    """Decode hostile bytes: CheckpointCorrupt, or a value that can be encoded again.
+
+    Then decode them among plain neighbours with `decode_many`, which takes its batch fast path
+    for the neighbours: the outcome must be exactly the one `decode` gave.
+    """
+    batch = [codec.encode(n) for n in _NEIGHBOURS]
+    batch.insert(7, data)
     try:
         value = codec.decode(data)
     except CheckpointCorrupt as exc:
         message = str(exc)
     else:
-        codec.encode(value)
+        again = codec.encode(value)
+        values = codec.decode_many(batch)
+        assert codec.encode(values[7]) == again
+        assert values[:7] + values[8:] == _NEIGHBOURS
         return
     assert message.startswith(("the data", "checksum", "format version", "expected bytes"))
+    with pytest.raises(CheckpointCorrupt) as info:
+        codec.decode_many(batch)
+    assert str(info.value) == message
 
 
 # -- strategies ----------------------------------------------------------------------------------
@@ -322,9 +337,11 @@ ATTACKS: list[Any] = [
 
 @pytest.mark.parametrize("tree", ATTACKS, ids=repr)
 def test_specific_attacks_are_checkpoint_corrupt(tree: Any) -> None:
+    data = frame(msgspec.msgpack.encode(tree))
     with pytest.raises(CheckpointCorrupt) as info:
-        make_codec().decode(frame(msgspec.msgpack.encode(tree)))
+        make_codec().decode(data)
     assert str(info.value).startswith("the data is malformed: ")
+    check(make_codec(), data)  # and the same error from a batch
 
 
 def test_huge_declared_lengths_do_not_allocate() -> None:

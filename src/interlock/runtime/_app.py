@@ -609,7 +609,7 @@ class App(Generic[StateT]):
             after=after,
             deadline_before=deadline_before,
         )
-        return [self._io.interrupt_of(row) for row in rows]
+        return self._io.interrupts_of(rows)
 
     async def get_state(
         self, thread: str, checkpoint_id: str | None = None

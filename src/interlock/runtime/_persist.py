@@ -361,29 +361,29 @@ class ThreadIO:
             body=self.codec.encode([i.info, i.schema], path="interrupt"),
         )
 
+    def interrupts_of(self, rows: Sequence[InterruptRecord]) -> list[Interrupt]:
+        """Turn rows of the store's interrupt index into `Interrupt` objects, a page at once."""
+        try:
+            bodies = self.codec.decode_many([row.body for row in rows])
+            return [
+                _interrupt(row, Address.parse(row.address), *body)
+                for row, body in zip(rows, bodies, strict=True)
+            ]
+        except (CheckpointCorrupt, ValueError, TypeError):
+            return [self.interrupt_of(row) for row in rows]  # raises for the first bad row
+
     def interrupt_of(self, row: InterruptRecord) -> Interrupt:
         """Turn a row of the store's interrupt index into an `Interrupt`."""
         try:
             info, schema = self.codec.decode(row.body)
             address = Address.parse(row.address)
-        except (ValueError, TypeError) as exc:
+        except (CheckpointCorrupt, ValueError, TypeError) as exc:
             raise CheckpointCorrupt(
                 f"interrupt {row.id} of thread {row.thread!r} has an invalid index row: {exc}",
                 thread=row.thread,
                 checkpoint_id=row.checkpoint_id,
             ) from exc
-        return Interrupt(
-            id=row.id,
-            thread=row.thread,
-            key=row.key,
-            address=address,
-            kind=row.kind,  # type: ignore[arg-type]
-            info=info,
-            schema=schema,
-            created_at=row.created_at,
-            deadline=row.deadline,
-            status=row.status,
-        )
+        return _interrupt(row, address, info, schema)
 
     def _encode(self, body: dict[str, Any], level: Level) -> bytes:
         try:
@@ -503,3 +503,18 @@ def _ancestry(record: CheckpointRecord, rows: Sequence[CheckpointRecord]) -> lis
         cur = r.parent_id
     out.reverse()
     return out
+
+
+def _interrupt(row: InterruptRecord, address: Address, info: Any, schema: Any) -> Interrupt:
+    return Interrupt(
+        id=row.id,
+        thread=row.thread,
+        key=row.key,
+        address=address,
+        kind=row.kind,  # type: ignore[arg-type]
+        info=info,
+        schema=schema,
+        created_at=row.created_at,
+        deadline=row.deadline,
+        status=row.status,
+    )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -33,6 +33,8 @@ __all__ = ["DEFAULT_CODEC", "Codec"]
 _MAGIC: Final = b"ILK"
 _VERSION: Final = 1
 _HEADER: Final = struct.Struct(">3sBI")
+_PREFIX: Final = _MAGIC + bytes([_VERSION])
+_CRC: Final = struct.Struct(">I")
 
 
 class Codec:
@@ -196,6 +198,49 @@ class Codec:
             CheckpointCorrupt: The data is damaged, was not made by a codec, is over the limits,
                 or names a class this codec has not registered. Nothing else is ever raised.
         """
+        body = self._body(data)
+        try:
+            return self._rebuilder.rebuild(self._decoder.decode(body))
+        except CheckpointCorrupt:
+            raise
+        except Exception as exc:
+            raise _corrupt(exc) from exc
+
+    def decode_many(self, datas: Sequence[bytes | memoryview]) -> list[Any]:
+        """Decode several encodings at once: ``[decode(d) for d in datas]``, faster.
+
+        Each encoding is checked and parsed on its own, so no bytes of one can be read as part
+        of another; the checks of the parsed values (tags, depth) then run once over the whole
+        batch, which for plain data is a handful of C-level passes instead of a Python walk per
+        value. Meant for pages of records: an inbox, a history.
+
+        Raises:
+            CheckpointCorrupt: One of the encodings is bad; the error is the one `decode` raises
+                for the first bad encoding.
+        """
+        parse = self._decoder.decode
+        checked = self._body
+        crc32 = zlib.crc32
+        limit = self._max_bytes
+        parsed: list[Any] = []
+        try:
+            for data in datas:
+                # The common case inline: bytes of this version, within limits, checksum right.
+                if type(data) is bytes and len(data) <= limit and data[:4] == _PREFIX:
+                    body = memoryview(data)[_HEADER.size :]
+                    if crc32(body) == _CRC.unpack_from(data, 4)[0]:
+                        parsed.append(parse(body))
+                        continue
+                parsed.append(parse(checked(data)))
+            return self._rebuilder.rebuild_each(parsed)
+        except Exception:
+            # Name the first bad encoding exactly as decode() would.
+            for data in datas:
+                self.decode(data)
+            raise  # each decodes on its own: what the batch hit was not the data's fault
+
+    def _body(self, data: bytes | memoryview) -> memoryview:
+        """Check the header, size and checksum of an encoding and return its msgpack body."""
         try:
             view = memoryview(data).cast("B")
         except (TypeError, ValueError) as exc:
@@ -224,16 +269,18 @@ class Codec:
                 f"checksum mismatch (stored {crc:#010x}, computed {actual:#010x}): "
                 "the data was damaged in storage or in transit"
             )
-        try:
-            return self._rebuilder.rebuild(self._decoder.decode(body))
-        except Corrupt as exc:
-            raise CheckpointCorrupt(f"the data is malformed: {exc}") from exc
-        except RecursionError as exc:
-            raise CheckpointCorrupt("the data nests too deeply to decode") from exc
-        except Exception as exc:
-            # msgspec errors, a registered constructor refusing the fields, a bad leaf payload:
-            # hostile input may cause any of them, and each one means the same thing.
-            raise CheckpointCorrupt(f"the data is malformed: {_describe(exc)}") from exc
+        return body
+
+
+def _corrupt(exc: Exception) -> CheckpointCorrupt:
+    """The error for a body that parsed badly or rebuilt badly."""
+    if isinstance(exc, Corrupt):
+        return CheckpointCorrupt(f"the data is malformed: {exc}")
+    if isinstance(exc, RecursionError):
+        return CheckpointCorrupt("the data nests too deeply to decode")
+    # msgspec errors, a registered constructor refusing the fields, a bad leaf payload: hostile
+    # input may cause any of them, and each one means the same thing.
+    return CheckpointCorrupt(f"the data is malformed: {_describe(exc)}")
 
 
 def _describe(exc: Exception) -> str:
