@@ -212,7 +212,7 @@ class Codec:
         Each encoding is checked and parsed on its own, so no bytes of one can be read as part
         of another; the checks of the parsed values (tags, depth) then run once over the whole
         batch, which for plain data is a handful of C-level passes instead of a Python walk per
-        value. Meant for pages of records: an inbox, a history.
+        value. Meant for pages of records, such as a page of an inbox.
 
         Raises:
             CheckpointCorrupt: One of the encodings is bad; the error is the one `decode` raises
