@@ -85,6 +85,7 @@ def frame(body: bytes | bytearray, version: int = 1) -> bytes:
 
 
 _NEIGHBOURS: Final = [{"plain": [i, "x"]} for i in range(16)]
+_NEIGHBOUR_BYTES: Final = [Codec().encode(n) for n in _NEIGHBOURS]
 
 
 def check(codec: Codec, data: bytes) -> None:
@@ -93,8 +94,7 @@ def check(codec: Codec, data: bytes) -> None:
     Then decode them among plain neighbours with `decode_many`, which takes its batch fast path
     for the neighbours: the outcome must be exactly the one `decode` gave.
     """
-    batch = [codec.encode(n) for n in _NEIGHBOURS]
-    batch.insert(7, data)
+    batch = [*_NEIGHBOUR_BYTES[:7], data, *_NEIGHBOUR_BYTES[7:]]
     try:
         value = codec.decode(data)
     except CheckpointCorrupt as exc:

@@ -201,10 +201,14 @@ class Codec:
         body = self._body(data)
         try:
             return self._rebuilder.rebuild(self._decoder.decode(body))
-        except CheckpointCorrupt:
-            raise
+        except Corrupt as exc:
+            raise CheckpointCorrupt(f"the data is malformed: {exc}") from exc
+        except RecursionError as exc:
+            raise CheckpointCorrupt("the data nests too deeply to decode") from exc
         except Exception as exc:
-            raise _corrupt(exc) from exc
+            # msgspec errors, a registered constructor refusing the fields, a bad leaf payload:
+            # hostile input may cause any of them, and each one means the same thing.
+            raise CheckpointCorrupt(f"the data is malformed: {_describe(exc)}") from exc
 
     def decode_many(self, datas: Sequence[bytes | memoryview]) -> list[Any]:
         """Decode several encodings at once: ``[decode(d) for d in datas]``, faster.
@@ -219,20 +223,9 @@ class Codec:
                 for the first bad encoding.
         """
         parse = self._decoder.decode
-        checked = self._body
-        crc32 = zlib.crc32
-        limit = self._max_bytes
-        parsed: list[Any] = []
+        body = self._body
         try:
-            for data in datas:
-                # The common case inline: bytes of this version, within limits, checksum right.
-                if type(data) is bytes and len(data) <= limit and data[:4] == _PREFIX:
-                    body = memoryview(data)[_HEADER.size :]
-                    if crc32(body) == _CRC.unpack_from(data, 4)[0]:
-                        parsed.append(parse(body))
-                        continue
-                parsed.append(parse(checked(data)))
-            return self._rebuilder.rebuild_each(parsed)
+            return self._rebuilder.rebuild_each([parse(body(data)) for data in datas])
         except Exception:
             # Name the first bad encoding exactly as decode() would.
             for data in datas:
@@ -241,6 +234,13 @@ class Codec:
 
     def _body(self, data: bytes | memoryview) -> memoryview:
         """Check the header, size and checksum of an encoding and return its msgpack body."""
+        # The common case first: bytes of this version, within the limit, checksum right.
+        fits = type(data) is bytes and _HEADER.size <= len(data) <= self._max_bytes
+        if fits and data[:4] == _PREFIX:
+            body = memoryview(data)[_HEADER.size :]
+            if zlib.crc32(body) == _CRC.unpack_from(data, 4)[0]:
+                return body
+        # Otherwise the same checks one by one, each with its own explanation.
         try:
             view = memoryview(data).cast("B")
         except (TypeError, ValueError) as exc:
@@ -270,17 +270,6 @@ class Codec:
                 "the data was damaged in storage or in transit"
             )
         return body
-
-
-def _corrupt(exc: Exception) -> CheckpointCorrupt:
-    """The error for a body that parsed badly or rebuilt badly."""
-    if isinstance(exc, Corrupt):
-        return CheckpointCorrupt(f"the data is malformed: {exc}")
-    if isinstance(exc, RecursionError):
-        return CheckpointCorrupt("the data nests too deeply to decode")
-    # msgspec errors, a registered constructor refusing the fields, a bad leaf payload: hostile
-    # input may cause any of them, and each one means the same thing.
-    return CheckpointCorrupt(f"the data is malformed: {_describe(exc)}")
 
 
 def _describe(exc: Exception) -> str:

@@ -16,10 +16,21 @@ __all__ = [
     "FREE",
     "Lease",
     "check_append_args",
+    "check_renewal",
     "finish_refused",
     "head_mismatch",
     "lease_after",
 ]
+
+
+def check_renewal(fence: Fence) -> None:
+    """Refuse to renew a lease with a fence that holds none.
+
+    Raises:
+        ValueError: ``fence.token`` is None.
+    """
+    if fence.token is None:
+        raise ValueError("renew_lease needs the fencing token of a held lease")
 
 
 def check_append_args(

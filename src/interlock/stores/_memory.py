@@ -21,7 +21,14 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
-from ._checks import Lease, check_append_args, finish_refused, head_mismatch, lease_after
+from ._checks import (
+    Lease,
+    check_append_args,
+    check_renewal,
+    finish_refused,
+    head_mismatch,
+    lease_after,
+)
 from ._lifecycle import StoreLifecycle
 
 __all__ = ["MemoryStore"]
@@ -109,8 +116,7 @@ class MemoryStore(StoreLifecycle):
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
         self._check_open()
-        if fence.token is None:
-            raise ValueError("renew_lease needs the fencing token of a held lease")
+        check_renewal(fence)
         self._leases[thread] = self._lease(thread, fence)
 
     async def begin_effect(

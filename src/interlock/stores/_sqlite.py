@@ -46,7 +46,13 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
-from ._checks import check_append_args, finish_refused, head_mismatch, lease_after
+from ._checks import (
+    check_append_args,
+    check_renewal,
+    finish_refused,
+    head_mismatch,
+    lease_after,
+)
 from ._lifecycle import StoreLifecycle
 from ._worker import ThreadWorker
 
@@ -145,8 +151,7 @@ class SqliteStore(StoreLifecycle):
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
-        if fence.token is None:
-            raise ValueError("renew_lease needs the fencing token of a held lease")
+        check_renewal(fence)
         await self._run(lambda c: _renew(c, thread, fence))
 
     async def begin_effect(

@@ -687,6 +687,18 @@ class StoreConformance:
         # b released it: a write without a lease goes through again.
         await store.append_checkpoint(three, expected_head=two.id)
 
+    async def test_renewing_needs_a_held_token(self, store: Store) -> None:
+        one = _checkpoint("t", 1)
+        token = await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None))
+        with pytest.raises(ValueError, match="fencing token of a held lease"):
+            await store.renew_lease("t", _fence("a", None))
+        # Refused before touching the lease: another executor is still kept out.
+        with pytest.raises(ThreadBusy):
+            await store.append_checkpoint(
+                _checkpoint("t", 2), expected_head=one.id, fence=_fence("b", None)
+            )
+        await store.renew_lease("t", _fence("a", token, release=True))
+
     async def test_an_expired_lease_nobody_took_still_holds(self, store: Store) -> None:
         one, two = _checkpoint("t", 1), _checkpoint("t", 2)
         await store.append_checkpoint(one, expected_head=None, fence=_fence("a", None, ttl=0.01))
