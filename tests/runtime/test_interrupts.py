@@ -107,7 +107,7 @@ async def test_refusals_change_nothing(store: Store) -> None:
     before = await store.get_checkpoint("t")
     with pytest.raises(UnknownInterrupt, match="no pending interrupt with id or key 'nope'"):
         await app.resume("t", {"nope": True})
-    with pytest.raises(InvalidResume, match="expected boolean"):
+    with pytest.raises(InvalidResume, match="42 is not of type 'boolean'"):
         await app.resume("t", {iid: 42})
     with pytest.raises(InvalidResume, match="need an answer"):
         await app.resume("t")  # nothing targeted, but the thread needs an answer
@@ -173,7 +173,7 @@ async def test_several_interrupts_in_one_node_match_by_order_and_key(store: Stor
     app = g.compile(store=store)
     r = await app.run({}, thread="t")
     r = await app.resume("t", {r.interrupt().id: "Ada"})
-    with pytest.raises(InvalidResume, match="must be one of"):
+    with pytest.raises(InvalidResume, match=r"'green' is not one of \['red', 'blue'\]"):
         await app.resume("t", {"color": "green"})
     r = await app.resume("t", {"color": "blue"})
     r = await app.resume("t", Command(resume=36))

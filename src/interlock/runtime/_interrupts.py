@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import anyio
-import msgspec
 
 from .._errors import GraphDefinitionError
 from ._context import (
@@ -28,6 +27,7 @@ from ._context import (
     local_address,
     local_key,
 )
+from ._jsonschema import convert, stored_schema
 from ._records import Address, Interrupt, Segment
 from ._signals import InterruptSignal, Raised
 
@@ -75,22 +75,20 @@ def lookup_validator(name: str) -> Callable[[Any], object] | None:
 
 
 def _schema_of(schema: type[Any] | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if schema is None:
-        return None
-    if isinstance(schema, Mapping):
-        return dict(schema)
-    try:
-        return msgspec.json.schema(schema)
-    except TypeError as exc:
-        raise GraphDefinitionError(
-            f"schema= must be a JSON Schema dict or a type msgspec can describe: {exc}"
-        ) from exc
+    return None if schema is None else stored_schema(schema)
 
 
 def _deadline_of(deadline: float | datetime | None) -> float | None:
     if deadline is None:
         return None
     if isinstance(deadline, datetime):
+        if deadline.utcoffset() is None:
+            # A naive datetime would be read as this machine's local time, which another
+            # process (or this one after a timezone change) reads differently.
+            raise ValueError(
+                f"deadline={deadline!r} has no timezone; pass an aware datetime, e.g. "
+                "datetime.now(timezone.utc) + timedelta(hours=1), or seconds from now"
+            )
         return deadline.timestamp()
     return time.time() + float(deadline)
 
@@ -113,9 +111,11 @@ def interrupt(
         key: A name to resume by instead of the id; also matches the call on re-runs.
             Without a key, calls at one address are matched by call order.
         state: Task-local state to keep; read it back with `interrupt_state()`.
-        schema: JSON Schema dict, or a type (converted with msgspec), the answer must satisfy.
-            With a type, the answer is also converted to it.
-        deadline: Seconds from now, or a datetime, after which the interrupt expires.
+        schema: What the answer must satisfy, checked before anything is committed: a JSON
+            Schema dict (Draft 2020-12, ``format`` enforced), a pydantic model, or a type
+            msgspec can describe (a Struct, ``list[int]``...). With a model or a type, the
+            answer reaches the node converted to it. It is stored with the interrupt as JSON.
+        deadline: Seconds from now, or an aware datetime, after which the interrupt expires.
         on_timeout: What `App.sweep` does once the deadline passed: ``"reject"`` (the
             default; answers False), ``"escalate"`` (asks again as a new interrupt without a
             deadline), or ``timeout_default(value)`` (answers ``value``).
@@ -127,6 +127,9 @@ def interrupt(
 
     Raises:
         InterruptSignal: The first time (a `BaseException`: do not catch it).
+        GraphDefinitionError: ``schema`` is not a valid JSON Schema, or a type neither
+            msgspec nor pydantic can describe.
+        ValueError: ``deadline`` is a naive datetime.
     """
     if not _valid_policy(on_timeout):
         raise GraphDefinitionError(
@@ -180,8 +183,10 @@ def answer_or_raise(
         answer = ctx.scratch.answers[local]
         if answer is None and default is not _NO_DEFAULT:
             return default
-        if isinstance(schema, type) and answer is not None:
-            return msgspec.convert(answer, schema, strict=False)
+        if schema is not None and not isinstance(schema, Mapping) and answer is not None:
+            # The answer was checked against the type's schema (and, where the type is known,
+            # converted) before it was committed: what reaches the node is the type asked for.
+            return convert(schema, answer)
         return answer
     if state is not None:
         ctx.scratch.states[where] = state

@@ -1,108 +1,212 @@
-"""A small JSON Schema checker for resume answers.
+"""Answer schemas: JSON Schema checked by the `jsonschema` library, and types that describe one.
 
-Answers are checked against the schema stored with the interrupt *before* anything changes, in
-whatever process resumes the thread, so the check must work from stored data alone. This covers
-the subset interrupt schemas use (and what `msgspec.json.schema` produces for simple types):
-``type``, ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties``,
-``items``, ``minItems``/``maxItems``, ``minLength``/``maxLength``, ``minimum``/``maximum``,
-``anyOf``/``oneOf``/``allOf`` and local ``$ref`` into ``$defs``. Unknown keywords are ignored.
+An interrupt stores its answer schema as plain JSON, so that whatever process resumes the thread
+checks answers from stored data alone, *before* anything is committed. The check is the whole
+standard — Draft 2020-12 unless the schema's ``$schema`` names another draft — with ``format``
+enforced for every format `jsonschema` can check in this process (``date``, ``email``,
+``ipv4``/``ipv6``, ``uuid``, ``regex``..., more with ``jsonschema[format]`` installed). A
+hand-written subset would silently accept what it does not know.
+
+A type given as the schema (a msgspec Struct or any type msgspec can describe, or a pydantic
+model) is stored as its JSON Schema, marked with `TYPE_KEYWORD`. The answer must also convert to
+that type wherever the type is known (a registry by name, like validators): checks the JSON
+Schema cannot carry — a datetime string, a pydantic field validator — refuse the answer instead
+of failing the node after the answer was committed.
+
+Invariant: a validator is built once per distinct schema (cached by its canonical JSON), and the
+schema itself is checked once, where `interrupt()` is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
-__all__ = ["check"]
+import msgspec
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError, best_match  # type: ignore[import-untyped]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list, tuple),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
+from .._errors import GraphDefinitionError
+
+__all__ = ["TYPE_KEYWORD", "check", "compiled", "convert", "stored_schema"]
+
+TYPE_KEYWORD: Final = "x-interlock-type"
+"""The annotation naming the type an answer converts to (JSON Schema ignores it)."""
+
+_CACHED: Final = 512  # distinct schemas kept compiled; a graph has a handful
+_SHOWN: Final = 300  # characters of a refusal message, so a huge answer is not echoed whole
+_NO_REFS: Final = referencing.Registry()  # never fetch a schema from the network
+
+_Converter = Callable[[Any], Any]
+_ANSWER_TYPES: dict[str, _Converter] = {}
+
+
+def stored_schema(schema: type[Any] | Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` as the JSON stored with an interrupt, refusing one that cannot work.
+
+    Raises:
+        GraphDefinitionError: The schema is not JSON, not a valid JSON Schema, refers to
+            something it does not hold, or is a type neither msgspec nor pydantic can describe.
+    """
+    if isinstance(schema, Mapping):
+        try:
+            plain = msgspec.json.encode(schema)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise GraphDefinitionError(
+                f"schema= must be JSON (dicts, lists, strings, numbers, booleans, null): {exc}"
+            ) from exc
+        _checked(_canonical(schema))
+    else:
+        plain = _described(schema)
+    # A fresh copy for every interrupt: the record must not share a dict with the cache.
+    copy: dict[str, Any] = msgspec.json.decode(plain)
+    return copy
+
+
+def compiled(schema: Mapping[str, Any]) -> Any:
+    """Return the `jsonschema` validator for ``schema`` (one per distinct schema)."""
+    return _validator(_canonical(schema))
 
 
 def check(value: Any, schema: Mapping[str, Any]) -> str | None:
     """Return None when ``value`` satisfies ``schema``, else a message saying what is wrong."""
-    return _check(value, schema, schema, "answer")
-
-
-def _type_ok(value: Any, name: str) -> bool:
-    if name in ("integer", "number") and isinstance(value, bool):
-        return False
-    return isinstance(value, _TYPES.get(name, (object,)))
-
-
-def _check(value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], path: str) -> str | None:
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
-        if target is None:
-            return f"{path}: schema reference {ref} is missing"
-        return _check(value, target, root, path)
-    t = schema.get("type")
-    if t is not None:
-        names = [t] if isinstance(t, str) else list(t)
-        if not any(_type_ok(value, n) for n in names):
-            return (
-                f"{path}: expected {' or '.join(names)}, got {type(value).__name__} {value!r:.60}"
-            )
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{path}: must be one of {list(schema['enum'])}, got {value!r:.60}"
-    if "const" in schema and value != schema["const"]:
-        return f"{path}: must be {schema['const']!r}"
-    for combo in ("anyOf", "oneOf"):
-        if combo in schema:
-            errors = [_check(value, s, root, path) for s in schema[combo]]
-            if all(e is not None for e in errors):
-                return (
-                    errors[0] if len(errors) == 1 else f"{path}: matches none of {combo}: {errors}"
-                )
-    for sub in schema.get("allOf", ()):
-        if (err := _check(value, sub, root, path)) is not None:
-            return err
-    if isinstance(value, dict):
-        return _check_object(value, schema, root, path)
-    if isinstance(value, list | tuple):
-        n = len(value)
-        if "minItems" in schema and n < schema["minItems"]:
-            return f"{path}: needs at least {schema['minItems']} items"
-        if "maxItems" in schema and n > schema["maxItems"]:
-            return f"{path}: allows at most {schema['maxItems']} items"
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for i, item in enumerate(value):
-                if (err := _check(item, items, root, f"{path}[{i}]")) is not None:
-                    return err
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            return f"{path}: must be at least {schema['minLength']} characters"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{path}: must be at most {schema['maxLength']} characters"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{path}: must be >= {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{path}: must be <= {schema['maximum']}"
+    try:
+        # The answer as JSON carries it: a tuple is an array, a date its ISO string.
+        instance = msgspec.to_builtins(value)
+    except TypeError:
+        instance = value
+    validator = compiled(schema)
+    try:
+        error = best_match(validator.iter_errors(instance))
+    except Exception as exc:  # whatever the failure, this stored schema cannot check answers
+        return f"the interrupt's schema cannot check answers ({type(exc).__name__}: {exc})"
+    if error is not None:
+        where = "answer" + str(error.json_path).removeprefix("$")
+        message = error.message
+        if error.context:  # anyOf/oneOf: say why each choice refused it
+            message += " (" + "; ".join(dict.fromkeys(e.message for e in error.context)) + ")"
+        return _shown(f"{where}: {message}")
+    name = schema.get(TYPE_KEYWORD)
+    to_type = _ANSWER_TYPES.get(name) if isinstance(name, str) else None
+    if to_type is not None:
+        try:
+            to_type(value)
+        except (msgspec.ValidationError, ValueError, TypeError) as exc:
+            return _shown(f"answer does not convert to {name}: {exc}")
     return None
 
 
-def _check_object(
-    value: dict[Any, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str
-) -> str | None:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", ()):
-        if name not in value:
-            return f"{path}: missing required field {name!r}"
-    for name, item in value.items():
-        sub = props.get(name)
-        if sub is not None:
-            if (err := _check(item, sub, root, f"{path}.{name}")) is not None:
-                return err
-        elif schema.get("additionalProperties") is False:
-            return f"{path}: unexpected field {name!r}"
-    return None
+def convert(tp: Any, answer: Any) -> Any:
+    """Return ``answer`` as the type ``tp`` a node gave as its schema."""
+    return _converter(tp)(answer)
+
+
+def _shown(message: str) -> str:
+    return message if len(message) <= _SHOWN else message[: _SHOWN - 3] + "..."
+
+
+def _canonical(schema: Mapping[str, Any]) -> bytes:
+    # Keys sorted: equal schemas written in another order share one validator.
+    return msgspec.json.encode(schema, order="deterministic")
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _validator(canonical: bytes) -> Any:
+    schema = msgspec.json.decode(canonical)
+    cls = validator_for(schema, default=Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_NO_REFS)
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _checked(canonical: bytes) -> None:
+    validator = _validator(canonical)
+    try:
+        validator.check_schema(validator.schema)
+    except SchemaError as exc:
+        where = "schema" + str(exc.json_path).removeprefix("$")
+        raise GraphDefinitionError(
+            f"schema= is not a valid JSON Schema: {where}: {exc.message}"
+        ) from None
+    _check_refs(validator)
+
+
+def _check_refs(validator: Any) -> None:
+    """Refuse a ``$ref`` that does not resolve: no answer could ever be checked against it."""
+    cls = type(validator)
+    spec = referencing.jsonschema.specification_with(
+        cls.ID_OF(cls.META_SCHEMA) or "urn:unknown-dialect",
+        default=referencing.Specification.OPAQUE,
+    )
+    root = spec.create_resource(validator.schema)
+    resolver = REGISTRY.combine(_NO_REFS).resolver_with_root(root)
+    todo = [(root, resolver)]
+    while todo:
+        resource, at = todo.pop()
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, Mapping) else None
+        if isinstance(ref, str):
+            try:
+                at.lookup(ref)
+            except referencing.exceptions.Unresolvable:
+                raise GraphDefinitionError(
+                    f"schema= refers to {ref!r}, which it does not hold; an answer schema is "
+                    "stored with the interrupt, so put what it refers to under its $defs"
+                ) from None
+        todo.extend((sub, at.in_subresource(sub)) for sub in resource.subresources())
+
+
+def _pydantic_model(tp: Any) -> bool:
+    # pydantic is optional: a class can only be a pydantic model once pydantic is imported.
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return f"{tp.__module__}.{tp.__qualname__}"
+    return repr(tp)  # list[Refund], Annotated[int, Meta(gt=0)]: the repr names the types
+
+
+def _converter(tp: Any) -> _Converter:
+    if _pydantic_model(tp):
+        validate: _Converter = tp.model_validate
+        return validate
+    return functools.partial(msgspec.convert, type=tp, strict=False)
+
+
+def _described(tp: Any) -> bytes:
+    """The JSON of the schema ``tp`` describes, marked with its name; the type registered."""
+    name = _type_name(tp)
+    # Latest wins: a class defined again under the same name (a reload) replaces the old one.
+    _ANSWER_TYPES[name] = _converter(tp)
+    try:
+        return _described_cached(tp, name)
+    except TypeError:  # an unhashable type expression: describe it every time
+        return _describe(tp, name)
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _described_cached(tp: Any, name: str) -> bytes:
+    return _describe(tp, name)
+
+
+def _describe(tp: Any, name: str) -> bytes:
+    try:
+        if _pydantic_model(tp):
+            schema: dict[str, Any] = tp.model_json_schema()
+        else:
+            schema = msgspec.json.schema(tp)
+    except Exception as exc:  # msgspec and pydantic refuse with errors of their own
+        raise GraphDefinitionError(
+            "schema= must be a JSON Schema dict, a pydantic model, or a type msgspec can "
+            f"describe; {name} is none of those: {exc}"
+        ) from exc
+    schema[TYPE_KEYWORD] = name
+    _checked(_canonical(schema))
+    return msgspec.json.encode(schema)
