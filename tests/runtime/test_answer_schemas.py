@@ -21,6 +21,7 @@ from interlock import (
     NodeError,
     Store,
     interrupt,
+    timeout_default,
 )
 from interlock.runtime import _jsonschema
 
@@ -296,3 +297,20 @@ async def test_an_aware_deadline_is_kept_as_given(store: Store) -> None:
     app = asking({"type": "string"}, deadline=due).compile(store=store)
     r = await app.run({}, thread="t")
     assert r.interrupt().deadline == due.timestamp()
+
+
+async def test_a_timeout_default_the_schema_refuses_is_refused(store: Store) -> None:
+    """The sweep commits the default as the decision: it must satisfy the schema too."""
+    refused = asking({"type": "integer"}, deadline=60, on_timeout=timeout_default("late"))
+    with pytest.raises(NodeError) as failed:
+        await refused.compile(store=store).run({}, thread="t")
+    assert isinstance(failed.value.__cause__, GraphDefinitionError)
+    assert "timeout_default('late')" in str(failed.value.__cause__)
+
+    app = asking({"type": "integer"}, deadline=60, on_timeout=timeout_default(0)).compile(
+        store=store
+    )
+    question = (await app.run({}, thread="t2")).interrupt()
+    assert question.deadline is not None
+    (done,) = await app.sweep(now=question.deadline + 1)
+    assert done.status == "done" and done.values["answer"] == 0

@@ -27,7 +27,7 @@ from ._context import (
     local_address,
     local_key,
 )
-from ._jsonschema import convert, stored_schema
+from ._jsonschema import check, convert, stored_schema
 from ._records import Address, Interrupt, Segment
 from ._signals import InterruptSignal, Raised
 
@@ -128,7 +128,8 @@ def interrupt(
     Raises:
         InterruptSignal: The first time (a `BaseException`: do not catch it).
         GraphDefinitionError: ``schema`` is not a valid JSON Schema, or a type neither
-            msgspec nor pydantic can describe.
+            msgspec nor pydantic can describe; or ``on_timeout=timeout_default(value)`` gives
+            an answer the schema refuses.
         ValueError: ``deadline`` is a naive datetime.
     """
     if not _valid_policy(on_timeout):
@@ -188,6 +189,17 @@ def answer_or_raise(
             # converted) before it was committed: what reaches the node is the type asked for.
             return convert(schema, answer)
         return answer
+    # Checked before this task's scratch changes: a refusal leaves nothing half-recorded.
+    stored = _schema_of(schema)
+    due = _deadline_of(deadline)
+    if stored is not None and isinstance(on_timeout, tuple):
+        problem = check(on_timeout[1], stored)
+        if problem is not None:
+            # The sweep would commit it as the decision, and the node would get it.
+            raise GraphDefinitionError(
+                f"on_timeout=timeout_default({on_timeout[1]!r:.60}) gives an answer that "
+                f"schema= refuses ({problem}); give a default the schema accepts"
+            )
     if state is not None:
         ctx.scratch.states[where] = state
     locals_here = ctx.scratch.raised.setdefault(where, [])
@@ -204,9 +216,9 @@ def answer_or_raise(
         address=address,
         kind=kind,
         info=info,
-        schema=_schema_of(schema),
+        schema=stored,
         created_at=time.time(),
-        deadline=_deadline_of(deadline),
+        deadline=due,
     )
     raise InterruptSignal(
         [
