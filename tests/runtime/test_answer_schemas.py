@@ -225,9 +225,15 @@ async def test_a_pydantic_model_is_a_schema(store: Store) -> None:
         with pytest.raises(InvalidResume, match=why):
             await app.resume("t", {iid: bad})
     assert await snapshot(store, iid) == before
-    good = {"name": "Ada", "iban": "DE89370400440532013000", "amount": 5}
-    done = await app.resume("t", {iid: good})
-    assert done.values["answer"] == Payee(**good)
+    good = Payee(name="Ada", iban="DE89370400440532013000", amount=5)
+    with pytest.raises(InvalidResume, match="does not match"):
+        await app.resume("t", {iid: good.model_copy(update={"iban": "DE"})})  # not re-validated
+    done = await app.resume("t", {iid: good.model_dump()})
+    assert done.values["answer"] == good
+
+    # An instance of the model is an answer too.
+    iid = (await app.run({}, thread="t2")).interrupt().id
+    assert (await app.resume("t2", {iid: good})).values["answer"] == good
 
 
 async def test_a_type_schema_is_stored_as_json(store: Store) -> None:

@@ -79,7 +79,7 @@ def check(value: Any, schema: Mapping[str, Any]) -> str | None:
     """Return None when ``value`` satisfies ``schema``, else a message saying what is wrong."""
     try:
         # The answer as JSON carries it: a tuple is an array, a date its ISO string.
-        instance = msgspec.to_builtins(value)
+        instance = msgspec.to_builtins(value, enc_hook=_as_json)
     except TypeError:
         instance = value
     validator = compiled(schema)
@@ -101,6 +101,12 @@ def check(value: Any, schema: Mapping[str, Any]) -> str | None:
         except (msgspec.ValidationError, ValueError, TypeError) as exc:
             return _shown(f"answer does not convert to {name}: {exc}")
     return None
+
+
+def _as_json(value: Any) -> Any:
+    if _pydantic_model(type(value)):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} has no JSON form here")
 
 
 def convert(tp: Any, answer: Any) -> Any:
