@@ -120,6 +120,17 @@ CASES: dict[str, tuple[dict[str, Any], Any, Any]] = {
     ),
     "contains": ({"type": "array", "contains": {"const": "yes"}}, ["no"], ["no", "yes"]),
     "type-integer-not-bool": ({"type": "integer"}, True, 1),
+    # The draft a schema names is the draft it is checked by: here items as a list is a tuple.
+    "$schema-draft-07": (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "array",
+            "items": [{"type": "string"}],
+            "additionalItems": False,
+        },
+        ["a", 1],
+        ["a"],
+    ),
 }
 
 

@@ -56,6 +56,7 @@ def stored_schema(schema: type[Any] | Mapping[str, Any]) -> dict[str, Any]:
             something it does not hold, or is a type neither msgspec nor pydantic can describe.
     """
     if isinstance(schema, Mapping):
+        schema = dict(schema)  # any Mapping at the top, like MappingProxyType
         try:
             plain = msgspec.json.encode(schema)
         except (TypeError, ValueError, OverflowError) as exc:

@@ -161,7 +161,8 @@ def validate_answer(r: Raised, value: Any) -> None:
         problem = check(value, schema)
         if problem is not None:
             raise InvalidResume(
-                f"answer to interrupt {r.id} ({r.interrupt.address}) is invalid: {problem}",
+                f"answer to interrupt {r.id} ({r.interrupt.address}) is invalid: {problem}; "
+                "nothing was recorded: answer again with a value its schema accepts",
                 interrupt_id=r.id,
             )
     if r.validator is not None:
