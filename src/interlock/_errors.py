@@ -273,21 +273,35 @@ class FencedOut(ThreadBusy):
 
 
 class ThreadInterrupted(InterlockError):
-    """Raised when new input is sent to a thread that waits on pending interrupts.
+    """Raised when new input is sent to a thread that waits on pending or decided interrupts.
 
     Attributes:
         thread: The thread.
-        interrupt_ids: The pending interrupts.
+        interrupt_ids: The interrupts waited on: pending ones, then decided ones.
+        decided: Those among them already decided, whose tasks have not run since.
     """
 
-    def __init__(self, thread: str, interrupt_ids: Sequence[str]) -> None:
+    def __init__(
+        self, thread: str, interrupt_ids: Sequence[str], *, decided: Sequence[str] = ()
+    ) -> None:
+        waiting = [i for i in interrupt_ids if i not in decided]
+        parts = []
+        if waiting:
+            parts.append(f"{len(waiting)} pending interrupt(s) ({', '.join(waiting)})")
+        if decided:
+            parts.append(
+                f"{len(decided)} decided interrupt(s) whose tasks have not run yet "
+                f"({', '.join(decided)})"
+            )
         super().__init__(
-            f"thread {thread!r} is waiting on {len(interrupt_ids)} pending interrupt(s) "
-            f"({', '.join(interrupt_ids)}); answer them with app.resume(thread, ...) or pass "
-            "on_pending='cancel' to cancel them on the record and start over with the new input"
+            f"thread {thread!r} is waiting on {' and '.join(parts) or 'nothing'}; "
+            f"{'answer and ' if waiting else ''}continue them with app.resume(thread, ...) or "
+            "pass on_pending='cancel' to drop them on the record and start over with the new "
+            "input"
         )
         self.thread = thread
         self.interrupt_ids = tuple(interrupt_ids)
+        self.decided = tuple(decided)
 
 
 class RunError(InterlockError):

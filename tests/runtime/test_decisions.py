@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -17,6 +18,7 @@ from interlock import (
     InvalidResume,
     SqliteStore,
     Store,
+    ThreadInterrupted,
     UnknownInterrupt,
     append,
     approve,
@@ -125,3 +127,98 @@ async def test_resume_records_who_and_why(store: Store) -> None:
     assert decision is not None
     assert (decision.actor, decision.reason, decision.answer) == ("bo", "amount too high", False)
     assert executed["execute"] == 0
+
+
+async def test_new_input_does_not_drop_a_decided_task(store: Store) -> None:
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    iid = (await app.run({}, thread="t")).interrupt().id
+    await app.decide("t", {iid: True}, actor="ana")
+    head = await store.get_checkpoint("t")
+    # The approval is pending work: new input is refused, naming it, and nothing changes.
+    for fresh in (app, graph(executed).compile(store=store)):
+        with pytest.raises(ThreadInterrupted, match="decided") as info:
+            await fresh.run({"log": ["new turn"]}, thread="t")
+        assert info.value.interrupt_ids == (iid,) and info.value.decided == (iid,)
+        assert await store.get_checkpoint("t") == head
+    done = await app.resume("t")
+    assert done.values["log"] == ["executed"] and executed["execute"] == 1
+
+
+async def test_cancelling_a_decided_task_is_on_the_record(store: Store) -> None:
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    iid = (await app.run({}, thread="t")).interrupt().id
+    await app.decide("t", {iid: True}, actor="ana")
+    decided_at = await store.get_checkpoint("t")
+    assert decided_at is not None
+    r = await app.run({"log": ["new turn"]}, thread="t", on_pending="cancel")
+    assert r.interrupt().id != iid and executed["execute"] == 0
+    log = await store.audit_log(thread="t")
+    assert [e.kind for e in log] == ["interrupt", "decision", "dropped", "interrupt"]
+    dropped = json.loads(log[2].data)
+    assert dropped["interrupts"] == [iid] and dropped["nodes"] == ["approve"]
+    assert dropped["checkpoint"] == decided_at.id
+
+
+async def test_resuming_a_finished_thread_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "done.db"
+    executed: Counter[str] = Counter()
+    async with SqliteStore(path) as store:
+        app = graph(executed).compile(store=store)
+        iid = (await app.run({}, thread="t")).interrupt().id
+        done = await app.resume("t", {iid: True})
+        assert done.status == "done"
+        # On the App that finished it (its cached view) and on a fresh one alike.
+        again = await app.resume("t")
+    before = path.read_bytes()
+    async with SqliteStore(path) as store:
+        later = await graph(executed).compile(store=store).resume("t")
+    assert path.read_bytes() == before
+    for r in (again, later):
+        assert (r.status, r.values, r.checkpoint_id) == ("done", done.values, done.checkpoint_id)
+    assert executed["execute"] == 1
+
+
+async def test_an_empty_decision_is_refused(store: Store) -> None:
+    app = graph(Counter()).compile(store=store)
+    await app.run({}, thread="t")
+    before = await store.get_checkpoint("t")
+    with pytest.raises(ValueError, match="answers"):
+        await app.decide("t", {})
+    assert await store.get_checkpoint("t") == before
+
+
+def two_questions() -> Graph[S]:
+    g = Graph(S)
+    g.add_node("a", lambda s: {"ok": approve("a?")})
+    g.add_node("b", lambda s: {"log": [str(approve("b?"))]})
+    g.add_edge(START, "a").add_edge(START, "b")
+    return g
+
+
+async def test_a_bare_answer_resumes_the_single_question(store: Store) -> None:
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    await app.run({}, thread="t")
+    done = await app.resume("t", True)
+    assert done.status == "done" and executed["execute"] == 1
+
+    app2 = two_questions().compile(store=store)
+    r = await app2.run({}, thread="two")
+    before = await store.get_checkpoint("two")
+    with pytest.raises(InvalidResume) as info:
+        await app2.resume("two", True)
+    for i in r.interrupts:
+        assert i.id in str(info.value)
+    assert await store.get_checkpoint("two") == before
+
+
+async def test_the_id_in_an_interrupt_s_repr_resumes_it(store: Store) -> None:
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    question = (await app.run({}, thread="t")).interrupt()
+    shown = repr(question).split()[1]
+    assert shown == question.id
+    done = await app.resume("t", {shown: True})
+    assert done.status == "done" and executed["execute"] == 1

@@ -169,6 +169,20 @@ async def test_new_input_to_interrupted_thread_is_refused_or_cancels(store: Stor
     assert r.values["log"] == ["one", "two"] and r.interrupt().id != iid
 
 
+async def test_decided_pauses_and_subgraph_questions_are_pending_work(store: Store) -> None:
+    entries: Counter[str] = Counter()
+    paused = counted_chain(entries, "a", "b").compile(store=store, interrupt_before=["b"])
+    nested = outer_graph(entries).compile(store=store)
+    for app, thread in ((paused, "pause"), (nested, "nested")):
+        r = await app.run({}, thread=thread)
+        (i,) = r.interrupts
+        await app.decide(thread, {i.id: True if i.kind == "dynamic" else None})
+        with pytest.raises(ThreadInterrupted) as info:
+            await app.run({"log": ["again"]}, thread=thread)
+        assert info.value.decided == (i.id,)
+    assert entries == Counter(a=1, prep=1, gate=1)  # nothing ran after the decisions
+
+
 async def test_history_is_paged_newest_first_with_parent_links(store: Store) -> None:
     entries: Counter[str] = Counter()
     app = counted_chain(entries, *[f"n{i}" for i in range(12)]).compile(store=store)

@@ -23,15 +23,22 @@ from .._errors import (
     ThreadInterrupted,
 )
 from ..graph._channels import AppendChannel
-from ..stores import CheckpointRecord, MemoryStore, Resolution, Store
+from ..stores import AuditEntry, CheckpointRecord, MemoryStore, Resolution, Store
 from ._context import TaskContext
 from ._control import RunControl, RunHandle
 from ._effects import EffectIO
 from ._engine import ESCALATE, Level, new_id
-from ._events import MODES, Event, RunStartedEvent, StreamMode
-from ._persist import Head, ThreadIO, cancellations
+from ._events import MODES, Event, RunFinishedEvent, RunStartedEvent, StreamMode
+from ._persist import Head, ThreadIO, cancellations, dropped_entry
 from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
-from ._resume import Targets, check_targets, decide, payload_hash, recorded_decision
+from ._resume import (
+    Targets,
+    check_targets,
+    decide,
+    decided_unrun,
+    payload_hash,
+    recorded_decision,
+)
 from ._runctx import LeasePolicy, Opened, RunCtx, Stale
 from ._signals import InterruptSignal
 from ._wire import level_from_wire, level_to_wire, subgraph_output
@@ -60,6 +67,14 @@ class _Call:
     metadata: Mapping[str, Any] | None
     emit: Callable[[Event], None] | None
     control: RunControl | None
+
+
+class _Lost(Exception):
+    """A decision's commit lost its compare-and-set; `App.decide` reads the thread again."""
+
+    def __init__(self, error: ThreadBusy | InterruptAlreadyResolved) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class App(Generic[StateT]):
@@ -128,8 +143,10 @@ class App(Generic[StateT]):
         Args:
             input: State updates (dict, or an instance of the state class).
             thread: The thread id.
-            on_pending: A thread with pending interrupts raises `ThreadInterrupted` (``"raise"``)
-                or has them cancelled on the record first (``"cancel"``).
+            on_pending: A thread with pending interrupts, or decided ones whose tasks have not
+                run yet, raises `ThreadInterrupted` (``"raise"``) or has them dropped on the
+                record first (``"cancel"``: pending ones are cancelled, and the audit log gets
+                a ``dropped`` entry naming the decided ones and their nodes).
             interrupt_before: Extra breakpoints for this run (``"sub/inner"`` reaches into a
                 subgraph).
             interrupt_after: Same, after the node.
@@ -180,16 +197,24 @@ class App(Generic[StateT]):
     ) -> RunResult[StateT]:
         level = opened.level
         resolutions: list[Resolution] = []
+        audit: list[AuditEntry] = []
         if level is None:
             level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
-        elif level.pending:
-            if on_pending != "cancel":
-                opened.check(ThreadInterrupted(thread, [r.id for r in level.pending]))
-            resolutions = cancellations(r.id for r in level.pending)
+        else:
+            # A failed run did continue its decided tasks; its leftovers go (decision 9).
+            failed = opened.head is not None and opened.head.record.status == "failed"
+            decided = {} if failed else decided_unrun(level)
+            if level.pending or decided:
+                if on_pending != "cancel":
+                    ids = [*(r.id for r in level.pending), *decided]
+                    opened.check(ThreadInterrupted(thread, ids, decided=list(decided)))
+                resolutions = cancellations(r.id for r in level.pending)
+                if decided and opened.head is not None:
+                    audit.append(dropped_entry(decided, opened.head.record.id))
         level.start(self.plan.schema.values_of(input))
         ctx = self._prepare(level, thread, opened, call)
-        if ctx.durability == "sync" or resolutions:
-            await ctx.commit(level, "input", resolutions)
+        if ctx.durability == "sync" or resolutions or audit:
+            await ctx.commit(level, "input", resolutions, audit=audit)
         return await self._drive(level, ctx, call.on_interrupt)
 
     async def decide(
@@ -217,14 +242,54 @@ class App(Generic[StateT]):
             seen: ``{interrupt_id: payload_hash}`` of the questions the person was shown (see
                 `payload_hash`); a question that changed since is refused.
 
+        Two deciders racing on one interrupt: one decision is recorded; the other caller reads
+        the thread again and gets `InterruptAlreadyResolved` carrying it (or, having sent the
+        same nonce, the recorded decisions back).
+
         Raises:
+            ValueError: ``answers`` is empty.
             UnknownInterrupt, InterruptAlreadyResolved (carrying the recorded `Decision`),
-            InvalidResume, CheckpointNotFound, ThreadBusy: Nothing was recorded.
+            InvalidResume, CheckpointNotFound: Nothing was recorded.
+            ThreadBusy: A run holds the thread (it is being continued) and has not answered
+                these interrupts; nothing was recorded, try again once it stops.
         """
-        opened = await self._open(thread, optimistic=False)
+        if not answers:
+            raise ValueError(
+                "answers is empty: pass {interrupt_id_or_key: answer} for at least one pending "
+                "interrupt (list them with app.inbox(thread=...))"
+            )
+        busy: ThreadBusy | None = None
+        while True:
+            opened = await self._open(thread, optimistic=False)
+            if opened.level is None:
+                raise CheckpointNotFound(thread)
+            try:
+                return await self._decide(opened, thread, answers, actor, reason, nonce, seen, busy)
+            except _Lost as lost:
+                # Someone wrote since the read: read again, and what they recorded decides
+                # (the same decision again, or a refusal carrying theirs). A run holding the
+                # lease only makes this wait when it left the targets pending.
+                busy = (
+                    lost.error if isinstance(lost.error, ThreadBusy) and lost.error.holder else None
+                )
+
+    async def _decide(
+        self,
+        opened: Opened,
+        thread: str,
+        answers: Mapping[str, Any],
+        actor: str | None,
+        reason: str | None,
+        nonce: str | None,
+        seen: Mapping[str, str] | None,
+        busy: ThreadBusy | None,
+    ) -> list[Decision]:
+        """One attempt of `decide` on the thread as read; `_Lost` when its commit was refused.
+
+        ``busy``: a run held the lease at the last attempt; raised once the targets are checked.
+        """
         level = opened.level
-        if level is None:
-            raise CheckpointNotFound(thread)
+        assert level is not None
         try:
             checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
         except InterruptAlreadyResolved:
@@ -240,11 +305,18 @@ class App(Generic[StateT]):
                     f"interrupt {iid} changed since it was shown; show it again and decide",
                     interrupt_id=iid,
                 )
+        if busy is not None:
+            raise busy
         ctx = self._prepare(level, thread, opened, _Call((), (), None, "sync", None, None, None))
         resolutions, decisions = decide(
             self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
         )
-        await ctx.commit(level, "resume", resolutions, actor=actor, final=True, decisions=decisions)
+        try:
+            await ctx.commit(
+                level, "resume", resolutions, actor=actor, final=True, decisions=decisions
+            )
+        except (ThreadBusy, InterruptAlreadyResolved) as exc:
+            raise _Lost(exc) from exc
         self._keep_warm(ctx, level)
         return decisions
 
@@ -341,7 +413,7 @@ class App(Generic[StateT]):
     async def resume(
         self,
         thread: str,
-        targets: Targets = None,
+        targets: Targets | object = None,
         *,
         checkpoint_id: str | None = None,
         actor: str | None = None,
@@ -364,7 +436,11 @@ class App(Generic[StateT]):
             thread: The thread.
             targets: ``{interrupt_id_or_key: answer}``; a `Command` (``resume=`` answers the
                 single pending interrupt or is itself such a mapping; ``update=``/``goto=``
-                edit the state / add tasks); None continues static and external pauses.
+                edit the state / add tasks); None continues static and external pauses (and
+                tasks left by a crash or a failure). Any other value is a bare answer to the
+                single interrupt waiting for one (``app.resume(thread, True)``); a mapping is
+                always read as ``{id_or_key: answer}``, so a dict answer goes in one. On a
+                finished thread, ``app.resume(thread)`` writes nothing and returns its result.
             checkpoint_id: Resume from this past checkpoint instead of the latest (time
                 travel). The thread branches there; the branch's interrupts get new ids, and
                 the old ids (or keys) are accepted as targets.
@@ -401,7 +477,7 @@ class App(Generic[StateT]):
         self,
         opened: Opened,
         thread: str,
-        targets: Targets,
+        targets: Targets | object,
         checkpoint_id: str | None,
         who: tuple[str | None, str | None],
         call: _Call,
@@ -411,6 +487,7 @@ class App(Generic[StateT]):
         if head is None or level is None:
             raise CheckpointNotFound(thread)
         renamed: dict[str, str] = {}
+        branch_from: Head | None = None
         if checkpoint_id is not None and checkpoint_id != head.record.id:
             branch_from = await self._io.get(thread, checkpoint_id)
             level, opened.known = await self._io.load(thread, branch_from)
@@ -433,10 +510,19 @@ class App(Generic[StateT]):
                     "pass {id_or_key: answer} or Command(resume=...)"
                 )
             )
+        edits = cmd is not None and bool(cmd.update or cmd.goto)
+        if not (answers or runnable or edits or level.pending or branch_from):
+            # Finished: nothing to answer, nothing to run. Report the end as it is and write
+            # nothing, so that repeating a resume is harmless (see decisions).
+            if not opened.verified:
+                raise Stale
+            return self._finished(level, thread, opened, call)
         update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
         ctx = self._prepare(level, thread, opened, call)
         try:
-            if renamed:
+            if branch_from is not None:
+                # The branch starts at the chosen checkpoint, whatever it waits on: the new
+                # lineage's first checkpoint has it as parent, not the old head.
                 ctx.parent = branch_from
                 await ctx.commit(level, "fork", ())
             resolutions, decisions = decide(
@@ -452,6 +538,17 @@ class App(Generic[StateT]):
             await ctx.release()  # the branch commit may have taken the lease
             raise
         return await self._drive(level, ctx, call.on_interrupt)
+
+    def _finished(
+        self, level: Level, thread: str, opened: Opened, call: _Call
+    ) -> RunResult[StateT]:
+        """The result of a finished thread, as stored; nothing is written."""
+        ctx = self._prepare(level, thread, opened, call)
+        result: RunResult[StateT] = ctx.result(level)
+        if call.emit is not None:
+            call.emit(RunFinishedEvent(result=result))
+        self._keep_warm(ctx, level)
+        return result
 
     async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
         """Get the thread's latest level: from this process's cache, or from the store.

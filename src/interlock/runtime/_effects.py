@@ -14,6 +14,12 @@ for the outside system to deduplicate (at least once).
 
 The record's key is the task's lineage, id and the call's name, so it is stable across re-runs
 of one task and new for every new task (a loop's next pass, a branch from the past).
+
+A call has one key for people and outside systems: the thread, then that record key, as
+`effect_key` returns it in the calling task (``effect_key(name)`` for ``effect(name, ...)``, the
+*n*-th call of one name in a task ending in ``#n``; ``effect_key()`` for a ``dangerous=True``
+node). The ``effect_key=`` an idempotent call gets and the ``key`` in a reconcile interrupt's
+``info`` are that value.
 """
 
 from __future__ import annotations
@@ -145,10 +151,13 @@ async def effect(
         recorded: T = ctx.scratch.steps[local]
         return recorded
     result: T
+    public = f"{ctx.thread}/{key}"
     if idempotent:
-        result = await call_maybe_async(fn, *args, effect_key=f"{ctx.thread}/{key}", **kwargs)
+        result = await call_maybe_async(fn, *args, effect_key=public, **kwargs)
     else:
-        result = await _guarded(ctx, key, name, lambda: call_maybe_async(fn, *args, **kwargs))
+        result = await _guarded(
+            ctx, key, name, lambda: call_maybe_async(fn, *args, **kwargs), shown=public
+        )
     ctx.scratch.steps[local] = result
     return result
 
@@ -157,12 +166,15 @@ async def node_effect(name: str, fn: Any, arg: Any) -> Any:
     """Run a ``dangerous=True`` node's callable as an at-most-once effect (engine use)."""
     ctx = current_task("a dangerous node")
     key = _key(ctx, "node")
-    return await _guarded(ctx, key, name, lambda: call_maybe_async(fn, arg))
+    # Recorded as ".../node" (the key stored records have); shown as the task's effect_key().
+    shown = f"{ctx.thread}/{_key(ctx, '')}"
+    return await _guarded(ctx, key, name, lambda: call_maybe_async(fn, arg), shown=shown)
 
 
 async def _guarded(
-    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]]
+    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
 ) -> Any:
+    """Make a dangerous call at most once under record ``key``; ``shown`` is its effect key."""
     io: EffectIO | None = getattr(ctx.engine, "effects", None)
     if io is None:
         raise GraphDefinitionError(
@@ -175,7 +187,7 @@ async def _guarded(
         address = current_address()
         question = local_key(str(address), f"effect:{key}#{record.attempt}")
         if question not in ctx.scratch.answers:
-            return _ask_to_reconcile(ctx, address, question, key, name, record)
+            return _ask_to_reconcile(ctx, address, question, shown, name, record)
         answer = ctx.scratch.answers[question]
         if isinstance(answer, dict):
             # A person says it happened: record that, with the result they give.

@@ -40,6 +40,7 @@ __all__ = [
     "Head",
     "ThreadIO",
     "cancellations",
+    "dropped_entry",
 ]
 
 SNAPSHOT_MIN_BYTES = 256 * 1024
@@ -203,12 +204,14 @@ class ThreadIO:
         actor: str | None = None,
         durable: bool = True,
         decisions: Sequence[Decision] = (),
+        audit: Sequence[AuditEntry] = (),
     ) -> tuple[Head, int | None]:
         """Write ``level`` as the thread's next checkpoint (after ``parent``).
 
         New pending interrupts go into the store's index in the same transaction, and every
-        interrupt raised or resolved, and every edit, into the audit log. ``known`` is updated
-        with the new interrupts. Returns the new head and the fencing token held after it.
+        interrupt raised or resolved, and every edit, into the audit log (after them, the
+        caller's own ``audit`` entries). ``known`` is updated with the new interrupts. Returns
+        the new head and the fencing token held after it.
         """
         seq = thread_head.record.seq + 1 if thread_head else 1
         snapshot = (
@@ -254,21 +257,22 @@ class ThreadIO:
         gone = [i for i in dict.fromkeys(level.dropped) if i in known] if level.dropped else []
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
-        audit: list[AuditEntry] = []
+        entries: list[AuditEntry] = []
         if fresh or resolutions or source == "update":
-            audit.extend(self._raised_entry(r) for r in fresh)
+            entries.extend(self._raised_entry(r) for r in fresh)
             decided = {d.interrupt_id: d for d in decisions}
-            audit.extend(_resolved_entry(r, decided.get(r.id), actor) for r in resolutions)
+            entries.extend(_resolved_entry(r, decided.get(r.id), actor) for r in resolutions)
             if source == "update":
                 edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
-                audit.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
+                entries.append(AuditEntry(kind="edit", actor=actor, data=to_json(edit)))
+        entries.extend(audit)
         token = await self.store.append_checkpoint(
             record,
             expected_head=thread_head.record.id if thread_head else None,
             new_interrupts=rows,
             resolutions=resolutions,
             fence=fence,
-            audit=audit,
+            audit=entries,
             durable=durable,
         )
         if fresh:
@@ -426,6 +430,21 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
         actor = decision.actor or actor
     kind = "decision" if res.status == "resolved" else res.status
     return AuditEntry(kind=kind, actor=actor, data=to_json(data))
+
+
+def dropped_entry(decided: Mapping[str, str], checkpoint: str) -> AuditEntry:
+    """The audit entry of decided interrupts whose tasks new input drops before they ran.
+
+    Args:
+        decided: ``{interrupt_id: node}`` of the decisions dropped.
+        checkpoint: The checkpoint that still holds them (time travel can pick them up).
+    """
+    data = {
+        "interrupts": list(decided),
+        "nodes": list(dict.fromkeys(decided.values())),
+        "checkpoint": checkpoint,
+    }
+    return AuditEntry(kind="dropped", actor=None, data=to_json(data))
 
 
 def to_json(value: Any) -> bytes:

@@ -91,7 +91,8 @@ _PARSED: dict[str, Address] = {}
 class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
     """A question the run is waiting on.
 
-    ``repr`` shows its live state: ``<Interrupt 7f3a91 pending node:review/tool:execute>``.
+    ``repr`` shows its live state and its whole id, which `App.resume` takes:
+    ``<Interrupt 7f3a91c2e08d4b6a1f55 pending dynamic node:review/tool:execute thread='t'>``.
     """
 
     id: str
@@ -117,7 +118,7 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
 
     def __repr__(self) -> str:
         return (
-            f"<Interrupt {self.id[:6]} {self.status} {self.kind} {self.address or 'graph'} "
+            f"<Interrupt {self.id} {self.status} {self.kind} {self.address or 'graph'} "
             f"thread={self.thread!r}>"
         )
 

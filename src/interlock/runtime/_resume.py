@@ -12,16 +12,19 @@ import msgspec
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
 from ..serde import Codec
 from ..stores import InterruptRecord, Resolution, Store
+from ._context import interrupt_id
 from ._engine import ESCALATE, Level
 from ._interrupts import lookup_validator
 from ._jsonschema import check
 from ._records import Command, Decision
 from ._signals import Raised
+from ._wire import level_from_wire
 
 __all__ = [
     "Targets",
     "check_targets",
     "decide",
+    "decided_unrun",
     "payload_hash",
     "recorded_decision",
     "validate_answer",
@@ -36,31 +39,28 @@ async def check_targets(
     codec: Codec,
     level: Level,
     thread: str,
-    targets: Targets,
+    targets: Targets | object,
     renamed: Mapping[str, str],
 ) -> dict[str, Any]:
     """Turn resume targets into ``{interrupt_id: answer}``, checking every one.
 
-    Nothing is changed here; any refusal raises before the caller commits.
+    ``targets`` that is neither a mapping, a `Command` nor None is a bare answer: it answers
+    the single interrupt that waits for one. Nothing is changed here; any refusal raises
+    before the caller commits.
     """
     pending = {r.id: r for r in level.pending}
+    mapping: Mapping[str, Any] | None
     if isinstance(targets, Command):
         if isinstance(targets.resume, Mapping):
-            mapping: Mapping[str, Any] | None = targets.resume
+            mapping = targets.resume
+        elif targets.resume is None and not level.dynamic_pending():
+            mapping = None
         else:
-            dynamic = level.dynamic_pending()
-            if len(dynamic) == 1:
-                mapping = {dynamic[0].id: targets.resume}
-            elif not dynamic and targets.resume is None:
-                mapping = None
-            else:
-                raise InvalidResume(
-                    f"Command(resume=...) answers a single interrupt, but thread {thread!r} "
-                    f"has {len(dynamic)} pending ({', '.join(r.id for r in dynamic)}); "
-                    "pass {id_or_key: answer} instead"
-                )
-    else:
+            mapping = _single(level, thread, targets.resume, "Command(resume=...)")
+    elif targets is None or isinstance(targets, Mapping):
         mapping = targets
+    else:
+        mapping = _single(level, thread, targets, "app.resume(thread, answer)")
     if mapping is None:
         return {
             r.id: None for r in level.pending if r.interrupt.kind not in ("dynamic", "reconcile")
@@ -92,6 +92,50 @@ async def check_targets(
         validate_answer(r, value)
         answers[r.id] = value
     return answers
+
+
+def _single(level: Level, thread: str, answer: Any, form: str) -> dict[str, Any]:
+    """``{id: answer}`` for the one interrupt that waits for an answer; else `InvalidResume`."""
+    dynamic = level.dynamic_pending()
+    if len(dynamic) != 1:
+        raise InvalidResume(
+            f"{form} answers a single interrupt, but thread {thread!r} has {len(dynamic)} "
+            f"waiting for an answer ({', '.join(r.id for r in dynamic) or 'none'}); "
+            "pass {id_or_key: answer} instead"
+        )
+    return {dynamic[0].id: answer}
+
+
+def decided_unrun(level: Level) -> dict[str, str]:
+    """Interrupts answered since their task last ran, as ``{interrupt_id: node}``.
+
+    A recorded decision waits for its task to run again (``app.resume``); until then it is
+    pending work, as an unanswered interrupt is. Answers to a subgraph's interrupts are
+    named by the subgraph's node.
+    """
+    found: dict[str, str] = {}
+    for task in level.tasks:
+        if task.id in level.results:
+            continue
+        if task.passed_before:  # a static pause before the node, answered
+            found[interrupt_id(level.lineage, task.id, f"before#{level.step}")] = task.node
+        sc = level.scratch.get(task.id)
+        if sc is None or not sc.has_targeted():
+            continue
+        for local in sc.targeted:
+            if not local.endswith("\x1f"):
+                found[interrupt_id(level.lineage, task.id, local)] = task.node
+                continue
+            # An answer delivered into a stored subgraph: its own level knows which.
+            where = local[:-1]
+            sub = level.plan.nodes[task.node].subgraph
+            for addr, wire in sc.children.items():
+                if sub is not None and (where == addr or where.startswith(addr + "/")):
+                    child = level_from_wire(
+                        sub.plan, wire, thread=level.thread, lineage=level.lineage
+                    )
+                    found.update(dict.fromkeys(decided_unrun(child), task.node))
+    return found
 
 
 def payload_hash(codec: Codec, info: Any) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
-from ..stores import Fence, Resolution
+from ..stores import AuditEntry, Fence, Resolution
 from ._engine import Level
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
 from ._persist import Head, ThreadIO
@@ -113,6 +113,7 @@ class RunCtx:
         final: bool = False,
         metadata: Mapping[str, Any] | None = None,
         decisions: Sequence[Decision] = (),
+        audit: Sequence[AuditEntry] = (),
     ) -> str:
         """Commit the level; ``final`` releases the lease (the call stops after it).
 
@@ -140,6 +141,7 @@ class RunCtx:
                 actor=actor,
                 durable=final,
                 decisions=decisions,
+                audit=audit,
             )
         except (ThreadBusy, ResumeError) as exc:
             self.opened.check(exc)
