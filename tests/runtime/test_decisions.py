@@ -161,6 +161,22 @@ async def test_cancelling_a_decided_task_is_on_the_record(store: Store) -> None:
     assert dropped["checkpoint"] == decided_at.id
 
 
+async def test_an_edit_that_replaces_the_next_tasks_does_not_drop_a_decision(
+    store: Store,
+) -> None:
+    executed: Counter[str] = Counter()
+    app = graph(executed).compile(store=store)
+    iid = (await app.run({}, thread="t")).interrupt().id
+    await app.decide("t", {iid: True})
+    with pytest.raises(ThreadInterrupted) as info:
+        await app.update_state("t", {"ok": False}, as_node="approve")
+    assert info.value.decided == (iid,)
+    await app.update_state("t", {"ok": False}, as_node="approve", on_pending="cancel", actor="bo")
+    log = await store.audit_log(thread="t")
+    assert [(e.kind, e.actor) for e in log[2:]] == [("edit", "bo"), ("dropped", "bo")]
+    assert (await app.resume("t")).status == "done" and executed["execute"] == 0
+
+
 async def test_resuming_a_finished_thread_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "done.db"
     executed: Counter[str] = Counter()

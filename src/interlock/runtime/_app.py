@@ -778,14 +778,20 @@ class App(Generic[StateT]):
             raise CheckpointNotFound(thread)
         level, known = await self._io.load(thread, head)
         resolutions: list[Resolution] = []
+        audit: list[AuditEntry] = []
         if as_node is not None:
             if as_node not in self.plan.nodes:
                 raise GraphDefinitionError(f"as_node={as_node!r} is not a node of the graph")
-            if level.pending:
+            # The next tasks are replaced: decided ones would go unrun, as with new input.
+            decided = {} if head.record.status == "failed" else decided_unrun(level)
+            if level.pending or decided:
                 if on_pending != "cancel":
-                    raise ThreadInterrupted(thread, [r.id for r in level.pending])
+                    ids = [*(r.id for r in level.pending), *decided]
+                    raise ThreadInterrupted(thread, ids, decided=list(decided))
                 resolutions = cancellations(r.id for r in level.pending)
                 level.pending = []
+                if decided:
+                    audit.append(dropped_entry(decided, head.record.id, actor))
         writer = as_node or "update"
         level.apply_writes((writer, k, v) for k, v in level.updates_of(writer, values))
         if as_node is not None:
@@ -802,7 +808,13 @@ class App(Generic[StateT]):
             self.lease,
         )
         return await ctx.commit(
-            level, "update", resolutions, actor=actor, final=True, metadata={"as_node": as_node}
+            level,
+            "update",
+            resolutions,
+            actor=actor,
+            final=True,
+            metadata={"as_node": as_node},
+            audit=audit,
         )
 
     async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:

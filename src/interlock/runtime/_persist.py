@@ -432,19 +432,22 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
     return AuditEntry(kind=kind, actor=actor, data=to_json(data))
 
 
-def dropped_entry(decided: Mapping[str, str], checkpoint: str) -> AuditEntry:
-    """The audit entry of decided interrupts whose tasks new input drops before they ran.
+def dropped_entry(
+    decided: Mapping[str, str], checkpoint: str, actor: str | None = None
+) -> AuditEntry:
+    """The audit entry of decided interrupts whose tasks are dropped before they ran.
 
     Args:
         decided: ``{interrupt_id: node}`` of the decisions dropped.
         checkpoint: The checkpoint that still holds them (time travel can pick them up).
+        actor: Who dropped them, if known.
     """
     data = {
         "interrupts": list(decided),
         "nodes": list(dict.fromkeys(decided.values())),
         "checkpoint": checkpoint,
     }
-    return AuditEntry(kind="dropped", actor=None, data=to_json(data))
+    return AuditEntry(kind="dropped", actor=actor, data=to_json(data))
 
 
 def to_json(value: Any) -> bytes:
