@@ -269,9 +269,8 @@ class App(Generic[StateT]):
                 # Someone wrote since the read: read again, and what they recorded decides
                 # (the same decision again, or a refusal carrying theirs). A run holding the
                 # lease only makes this wait when it left the targets pending.
-                busy = (
-                    lost.error if isinstance(lost.error, ThreadBusy) and lost.error.holder else None
-                )
+                error = lost.error
+                busy = error if isinstance(error, ThreadBusy) and error.holder else None
 
     async def _decide(
         self,

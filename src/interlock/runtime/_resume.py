@@ -31,7 +31,9 @@ __all__ = [
 ]
 
 Targets = Mapping[str, Any] | Command | None
-"""What `App.resume` accepts: ``{id_or_key: answer}``, a `Command`, or None (continue pauses)."""
+"""What `App.resume` accepts: ``{id_or_key: answer}``, a `Command`, or None (continue pauses).
+
+`App.resume` also takes a bare answer, for the single interrupt waiting for one."""
 
 
 async def check_targets(
@@ -114,8 +116,9 @@ def decided_unrun(level: Level) -> dict[str, str]:
     named by the subgraph's node.
     """
     found: dict[str, str] = {}
+    skip = level.blocked().union(level.results)  # a blocked task's wait is in `pending`
     for task in level.tasks:
-        if task.id in level.results:
+        if task.id in skip:
             continue
         if task.passed_before:  # a static pause before the node, answered
             found[interrupt_id(level.lineage, task.id, f"before#{level.step}")] = task.node
