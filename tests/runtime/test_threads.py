@@ -182,6 +182,16 @@ async def test_decided_pauses_and_subgraph_questions_are_pending_work(store: Sto
         assert info.value.decided == (i.id,)
     assert entries == Counter(a=1, prep=1, gate=1)  # nothing ran after the decisions
 
+    # A passed pause whose node then asked a question: the question is what is pending.
+    g = Graph(S)
+    g.add_node("ask", lambda s: {"answer": interrupt("q")}).add_edge(START, "ask")
+    asking = g.compile(store=store, interrupt_before=["ask"])
+    await asking.run({}, thread="asks")
+    question = (await asking.resume("asks")).interrupt()
+    with pytest.raises(ThreadInterrupted) as info:
+        await asking.run({"log": ["again"]}, thread="asks")
+    assert info.value.interrupt_ids == (question.id,) and info.value.decided == ()
+
 
 async def test_history_is_paged_newest_first_with_parent_links(store: Store) -> None:
     entries: Counter[str] = Counter()
