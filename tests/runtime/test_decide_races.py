@@ -25,6 +25,7 @@ from interlock import (
     Decision,
     Graph,
     InterruptAlreadyResolved,
+    RunResult,
     SqliteStore,
     Store,
     ThreadBusy,
@@ -95,6 +96,36 @@ async def test_two_apps_on_one_postgres_database(dsn: str) -> None:
 
     async with PostgresStore(dsn) as a, PostgresStore(dsn) as b:
         await race_rounds([a, b])
+
+
+async def resume_both(
+    apps: Sequence[App[Any]], thread: str, iid: str
+) -> list[RunResult[Any] | InterruptAlreadyResolved]:
+    """Both apps resume the interrupt at once, one approving, one rejecting."""
+    outcomes: list[RunResult[Any] | InterruptAlreadyResolved] = []
+
+    async def one(app: App[Any], answer: bool) -> None:
+        try:
+            outcomes.append(await app.resume(thread, {iid: answer}))
+        except InterruptAlreadyResolved as exc:
+            outcomes.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for app, answer in zip(apps, (True, False), strict=True):
+            tg.start_soon(one, app, answer)
+    return outcomes
+
+
+async def test_two_apps_resuming_at_once_on_one_sqlite_file(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "t.db") as a, SqliteStore(tmp_path / "t.db") as b:
+        apps = [graph().compile(store=s) for s in (a, b)]
+        for n in range(ROUNDS):
+            thread = f"round-{n}"
+            iid = (await apps[n % 2].run({}, thread=thread)).interrupt().id
+            outcomes = await resume_both(apps, thread, iid)
+            (won,) = [o for o in outcomes if isinstance(o, RunResult)]
+            (told,) = [o for o in outcomes if isinstance(o, InterruptAlreadyResolved)]
+            assert won.values["ok"] is told.resolved_value.answer
 
 
 def two_questions(entered: anyio.Event, go: anyio.Event) -> Graph[S]:

@@ -15,6 +15,7 @@ import anyio
 
 from .._errors import (
     CheckpointNotFound,
+    FencedOut,
     GraphDefinitionError,
     InterruptAlreadyResolved,
     InvalidResume,
@@ -447,8 +448,12 @@ class App(Generic[StateT]):
             reason: Why (stored with the decision).
 
         Raises:
-            CheckpointNotFound, UnknownInterrupt, InterruptAlreadyResolved, InvalidResume,
-            GraphChanged, ThreadBusy: Nothing was changed.
+            CheckpointNotFound, UnknownInterrupt, InvalidResume, GraphChanged: Nothing was
+                changed.
+            InterruptAlreadyResolved: A target was answered already (also when another
+                caller answered it while this one was checking); carries the recorded
+                `Decision`. Nothing was changed.
+            ThreadBusy: Another executor holds or changed the thread; nothing was changed.
         """
         # The decision commit comes before any task runs; it verifies a cached view of the
         # thread by compare-and-set, so the read can be skipped (see `run`).
@@ -533,10 +538,28 @@ class App(Generic[StateT]):
                 goto = cmd.goto
                 level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
             await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
-        except BaseException:
+        except ThreadBusy as exc:
             await ctx.release()  # the branch commit may have taken the lease
+            if branch_from is None and not isinstance(exc, FencedOut):
+                # Lost the compare-and-set: if someone answered these meanwhile, say what
+                # they recorded rather than that the thread moved.
+                await self._told(thread, targets)
+            raise
+        except BaseException:
+            await ctx.release()
             raise
         return await self._drive(level, ctx, call.on_interrupt)
+
+    async def _told(self, thread: str, targets: Targets | object) -> None:
+        """Raise `InterruptAlreadyResolved` if a target was answered since this call read."""
+        level = (await self._open(thread, optimistic=False)).level
+        if level is not None:
+            try:
+                await check_targets(self.store, self.plan.codec, level, thread, targets, {})
+            except InterruptAlreadyResolved:
+                raise
+            except ResumeError:
+                return  # anything else: the thread moved, which the caller reports
 
     def _finished(
         self, level: Level, thread: str, opened: Opened, call: _Call
