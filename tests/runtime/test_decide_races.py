@@ -116,16 +116,27 @@ async def resume_both(
     return outcomes
 
 
+async def resume_rounds(stores: Sequence[Store]) -> None:
+    apps = [graph().compile(store=s) for s in stores]
+    for n in range(ROUNDS):
+        thread = f"round-{n}"
+        iid = (await apps[n % 2].run({}, thread=thread)).interrupt().id
+        outcomes = await resume_both(apps, thread, iid)
+        (won,) = [o for o in outcomes if isinstance(o, RunResult)]
+        (told,) = [o for o in outcomes if isinstance(o, InterruptAlreadyResolved)]
+        assert won.values["ok"] is told.resolved_value.answer
+
+
 async def test_two_apps_resuming_at_once_on_one_sqlite_file(tmp_path: Path) -> None:
     async with SqliteStore(tmp_path / "t.db") as a, SqliteStore(tmp_path / "t.db") as b:
-        apps = [graph().compile(store=s) for s in (a, b)]
-        for n in range(ROUNDS):
-            thread = f"round-{n}"
-            iid = (await apps[n % 2].run({}, thread=thread)).interrupt().id
-            outcomes = await resume_both(apps, thread, iid)
-            (won,) = [o for o in outcomes if isinstance(o, RunResult)]
-            (told,) = [o for o in outcomes if isinstance(o, InterruptAlreadyResolved)]
-            assert won.values["ok"] is told.resolved_value.answer
+        await resume_rounds([a, b])
+
+
+async def test_two_apps_resuming_at_once_on_one_postgres_database(dsn: str) -> None:
+    from interlock.stores import PostgresStore
+
+    async with PostgresStore(dsn) as a, PostgresStore(dsn) as b:
+        await resume_rounds([a, b])
 
 
 def two_questions(entered: anyio.Event, go: anyio.Event) -> Graph[S]:
