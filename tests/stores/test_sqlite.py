@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -495,3 +496,22 @@ async def test_a_lazy_append_skips_the_fsync_and_the_next_write_has_it_again(
         seen.append(await store._run(level))  # any other call runs at the configured level
         assert seen == [1, 2]
         assert (await store.get_checkpoint("t")) == first
+
+
+def test_every_statement_uses_placeholders_each_python_accepts() -> None:
+    # Python 3.12 deprecates numbered placeholders (?1) bound from a sequence, and the tests
+    # run with warnings as errors. (A trace callback would show the statements with their
+    # values bound, so look at the statements themselves.)
+    statements = [
+        value
+        for value in vars(schema).values()
+        if isinstance(value, str) and re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", value)
+    ]
+    statements += [s for value in vars(schema).values() if isinstance(value, tuple) for s in value]
+    statements += [
+        schema.pending_query("t", "k", 5, "a", 1.0, "tool", 2.0)[0],
+        schema.pending_query(None, None, 5, None, None)[0],
+    ]
+    assert any("pause_requests" in s for s in statements)
+    numbered = [s for s in statements if isinstance(s, str) and re.search(r"\?\d", s)]
+    assert numbered == []

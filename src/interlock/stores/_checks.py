@@ -10,17 +10,72 @@ from collections.abc import Sequence
 from typing import Final
 
 from .._errors import FencedOut, StoreError, ThreadBusy
-from ._base import CheckpointRecord, EffectRecord, Fence, InterruptRecord, Resolution
+from ._base import AuditEntry, CheckpointRecord, EffectRecord, Fence, InterruptRecord, Resolution
 
 __all__ = [
     "FREE",
     "Lease",
     "check_append_args",
+    "check_pending_args",
     "check_renewal",
+    "check_text",
+    "check_write",
     "finish_refused",
     "head_mismatch",
     "lease_after",
 ]
+
+
+def check_text(name: str, value: object, *, optional: bool = False) -> None:
+    """Refuse a string argument that no backend can store, before any driver sees it.
+
+    Every backend must refuse the same strings: a lone surrogate cannot be encoded as UTF-8,
+    so SQLite, PostgreSQL and the audit chain's hash would each fail in their own way.
+
+    Args:
+        name: The argument's name, for the message.
+        value: The value given.
+        optional: None is allowed.
+
+    Raises:
+        TypeError: ``value`` is not a str (or None when ``optional``).
+        ValueError: ``value`` holds a lone surrogate.
+    """
+    if type(value) is str:
+        if value.isascii():
+            return
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name} {value!r} holds a lone surrogate at position {exc.start}, which UTF-8 "
+                "cannot encode; pass a valid Unicode string"
+            ) from None
+        return
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        kind = "a str or None" if optional else "a str"
+        raise TypeError(f"{name} must be {kind}, not {type(value).__name__} {value!r:.80}")
+    check_text(name, str(value), optional=optional)  # a str subclass: check its text
+
+
+def check_pending_args(
+    *, thread: str | None, key: str | None, tool: str | None, after: str | None
+) -> None:
+    """Refuse inbox filters no backend can match (see `check_text`)."""
+    check_text("thread", thread, optional=True)
+    check_text("key", key, optional=True)
+    check_text("tool", tool, optional=True)
+    check_text("after", after, optional=True)
+
+
+def check_write(fence: Fence | None, audit: Sequence[AuditEntry] = ()) -> None:
+    """Refuse a lease owner or audit actor no backend can store (see `check_text`)."""
+    if fence is not None:
+        check_text("fence.owner", fence.owner)
+    for entry in audit:
+        check_text("audit actor", entry.actor, optional=True)
 
 
 def check_renewal(fence: Fence) -> None:
@@ -29,6 +84,7 @@ def check_renewal(fence: Fence) -> None:
     Raises:
         ValueError: ``fence.token`` is None.
     """
+    check_write(fence)
     if fence.token is None:
         raise ValueError("renew_lease needs the fencing token of a held lease")
 
@@ -37,26 +93,40 @@ def check_append_args(
     record: CheckpointRecord,
     new_interrupts: Sequence[InterruptRecord],
     resolutions: Sequence[Resolution],
+    expected_head: str | None = None,
+    audit: Sequence[AuditEntry] = (),
+    fence: Fence | None = None,
 ) -> None:
     """Refuse an append whose arguments contradict each other, before touching any data.
 
     Raises:
-        ValueError: A resolution moves an interrupt to ``pending``, or a new interrupt belongs
-            to another thread or checkpoint than ``record``.
+        TypeError: A text field of a record is not a str.
+        ValueError: A resolution moves an interrupt to ``pending``, a new interrupt belongs
+            to another thread or checkpoint than ``record``, or a text holds a lone surrogate.
     """
+    check_text("record.thread", record.thread)
+    check_text("record.id", record.id)
+    check_text("record.parent_id", record.parent_id, optional=True)
+    check_text("expected_head", expected_head, optional=True)
     for res in resolutions:
+        check_text("resolution id", res.id)
         if res.status == "pending":
             raise ValueError(
                 f"resolution of interrupt {res.id!r} has status 'pending'; a resolution moves an "
                 "interrupt out of pending, so use 'resolved', 'expired' or 'cancelled'"
             )
     for new in new_interrupts:
+        check_text("interrupt id", new.id)
+        check_text("interrupt key", new.key, optional=True)
+        check_text("interrupt address", new.address)
+        check_text("interrupt tool", new.tool, optional=True)
         if new.thread != record.thread or new.checkpoint_id != record.id:
             raise ValueError(
                 f"interrupt {new.id!r} names thread {new.thread!r} and checkpoint "
                 f"{new.checkpoint_id!r} but is appended with checkpoint {record.id!r} of thread "
                 f"{record.thread!r}; new interrupts belong to the checkpoint that records them"
             )
+    check_write(fence, audit)
 
 
 def head_mismatch(

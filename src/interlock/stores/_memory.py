@@ -24,7 +24,10 @@ from ._base import (
 from ._checks import (
     Lease,
     check_append_args,
+    check_pending_args,
     check_renewal,
+    check_text,
+    check_write,
     finish_refused,
     head_mismatch,
     lease_after,
@@ -83,13 +86,15 @@ class MemoryStore(StoreLifecycle):
         # No await: there is no I/O to wait for, and yielding to the event loop per checkpoint
         # would dominate the cost of an in-memory run. The method is atomic by construction.
         self._check_open()
-        check_append_args(record, new_interrupts, resolutions)
+        check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
+        # Invariant: everything that can fail is computed before the first mutation, so an
+        # append lands whole or not at all.
         lease = self._lease(record.thread, fence)
         resolved = self._check_append(record, expected_head, new_interrupts, resolutions)
+        entries = self._chained(record.thread, audit)
         self._apply_append(record, new_interrupts, resolved)
         self._leases[record.thread] = lease
-        if audit:
-            self._log(record.thread, audit)
+        self._extend(record.thread, entries)
         return None if fence is None else lease[1]
 
     def _lease(self, thread: str, fence: Fence | None) -> Lease:
@@ -107,14 +112,21 @@ class MemoryStore(StoreLifecycle):
             )
         return lease_after(thread, current, fence, time.time())
 
-    def _log(self, thread: str, entries: Sequence[AuditEntry]) -> None:
-        if entries:
-            log = self._audit.setdefault(thread, [])
-            tail = (log[-1].seq, log[-1].hash) if log else None
-            log.extend(chain(thread, tail, entries, time.time()))
+    def _chained(self, thread: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """The audit records ``entries`` become (may fail: nothing is changed yet)."""
+        if not entries:
+            return []
+        log = self._audit.get(thread)
+        tail = (log[-1].seq, log[-1].hash) if log else None
+        return chain(thread, tail, entries, time.time())
+
+    def _extend(self, thread: str, records: list[AuditRecord]) -> None:
+        if records:
+            self._audit.setdefault(thread, []).extend(records)
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
+        check_text("thread", thread)
         self._check_open()
         check_renewal(fence)
         self._leases[thread] = self._lease(thread, fence)
@@ -130,6 +142,10 @@ class MemoryStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> tuple[bool, EffectRecord]:
         """Record that an effect is about to be called, unless it was (see `Store`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_text("name", name)
+        check_write(fence, audit)
         self._check_open()
         lease = self._lease(thread, fence)
         found = self._effects.get((thread, key))
@@ -144,9 +160,10 @@ class MemoryStore(StoreLifecycle):
             attempt=1 if found is None else found.attempt + 1,
             started_at=now,
         )
+        entries = self._chained(thread, audit)
         self._effects[(thread, key)] = record
         self._leases[thread] = lease
-        self._log(thread, audit)
+        self._extend(thread, entries)
         return True, record
 
     async def finish_effect(
@@ -159,6 +176,9 @@ class MemoryStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_write(fence, audit)
         self._check_open()
         lease = self._lease(thread, fence)
         found = self._effects.get((thread, key))
@@ -167,14 +187,16 @@ class MemoryStore(StoreLifecycle):
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
             raise refused
-        self._effects[(thread, key)] = msgspec.structs.replace(
-            found, status="done", finished_at=time.time(), result=result
-        )
+        done = msgspec.structs.replace(found, status="done", finished_at=time.time(), result=result)
+        entries = self._chained(thread, audit)
+        self._effects[(thread, key)] = done
         self._leases[thread] = lease
-        self._log(thread, audit)
+        self._extend(thread, entries)
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
         """Return one effect record, or None."""
+        check_text("thread", thread)
+        check_text("key", key)
         self._check_open()
         return self._effects.get((thread, key))
 
@@ -182,6 +204,9 @@ class MemoryStore(StoreLifecycle):
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
     ) -> list[AuditRecord]:
         """Return audit records ordered by (thread, seq) after the cursor."""
+        check_text("thread", thread, optional=True)
+        if after is not None:
+            check_text("after[0]", after[0])
         self._check_open()
         threads = [thread] if thread is not None else sorted(self._audit)
         out: list[AuditRecord] = []
@@ -264,6 +289,8 @@ class MemoryStore(StoreLifecycle):
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        check_text("thread", thread)
+        check_text("id", id, optional=True)
         self._check_open()
         if id is None:
             chain = self._checkpoints.get(thread)
@@ -273,6 +300,7 @@ class MemoryStore(StoreLifecycle):
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        check_text("thread", thread)
         self._check_open()
         chain = self._checkpoints.get(thread, [])
         return chain[max(lo, 1) - 1 : max(hi, 0)]
@@ -281,6 +309,7 @@ class MemoryStore(StoreLifecycle):
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        check_text("thread", thread)
         self._check_open()
         chain = self._checkpoints.get(thread, [])
         end = len(chain) if before_seq is None else min(max(before_seq - 1, 0), len(chain))
@@ -289,11 +318,13 @@ class MemoryStore(StoreLifecycle):
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
+        check_text("thread", thread)
         self._check_open()
         return self._threads.get(thread)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
+        check_text("id", id)
         self._check_open()
         return self._interrupts.get(id)
 
@@ -309,6 +340,7 @@ class MemoryStore(StoreLifecycle):
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order)."""
+        check_pending_args(thread=thread, key=key, tool=tool, after=after)
         self._check_open()
         return self._oldest_pending(
             thread, key, limit, after, deadline_before, tool=tool, older_than=older_than
@@ -348,6 +380,7 @@ class MemoryStore(StoreLifecycle):
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        check_text("thread", thread)
         self._check_open()
         if thread not in self._threads:
             return False
@@ -357,6 +390,7 @@ class MemoryStore(StoreLifecycle):
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        check_text("thread", thread)
         self._check_open()
         return self._pauses.pop(thread, None)
 
@@ -374,9 +408,11 @@ class MemoryStore(StoreLifecycle):
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
+        check_text("thread", thread)
         self._check_open()
-        if self._threads.pop(thread, None) is not None:
-            self._log(thread, [thread_deleted()])
+        if thread in self._threads:
+            self._extend(thread, self._chained(thread, [thread_deleted()]))
+            del self._threads[thread]
         self._pauses.pop(thread, None)
         self._leases.pop(thread, None)
         for effect in [k for k in self._effects if k[0] == thread]:

@@ -59,7 +59,10 @@ from ._base import (
 )
 from ._checks import (
     check_append_args,
+    check_pending_args,
     check_renewal,
+    check_text,
+    check_write,
     finish_refused,
     head_mismatch,
     lease_after,
@@ -155,7 +158,7 @@ class PostgresStore(StoreLifecycle):
         `Store.append_checkpoint` for the rules and errors. ``durable=False`` commits with
         ``synchronous_commit = off`` for this transaction only.
         """
-        check_append_args(record, new_interrupts, resolutions)
+        check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
         attempts = 0
 
         def append(c: Conn) -> int | None:
@@ -178,6 +181,7 @@ class PostgresStore(StoreLifecycle):
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
+        check_text("thread", thread)
         check_renewal(fence)
         await self._run(lambda c: _renew(c, thread, fence))
 
@@ -192,6 +196,10 @@ class PostgresStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> tuple[bool, EffectRecord]:
         """Record that an effect is about to be called, unless it was (see `Store`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_text("name", name)
+        check_write(fence, audit)
         return await self._run(lambda c: _begin_effect(c, thread, key, name, fence, retry, audit))
 
     async def finish_effect(
@@ -204,10 +212,15 @@ class PostgresStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_write(fence, audit)
         await self._run(lambda c: _finish_effect(c, thread, key, result, fence, audit))
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
         """Return one effect record, or None."""
+        check_text("thread", thread)
+        check_text("key", key)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_EFFECT, (thread, key)))
         return None if row is None else conv.effect_from_row(row)
 
@@ -215,10 +228,15 @@ class PostgresStore(StoreLifecycle):
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
     ) -> list[AuditRecord]:
         """Return audit records ordered by (thread, seq) after the cursor."""
+        check_text("thread", thread, optional=True)
+        if after is not None:
+            check_text("after[0]", after[0])
         return await self._run(lambda c: _audit_log(c, thread, after, max(limit, 0)))
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        check_text("thread", thread)
+        check_text("id", id, optional=True)
         if id is None:
             return await self._run(
                 lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, {"thread": thread})
@@ -227,23 +245,27 @@ class PostgresStore(StoreLifecycle):
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        check_text("thread", thread)
         return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        check_text("thread", thread)
         before = 2**63 - 1 if before_seq is None else before_seq
         params = (thread, before, max(limit, 0))
         return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
+        check_text("thread", thread)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_THREAD, (thread,)))
         return None if row is None else conv.thread_from_row(row)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
+        check_text("id", id)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_INTERRUPT, (id,)))
         return None if row is None else conv.interrupt_from_row(row)
 
@@ -259,6 +281,7 @@ class PostgresStore(StoreLifecycle):
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
+        check_pending_args(thread=thread, key=key, tool=tool, after=after)
         query, params = sql.pending_query(
             thread, key, max(limit, 0), after, deadline_before, tool, older_than
         )
@@ -267,11 +290,13 @@ class PostgresStore(StoreLifecycle):
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        check_text("thread", thread)
         params = {"thread": thread, "kind": "forced" if forced else "planned", "at": time.time()}
         return await self._run(lambda c: _changed(c, sql.REQUEST_PAUSE, params))
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        check_text("thread", thread)
         row = await self._run(lambda c: _fetchone(c, sql.TAKE_PAUSE, (thread,)))
         return None if row is None else row[0]
 
@@ -281,6 +306,7 @@ class PostgresStore(StoreLifecycle):
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints, its interrupts and its pause request."""
+        check_text("thread", thread)
         await self._run(lambda c: _delete(c, thread))
 
     async def close(self) -> None:

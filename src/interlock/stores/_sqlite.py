@@ -48,7 +48,10 @@ from ._base import (
 )
 from ._checks import (
     check_append_args,
+    check_pending_args,
     check_renewal,
+    check_text,
+    check_write,
     finish_refused,
     head_mismatch,
     lease_after,
@@ -135,7 +138,7 @@ class SqliteStore(StoreLifecycle):
         ``synchronous="FULL"`` the commit runs at ``NORMAL`` (no ``fsync``; the next ``FULL``
         commit's ``fsync`` of the write-ahead log covers it).
         """
-        check_append_args(record, new_interrupts, resolutions)
+        check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
         level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
 
         return await self._run(
@@ -151,6 +154,7 @@ class SqliteStore(StoreLifecycle):
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
+        check_text("thread", thread)
         check_renewal(fence)
         await self._run(lambda c: _renew(c, thread, fence))
 
@@ -165,6 +169,10 @@ class SqliteStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> tuple[bool, EffectRecord]:
         """Record that an effect is about to be called, unless it was (see `Store`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_text("name", name)
+        check_write(fence, audit)
         return await self._run(lambda c: _begin_effect(c, thread, key, name, fence, retry, audit))
 
     async def finish_effect(
@@ -177,10 +185,15 @@ class SqliteStore(StoreLifecycle):
         audit: Sequence[AuditEntry] = (),
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
+        check_text("thread", thread)
+        check_text("key", key)
+        check_write(fence, audit)
         await self._run(lambda c: _finish_effect(c, thread, key, result, fence, audit))
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
         """Return one effect record, or None."""
+        check_text("thread", thread)
+        check_text("key", key)
         row = await self._run(lambda c: c.execute(sql.SELECT_EFFECT, (thread, key)).fetchone())
         return None if row is None else conv.effect_from_row(row)
 
@@ -188,33 +201,44 @@ class SqliteStore(StoreLifecycle):
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
     ) -> list[AuditRecord]:
         """Return audit records ordered by (thread, seq) after the cursor."""
+        check_text("thread", thread, optional=True)
+        if after is not None:
+            check_text("after[0]", after[0])
         return await self._run(lambda c: _audit_log(c, thread, after, max(limit, 0)))
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
+        check_text("thread", thread)
+        check_text("id", id, optional=True)
         if id is None:
-            return await self._run(lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, (thread,)))
+            return await self._run(
+                lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, {"thread": thread})
+            )
         return await self._run(lambda c: _one(c, sql.SELECT_CHECKPOINT, (id, thread)))
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
+        check_text("thread", thread)
         return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
+        check_text("thread", thread)
         before = 2**63 - 1 if before_seq is None else before_seq
         params = (thread, before, max(limit, 0))
         return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
+        check_text("thread", thread)
         row = await self._run(lambda c: c.execute(sql.SELECT_THREAD, (thread,)).fetchone())
         return None if row is None else conv.thread_from_row(row)
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
+        check_text("id", id)
         row = await self._run(lambda c: c.execute(sql.SELECT_INTERRUPT, (id,)).fetchone())
         return None if row is None else conv.interrupt_from_row(row)
 
@@ -230,6 +254,7 @@ class SqliteStore(StoreLifecycle):
         deadline_before: float | None = None,
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
+        check_pending_args(thread=thread, key=key, tool=tool, after=after)
         query, params = sql.pending_query(
             thread, key, max(limit, 0), after, deadline_before, tool, older_than
         )
@@ -238,11 +263,13 @@ class SqliteStore(StoreLifecycle):
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
+        check_text("thread", thread)
         kind = "forced" if forced else "planned"
         return await self._run(lambda c: _request_pause(c, thread, kind))
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
+        check_text("thread", thread)
         return await self._run(lambda c: _take_pause(c, thread))
 
     async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
@@ -251,6 +278,7 @@ class SqliteStore(StoreLifecycle):
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
+        check_text("thread", thread)
         await self._run(lambda c: _delete(c, thread))
 
     async def close(self) -> None:
@@ -516,7 +544,9 @@ def _audit_log(
 
 def _request_pause(conn: sqlite3.Connection, thread: str, kind: str) -> bool:
     with _write(conn):
-        return _changed(conn, sql.REQUEST_PAUSE, (thread, kind, time.time()))
+        return _changed(
+            conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": time.time()}
+        )
 
 
 def _take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
@@ -548,12 +578,14 @@ def _delete_rows(conn: sqlite3.Connection, thread: str) -> None:
         conn.execute(statement, (thread,))
 
 
-def _changed(conn: sqlite3.Connection, statement: str, params: tuple[object, ...]) -> bool:
+def _changed(
+    conn: sqlite3.Connection, statement: str, params: tuple[object, ...] | dict[str, object]
+) -> bool:
     return conn.execute(statement, params).rowcount > 0
 
 
 def _one(
-    conn: sqlite3.Connection, query: str, params: tuple[object, ...]
+    conn: sqlite3.Connection, query: str, params: tuple[object, ...] | dict[str, object]
 ) -> CheckpointRecord | None:
     row = conn.execute(query, params).fetchone()
     return None if row is None else conv.checkpoint_from_row(row)

@@ -259,7 +259,7 @@ INSERT_INTERRUPT: Final = (
 
 SELECT_HEAD_CHECKPOINT: Final = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = ?1 AND seq = (SELECT head_seq FROM threads WHERE thread = ?1)"
+    "WHERE thread = :thread AND seq = (SELECT head_seq FROM threads WHERE thread = :thread)"
 )
 SELECT_CHECKPOINT: Final = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
@@ -323,7 +323,7 @@ PENDING_IDS_OF_THREAD: Final = (
 
 REQUEST_PAUSE: Final = """
     INSERT INTO pause_requests (thread, kind, requested_at)
-    SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM threads WHERE thread = ?1)
+    SELECT :thread, :kind, :at WHERE EXISTS (SELECT 1 FROM threads WHERE thread = :thread)
     ON CONFLICT (thread) DO UPDATE SET
         kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
         requested_at = excluded.requested_at
@@ -337,9 +337,9 @@ EXPIRED_THREADS: Final = (
 )
 
 DELETE_THREAD: Final = (
-    "DELETE FROM pause_requests WHERE thread = ?1",
-    "DELETE FROM effects WHERE thread = ?1",
-    "DELETE FROM interrupts WHERE thread = ?1",
-    "DELETE FROM checkpoints WHERE thread = ?1",
-    "DELETE FROM threads WHERE thread = ?1",
+    "DELETE FROM pause_requests WHERE thread = ?",
+    "DELETE FROM effects WHERE thread = ?",
+    "DELETE FROM interrupts WHERE thread = ?",
+    "DELETE FROM checkpoints WHERE thread = ?",
+    "DELETE FROM threads WHERE thread = ?",
 )

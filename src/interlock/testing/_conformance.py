@@ -367,6 +367,60 @@ class StoreConformance:
             )
         assert await _snapshot(store, ["t"], ["a", "x"]) == before
 
+    async def test_an_append_that_cannot_be_stored_leaves_nothing(self, store: Store) -> None:
+        (first,) = await _grow(store, "t", 1, interrupts=["a"])
+        before = await _snapshot(store, ["t"], ["a", "b"])
+        bad = _checkpoint("bad\ud800", 1, body=b"body")
+        with pytest.raises(ValueError, match="record.thread"):
+            await store.append_checkpoint(
+                bad,
+                expected_head=None,
+                new_interrupts=[_interrupt("b", bad)],
+                audit=[_entry("interrupt", 1)],
+            )
+        # An audit entry that cannot be hashed fails the append after every check passed.
+        second = _checkpoint("t", 2)
+        with pytest.raises((TypeError, ValueError, StoreError)):
+            await store.append_checkpoint(
+                second,
+                expected_head=first.id,
+                new_interrupts=[_interrupt("b", second)],
+                resolutions=[_resolve("a")],
+                audit=[AuditEntry(kind="edit", actor=None, data=object())],  # type: ignore[arg-type]
+            )
+        assert await _snapshot(store, ["t"], ["a", "b"]) == before
+        assert await store.audit_log() == []
+
+    async def test_arguments_no_backend_can_store_are_refused_by_name(self, store: Store) -> None:
+        await _grow(store, "t", 1, interrupts=["a"])
+        lone = "t\udc80"
+        with pytest.raises(ValueError, match="thread"):
+            await store.get_checkpoint(lone)
+        with pytest.raises(ValueError, match="thread"):
+            await store.get_thread(lone)
+        with pytest.raises(ValueError, match="key"):
+            await store.pending(key=lone)
+        with pytest.raises(ValueError, match="after"):
+            await store.pending(after=lone)
+        with pytest.raises(ValueError, match="thread"):
+            await store.audit_log(thread=lone)
+        with pytest.raises(TypeError, match="thread"):
+            await store.get_checkpoint(None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="thread"):
+            await store.append_checkpoint(_checkpoint(None, 1), expected_head=None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="thread"):
+            await store.request_pause(7)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="audit actor"):
+            await store.begin_effect(
+                "t",
+                "k",
+                name="pay",
+                fence=None,
+                audit=[AuditEntry(kind="effect_started", actor=lone, data=b"{}")],
+            )
+        assert await store.get_effect("t", "k") is None
+        assert len(await store.pending()) == 1
+
     async def test_reused_ids_are_refused(self, store: Store) -> None:
         (taken,) = await _grow(store, "a", 1, interrupts=["i"])
         (first,) = await _grow(store, "t", 1)
