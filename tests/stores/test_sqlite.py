@@ -109,11 +109,11 @@ async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         await grow(store, "t", 1)
     with side_connection(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 4
         assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # migrate() is a no-op on a current database and reports the version it found.
-        assert schema.migrate(conn) == 3
+        assert schema.migrate(conn) == 4
 
 
 async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -133,8 +133,11 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         await grow(store, "t", 2)
         assert await store.request_pause("t", forced=False)
         assert await store.take_pause_request("t") == "planned"
+        # ... and its row got its digests: it reads back whole.
+        old = await store.get_thread("old")
+        assert old is not None and (old.head_id, old.status) == ("c1", "done")
     with side_connection(path) as side:
-        assert side.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert side.execute("PRAGMA user_version").fetchone()[0] == 4
         # Rows written before the migration get a free lease.
         lease = side.execute(
             "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = 'old'"

@@ -36,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .._errors import (
+    CheckpointCorrupt,
     FencedOut,
     InterruptAlreadyResolved,
     StoreClosed,
@@ -222,7 +223,7 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("key", key)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_EFFECT, (thread, key)))
-        return None if row is None else conv.effect_from_row(row)
+        return None if row is None else _effect(row, thread, key)
 
     async def audit_log(
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
@@ -238,15 +239,15 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("id", id, optional=True)
         if id is None:
-            return await self._run(
-                lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, {"thread": thread})
-            )
-        return await self._run(lambda c: _one(c, sql.SELECT_CHECKPOINT, (id, thread)))
+            return await self._run(lambda c: _head(c, thread))
+        return await self._run(lambda c: _one(c, thread, id))
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
         check_text("thread", thread)
-        return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
+        rows = await self._run(lambda c: _fetchall(c, sql.SELECT_RANGE, (lo, hi, thread)))
+        head_seq, records = _with_head(rows, thread)
+        return conv.checked_range(records, head_seq, thread, lo, hi)
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
@@ -254,20 +255,21 @@ class PostgresStore(StoreLifecycle):
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
         check_text("thread", thread)
         before = 2**63 - 1 if before_seq is None else before_seq
-        params = (thread, before, max(limit, 0))
-        return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
+        params = (before, max(limit, 0), thread)
+        rows = await self._run(lambda c: _fetchall(c, sql.SELECT_PAGE, params))
+        head_seq, records = _with_head(rows, thread)
+        return conv.checked_page(records, head_seq, thread, before_seq, max(limit, 0))
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
         check_text("thread", thread)
-        row = await self._run(lambda c: _fetchone(c, sql.SELECT_THREAD, (thread,)))
-        return None if row is None else conv.thread_from_row(row)
+        return await self._run(lambda c: _thread(c, thread))
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         check_text("id", id)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_INTERRUPT, (id,)))
-        return None if row is None else conv.interrupt_from_row(row)
+        return None if row is None else conv.interrupt_from_row(row, id=id)
 
     async def pending(
         self,
@@ -286,7 +288,14 @@ class PostgresStore(StoreLifecycle):
             thread, key, max(limit, 0), after, deadline_before, tool, older_than
         )
         rows = await self._run(lambda c: _fetchall(c, query, params))
-        return [conv.interrupt_from_row(row) for row in rows]
+        return conv.pending_from_rows(
+            rows,
+            thread=thread,
+            key=key,
+            tool=tool,
+            older_than=older_than,
+            deadline_before=deadline_before,
+        )
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
@@ -470,16 +479,20 @@ def _append(
     now = time.time()
     new = new_interrupts
     # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
+    digests = [conv.resolution_digests(r) for r in resolutions]
     res = (
         [
             [r.id for r in resolutions],
             [r.status for r in resolutions],
             [r.resolved_at for r in resolutions],
             [r.resolution for r in resolutions],
+            [d[0] for d in digests],
+            [d[1] for d in digests],
         ]
         if resolutions
-        else [None] * 4
+        else [None] * 6
     )
+    new_digests = [conv.interrupt_digests(i) for i in new]
     rows = (
         [
             [i.id for i in new],
@@ -493,12 +506,15 @@ def _append(
             [i.resolved_at for i in new],
             [i.resolution for i in new],
             [i.tool for i in new],
+            [d[0] for d in new_digests],
+            [d[1] for d in new_digests],
         ]
         if new
-        else [None] * 11
+        else [None] * 13
     )
     params = (
         *conv.checkpoint_row(record),
+        conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
         expected_head,
         fence is not None,
         None if fence is None else fence.owner,
@@ -578,6 +594,12 @@ def _refusal(
         return ThreadBusy(thread, "another executor created it at the same time")
     if error == "resolved":
         return InterruptAlreadyResolved(details["id"], status=details["status"])
+    if error == "corrupt":
+        return CheckpointCorrupt(
+            f"{details.get('what')} of thread {thread!r} does not match its digest: the "
+            "database was damaged. Restore it from a backup",
+            thread=thread,
+        )
     if error == "unknown":
         return UnknownInterrupt(details["id"], list(details["pending"]), thread=thread)
     return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
@@ -595,9 +617,10 @@ def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> 
 def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
     """Lock the thread's row and check (and move) its lease for a write that is no checkpoint."""
     row = _fetchone(conn, sql.SELECT_LEASE, (thread,))
-    lease = lease_after(thread, None if row is None else tuple(row), fence, now)
-    if row is not None and tuple(row) != lease:
-        conn.execute(sql.SET_LEASE, (*lease, thread))
+    current = None if row is None else conv.lease_from_row(row, thread)
+    lease = lease_after(thread, current, fence, now)
+    if current is not None and current != lease:
+        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
 
 
 def _renew(conn: Conn, thread: str, fence: Fence) -> None:
@@ -619,12 +642,12 @@ def _begin_effect(
         _fenced(conn, thread, fence, now)
         row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
         if row is None:
-            found = conv.effect_from_row(_fetchone(conn, sql.SELECT_EFFECT, (thread, key)))
+            found = _effect(_fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key)
             if not (retry and found.status == "started"):
                 return False, found
             row = _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
         _log(conn, thread, audit, now)
-    return True, conv.effect_from_row(row)
+    return True, _effect(row, thread, key)
 
 
 def _finish_effect(
@@ -641,7 +664,7 @@ def _finish_effect(
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
             refused = finish_refused(
-                thread, key, None if row is None else conv.effect_from_row(row), result
+                thread, key, None if row is None else _effect(row, thread, key), result
             )
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
@@ -663,7 +686,8 @@ def _audit_log(
 def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
     with conn.transaction():
         rows = _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
-        gone = [row[0] for row in rows]
+        # A damaged row must not delete a thread that is not finished.
+        gone = [conv.thread_from_row(row, row[0]).thread for row in rows]
         for thread in gone:
             _delete_rows(conn, thread)
     return gone
@@ -700,10 +724,53 @@ def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
         return cur.fetchall()
 
 
-def _one(conn: Conn, query: str, params: Any) -> CheckpointRecord | None:
-    row = _fetchone(conn, query, params)
-    return None if row is None else conv.checkpoint_from_row(row)
+def _head(conn: Conn, thread: str) -> CheckpointRecord | None:
+    row = _fetchone(conn, sql.SELECT_HEAD_CHECKPOINT, (thread,))
+    if row is None:
+        _no_thread(conn, thread)
+        return None
+    return conv.head_checkpoint_from_row(row, thread)
 
 
-def _many(conn: Conn, query: str, params: Any) -> list[CheckpointRecord]:
-    return [conv.checkpoint_from_row(row) for row in _fetchall(conn, query, params)]
+def _no_thread(conn: Conn, thread: str) -> None:
+    """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
+    if _fetchone(conn, sql.HAS_CHECKPOINTS, (thread,)) is not None:
+        raise CheckpointCorrupt(
+            f"thread {thread!r} has checkpoints but no head: the database was damaged. "
+            "Restore it from a backup; the other threads can still be read",
+            thread=thread,
+        )
+
+
+def _thread(conn: Conn, thread: str) -> ThreadRecord | None:
+    row = _fetchone(conn, sql.SELECT_THREAD, (thread,))
+    if row is None:
+        _no_thread(conn, thread)
+        return None
+    return conv.thread_from_row(row, thread)
+
+
+def _one(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
+    row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))
+    return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
+
+
+def _with_head(rows: list[Any], thread: str) -> tuple[int | None, list[CheckpointRecord]]:
+    """Split rows of ``head_seq`` + checkpoint columns (all NULL when there are none)."""
+    if not rows:
+        return None, []
+    records = [
+        conv.checkpoint_from_row(row[1:], thread=thread) for row in rows if row[1] is not None
+    ]
+    return int(rows[0][0]), records
+
+
+def _effect(row: Any, thread: str, key: str) -> EffectRecord:
+    found = conv.effect_from_row(row)
+    if (found.thread, found.key) != (thread, key):
+        raise CheckpointCorrupt(
+            f"reading effect {key!r} of thread {thread!r} found effect {found.key!r} of "
+            f"{found.thread!r}: the database was damaged. Restore it from a backup",
+            thread=thread,
+        )
+    return found

@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import anyio.to_thread
 
 from .._errors import (
+    CheckpointCorrupt,
     InterruptAlreadyResolved,
     StoreClosed,
     StoreError,
@@ -65,6 +66,7 @@ T = TypeVar("T")
 
 _SYNCHRONOUS: Final = ("FULL", "NORMAL", "OFF")
 _MAX_ATTEMPTS: Final = 12
+_SMALLEST_PAGE: Final = 512
 _FIRST_BACKOFF: Final = 0.002
 _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
@@ -195,7 +197,7 @@ class SqliteStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("key", key)
         row = await self._run(lambda c: c.execute(sql.SELECT_EFFECT, (thread, key)).fetchone())
-        return None if row is None else conv.effect_from_row(row)
+        return None if row is None else _effect(row, thread, key)
 
     async def audit_log(
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
@@ -211,36 +213,31 @@ class SqliteStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("id", id, optional=True)
         if id is None:
-            return await self._run(
-                lambda c: _one(c, sql.SELECT_HEAD_CHECKPOINT, {"thread": thread})
-            )
-        return await self._run(lambda c: _one(c, sql.SELECT_CHECKPOINT, (id, thread)))
+            return await self._run(lambda c: _head(c, thread))
+        return await self._run(lambda c: _one(c, thread, id))
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
         check_text("thread", thread)
-        return await self._run(lambda c: _many(c, sql.SELECT_RANGE, (thread, lo, hi)))
+        return await self._run(lambda c: _range(c, thread, lo, hi))
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
         check_text("thread", thread)
-        before = 2**63 - 1 if before_seq is None else before_seq
-        params = (thread, before, max(limit, 0))
-        return await self._run(lambda c: _many(c, sql.SELECT_PAGE, params))
+        return await self._run(lambda c: _page(c, thread, before_seq, max(limit, 0)))
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
         check_text("thread", thread)
-        row = await self._run(lambda c: c.execute(sql.SELECT_THREAD, (thread,)).fetchone())
-        return None if row is None else conv.thread_from_row(row)
+        return await self._run(lambda c: _thread(c, thread))
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         check_text("id", id)
         row = await self._run(lambda c: c.execute(sql.SELECT_INTERRUPT, (id,)).fetchone())
-        return None if row is None else conv.interrupt_from_row(row)
+        return None if row is None else conv.interrupt_from_row(row, id=id)
 
     async def pending(
         self,
@@ -259,7 +256,14 @@ class SqliteStore(StoreLifecycle):
             thread, key, max(limit, 0), after, deadline_before, tool, older_than
         )
         rows = await self._run(lambda c: c.execute(query, params).fetchall())
-        return [conv.interrupt_from_row(row) for row in rows]
+        return conv.pending_from_rows(
+            rows,
+            thread=thread,
+            key=key,
+            tool=tool,
+            older_than=older_than,
+            deadline_before=deadline_before,
+        )
 
     async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
@@ -350,6 +354,7 @@ class SqliteStore(StoreLifecycle):
                 raise StoreError(
                     f"cannot create the directory of SQLite database {self._path!r}: {exc}"
                 ) from exc
+        self._check_file()
         conn = sqlite3.connect(
             self._path,
             timeout=self._busy_timeout,
@@ -364,6 +369,23 @@ class SqliteStore(StoreLifecycle):
             conn.close()
             raise
         return conn
+
+    def _check_file(self) -> None:
+        """Refuse a file too short to be a database, which SQLite would start over as empty.
+
+        An empty file is a new database (what ``touch`` or ``mkstemp`` leave); anything from
+        one byte to less than the smallest page is what is left of a damaged one.
+        """
+        try:
+            size = os.stat(self._path).st_size
+        except OSError:
+            return  # absent (SQLite creates it) or unreadable (connecting says why)
+        if 0 < size < _SMALLEST_PAGE:
+            raise StoreError(
+                f"{self._path!r} holds {size} bytes, which is not a SQLite database (the "
+                f"smallest is {_SMALLEST_PAGE}): it was truncated or is something else. "
+                "Restore it from a backup, or point SqliteStore at a new file"
+            )
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
         message = str(exc)
@@ -428,23 +450,43 @@ def _append(
         with _write(conn):
             # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
             row = conn.execute(sql.SELECT_HEAD_AND_LEASE, (thread,)).fetchone()
-            lease = lease_after(thread, None if row is None else row[2:], fence, now)
-            busy = head_mismatch(record, expected_head, None if row is None else row[:2])
+            head, current = None, None
+            if row is not None:
+                found = conv.thread_from_row(row[:6], thread)
+                head, current = (
+                    (found.head_id, found.head_seq),
+                    conv.lease_from_row(row[6:], thread),
+                )
+            lease = lease_after(thread, current, fence, now)
+            busy = head_mismatch(record, expected_head, head)
             if busy is not None:
                 raise busy
-            new = (record.id, record.seq, record.status, record.created_at, *lease)
+            new = (
+                record.id,
+                record.seq,
+                record.status,
+                record.created_at,
+                conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
+                *lease,
+                conv.lease_digest(thread, *lease),
+            )
             if row is None:
                 conn.execute(sql.INSERT_THREAD, (thread, *new))
             else:
                 conn.execute(sql.MOVE_HEAD, (*new, thread))
             # 2. Resolutions, each a compare-and-set out of pending.
             for res in resolutions:
-                params = (res.status, res.resolved_at, res.resolution, res.id, thread)
-                if not _changed(conn, sql.RESOLVE, params):
-                    found = conn.execute(sql.SELECT_INTERRUPT_STATUS, (res.id, thread)).fetchone()
-                    if found is None:
+                was, now_digest = conv.resolution_digests(res)
+                params = (res.status, res.resolved_at, res.resolution, now_digest, res.id, thread)
+                if not _changed(conn, sql.RESOLVE, (*params, was)):
+                    status = conn.execute(sql.SELECT_INTERRUPT_STATUS, (res.id, thread)).fetchone()
+                    if status is None:
                         raise _UnknownTarget(res.id)
-                    raise InterruptAlreadyResolved(res.id, status=found[0])
+                    if status[0] == "pending":  # pending, but its state digest is wrong
+                        conv.interrupt_from_row(
+                            conn.execute(sql.SELECT_INTERRUPT, (res.id,)).fetchone(), id=res.id
+                        )
+                    raise InterruptAlreadyResolved(res.id, status=status[0])
             # 3. The new rows.
             try:
                 conn.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
@@ -474,9 +516,10 @@ def _log(conn: sqlite3.Connection, thread: str, entries: Sequence[AuditEntry], n
 def _fenced(conn: sqlite3.Connection, thread: str, fence: Fence | None, now: float) -> None:
     """Check (and move) the thread's lease for a write that is not a checkpoint."""
     row = conn.execute(sql.SELECT_LEASE, (thread,)).fetchone()
-    lease = lease_after(thread, row, fence, now)
-    if row is not None and tuple(row) != lease:
-        conn.execute(sql.SET_LEASE, (*lease, thread))
+    current = None if row is None else conv.lease_from_row(row, thread)
+    lease = lease_after(thread, current, fence, now)
+    if current is not None and current != lease:
+        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
 
 
 def _renew(conn: sqlite3.Connection, thread: str, fence: Fence) -> None:
@@ -498,7 +541,7 @@ def _begin_effect(
         _fenced(conn, thread, fence, now)
         row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
         if row is not None:
-            found = conv.effect_from_row(row)
+            found = _effect(row, thread, key)
             if not (retry and found.status == "started"):
                 return False, found
             conn.execute(sql.RESTART_EFFECT, (now, thread, key))
@@ -506,7 +549,7 @@ def _begin_effect(
             conn.execute(sql.INSERT_EFFECT, (thread, key, name, now))
         _log(conn, thread, audit, now)
         started = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
-    return True, conv.effect_from_row(started)
+    return True, _effect(started, thread, key)
 
 
 def _finish_effect(
@@ -523,7 +566,7 @@ def _finish_effect(
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
             refused = finish_refused(
-                thread, key, None if row is None else conv.effect_from_row(row), result
+                thread, key, None if row is None else _effect(row, thread, key), result
             )
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
@@ -560,7 +603,9 @@ def _take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
 
 def _expire(conn: sqlite3.Connection, older_than: float, limit: int) -> list[str]:
     with _write(conn):
-        gone = [row[0] for row in conn.execute(sql.EXPIRED_THREADS, (older_than, limit))]
+        rows = conn.execute(sql.EXPIRED_THREADS, (older_than, limit)).fetchall()
+        # A damaged row must not delete a thread that is not finished.
+        gone = [conv.thread_from_row(row, row[0]).thread for row in rows]
         for thread in gone:
             _delete_rows(conn, thread)
     return gone
@@ -584,14 +629,79 @@ def _changed(
     return conn.execute(statement, params).rowcount > 0
 
 
-def _one(
-    conn: sqlite3.Connection, query: str, params: tuple[object, ...] | dict[str, object]
-) -> CheckpointRecord | None:
-    row = conn.execute(query, params).fetchone()
-    return None if row is None else conv.checkpoint_from_row(row)
+@contextmanager
+def _read(conn: sqlite3.Connection) -> Iterator[None]:
+    """Run the body's reads in one transaction, so they see one version of the file."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
 
 
-def _many(
-    conn: sqlite3.Connection, query: str, params: tuple[object, ...]
+def _head(conn: sqlite3.Connection, thread: str) -> CheckpointRecord | None:
+    with _read(conn):
+        row = conn.execute(sql.SELECT_HEAD_CHECKPOINT, (thread,)).fetchone()
+        if row is None:
+            _no_thread(conn, thread)
+            return None
+    return conv.head_checkpoint_from_row(row, thread)
+
+
+def _no_thread(conn: sqlite3.Connection, thread: str) -> None:
+    """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
+    if conn.execute(sql.HAS_CHECKPOINTS, (thread,)).fetchone() is not None:
+        raise CheckpointCorrupt(
+            f"thread {thread!r} has checkpoints but no head: the store's file is damaged. "
+            "Restore it from a backup; the other threads can still be read",
+            thread=thread,
+        )
+
+
+def _thread(conn: sqlite3.Connection, thread: str) -> ThreadRecord | None:
+    with _read(conn):
+        row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+        if row is None:
+            _no_thread(conn, thread)
+            return None
+    return conv.thread_from_row(row, thread)
+
+
+def _head_seq(conn: sqlite3.Connection, thread: str) -> int | None:
+    row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+    return None if row is None else conv.thread_from_row(row, thread).head_seq
+
+
+def _one(conn: sqlite3.Connection, thread: str, id: str) -> CheckpointRecord | None:
+    row = conn.execute(sql.SELECT_CHECKPOINT, (id, thread)).fetchone()
+    return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
+
+
+def _range(conn: sqlite3.Connection, thread: str, lo: int, hi: int) -> list[CheckpointRecord]:
+    with _read(conn):
+        head_seq = _head_seq(conn, thread)
+        rows = conn.execute(sql.SELECT_RANGE, (thread, lo, hi)).fetchall()
+    records = [conv.checkpoint_from_row(row, thread=thread) for row in rows]
+    return conv.checked_range(records, head_seq, thread, lo, hi)
+
+
+def _page(
+    conn: sqlite3.Connection, thread: str, before_seq: int | None, limit: int
 ) -> list[CheckpointRecord]:
-    return [conv.checkpoint_from_row(row) for row in conn.execute(query, params)]
+    before = 2**63 - 1 if before_seq is None else before_seq
+    with _read(conn):
+        head_seq = _head_seq(conn, thread)
+        rows = conn.execute(sql.SELECT_PAGE, (thread, before, limit)).fetchall()
+    records = [conv.checkpoint_from_row(row, thread=thread) for row in rows]
+    return conv.checked_page(records, head_seq, thread, before_seq, limit)
+
+
+def _effect(row: Any, thread: str, key: str) -> EffectRecord:
+    found = conv.effect_from_row(row)
+    if (found.thread, found.key) != (thread, key):
+        raise CheckpointCorrupt(
+            f"reading effect {key!r} of thread {thread!r} found effect {found.key!r} of "
+            f"{found.thread!r}: the store's file is damaged. Restore it from a backup",
+            thread=thread,
+        )
+    return found

@@ -14,9 +14,16 @@ from typing import Final
 from ._rows import (
     AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
+    CHECKPOINT_KINDS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
+    INTERRUPT_KINDS,
+    LEASE_KINDS,
+    STATE_KINDS,
+    THREAD_COLUMNS,
+    THREAD_KINDS,
     pending_filters,
+    sql_digest,
 )
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
@@ -130,7 +137,29 @@ _V3: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
+_V4: Final = (
+    # Digests of each row's columns (see `interlock.stores._rows`), checked on every read: a
+    # damaged file fails a read rather than answering it with another row. Rows written
+    # before get theirs now, from the values they hold.
+    "ALTER TABLE threads ADD COLUMN digest BLOB",
+    "ALTER TABLE threads ADD COLUMN lease_digest BLOB",
+    "ALTER TABLE checkpoints ADD COLUMN digest BLOB",
+    "ALTER TABLE interrupts ADD COLUMN digest BLOB",
+    "ALTER TABLE interrupts ADD COLUMN state_digest BLOB",
+    f"UPDATE threads SET "
+    f"digest = interlock_digest('{THREAD_KINDS}', thread, head_id, head_seq, status, "
+    f"updated_at), "
+    f"lease_digest = interlock_digest('{LEASE_KINDS}', thread, lease_owner, lease_token, "
+    f"lease_expires)",
+    f"UPDATE checkpoints SET digest = interlock_digest('{CHECKPOINT_KINDS}', thread, seq, id, "
+    f"parent_id, step, base_seq, created_at, source, status, body)",
+    f"UPDATE interrupts SET "
+    f"digest = interlock_digest('{INTERRUPT_KINDS}', id, thread, checkpoint_id, key, address, "
+    f"kind, created_at, deadline, body, tool), "
+    f"state_digest = interlock_digest('{STATE_KINDS}', id, status, resolved_at, resolution)",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -156,7 +185,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     found = _user_version(conn)
     if found == SCHEMA_VERSION:
         _check_application_id(conn)
+        _check_tables(conn, found)
         return found
+    conn.create_function("interlock_digest", -1, _digest, deterministic=True)
     conn.execute("BEGIN IMMEDIATE")
     try:
         found = _user_version(conn)
@@ -170,6 +201,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         else:
             _check_application_id(conn)
+            _check_tables(conn, found)
         for step in MIGRATIONS[found:]:
             for statement in step:
                 conn.execute(statement)
@@ -179,6 +211,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.rollback()
         raise
     return found
+
+
+def _digest(kinds: str, *values: object) -> bytes:
+    return sql_digest(kinds, *values)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
@@ -195,6 +231,20 @@ def _check_application_id(conn: sqlite3.Connection) -> None:
         )
 
 
+def _check_tables(conn: sqlite3.Connection, version: int) -> None:
+    # The header says interlock wrote a schema here: its tables must still be there, or the
+    # file was damaged (and must not be taken for an empty store).
+    (tables,) = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+        "('threads', 'checkpoints', 'interrupts')"
+    ).fetchone()
+    if tables != 3:
+        raise SchemaMismatch(
+            f"its header says interlock schema version {version}, but the tables of that schema "
+            "are gone: the file was damaged. Restore it from a backup"
+        )
+
+
 def _check_empty(conn: sqlite3.Connection) -> None:
     (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     if tables:
@@ -207,20 +257,24 @@ def _check_empty(conn: sqlite3.Connection) -> None:
 # The statements below are reused verbatim so sqlite3's statement cache prepares each once.
 
 INSERT_THREAD: Final = (
-    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, lease_owner, "
-    "lease_token, lease_expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread) DO NOTHING"
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, digest, lease_owner, "
+    "lease_token, lease_expires, lease_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (thread) DO NOTHING"
 )
 SELECT_HEAD_AND_LEASE: Final = (
-    "SELECT head_id, head_seq, lease_owner, lease_token, lease_expires FROM threads "
-    "WHERE thread = ?"
+    f"SELECT {THREAD_COLUMNS}, lease_owner, lease_token, lease_expires, lease_digest "
+    "FROM threads WHERE thread = ?"
 )
 MOVE_HEAD: Final = (
-    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, "
-    "lease_owner = ?, lease_token = ?, lease_expires = ? WHERE thread = ?"
+    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, digest = ?, "
+    "lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? WHERE thread = ?"
 )
-SELECT_LEASE: Final = "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = ?"
+SELECT_LEASE: Final = (
+    "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads WHERE thread = ?"
+)
 SET_LEASE: Final = (
-    "UPDATE threads SET lease_owner = ?, lease_token = ?, lease_expires = ? WHERE thread = ?"
+    "UPDATE threads SET lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? "
+    "WHERE thread = ?"
 )
 SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = ? AND key = ?"
 INSERT_EFFECT: Final = (
@@ -242,24 +296,30 @@ AUDIT_ALL: Final = (
 AUDIT_OF_THREAD: Final = (
     f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
-SELECT_THREAD: Final = (
-    "SELECT thread, head_id, head_seq, status, updated_at FROM threads WHERE thread = ?"
-)
+SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = ?"
+HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = ? LIMIT 1"
 INSERT_CHECKPOINT: Final = (
-    f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# The state digest must be the one of a pending interrupt: a damaged row is not decided.
 RESOLVE: Final = (
-    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ? "
-    "WHERE id = ? AND thread = ? AND status = 'pending'"
+    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ?, state_digest = ? "
+    "WHERE id = ? AND thread = ? AND status = 'pending' AND state_digest = ?"
 )
 SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = ? AND thread = ?"
 INSERT_INTERRUPT: Final = (
-    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
+# The thread's row and its head checkpoint, to check one against the other.
 SELECT_HEAD_CHECKPOINT: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = :thread AND seq = (SELECT head_seq FROM threads WHERE thread = :thread)"
+    "SELECT "
+    + ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
+    + ", "
+    + ", ".join(f"t.{column.strip()}" for column in THREAD_COLUMNS.split(","))
+    + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
+    "WHERE t.thread = ?"
 )
 SELECT_CHECKPOINT: Final = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
@@ -276,7 +336,7 @@ SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id 
 
 # One statement per filter combination, each answered by one index in created_at order
 # (rowid, the index's hidden last column, breaks ties).
-_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts INDEXED BY "
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS}, rowid FROM interrupts INDEXED BY "
 
 
 def pending_query(
@@ -332,7 +392,7 @@ PEEK_PAUSE: Final = "SELECT kind FROM pause_requests WHERE thread = ?"
 TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
 
 EXPIRED_THREADS: Final = (
-    "SELECT thread FROM threads WHERE status = 'done' AND updated_at < ? "
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < ? "
     "ORDER BY updated_at LIMIT ?"
 )
 

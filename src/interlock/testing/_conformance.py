@@ -371,7 +371,7 @@ class StoreConformance:
         (first,) = await _grow(store, "t", 1, interrupts=["a"])
         before = await _snapshot(store, ["t"], ["a", "b"])
         bad = _checkpoint("bad\ud800", 1, body=b"body")
-        with pytest.raises(ValueError, match="record.thread"):
+        with pytest.raises(ValueError, match=r"record\.thread"):
             await store.append_checkpoint(
                 bad,
                 expected_head=None,
