@@ -14,7 +14,14 @@ import pytest
 from _pgserver import PgServer
 from interlock import END, START, Graph, append, approve
 from interlock._errors import StoreClosed, StoreError, ThreadBusy
-from interlock.stores import AuditEntry, CheckpointRecord, Store, verify_audit
+from interlock.stores import (
+    AuditEntry,
+    CheckpointRecord,
+    Fence,
+    InterruptRecord,
+    Store,
+    verify_audit,
+)
 from interlock.stores import _postgres_schema as schema
 from interlock.stores._postgres import PostgresStore
 from interlock.testing import StoreConformance
@@ -276,3 +283,44 @@ async def test_audit_hashes_chained_by_the_server_match_audit_hash(dsn: str) -> 
                     row.prev, thread, row.seq, row.at, row.kind, row.actor, row.data
                 )
                 assert row.hash == expected
+
+
+async def test_the_migration_digests_rows_as_the_store_does(dsn: str) -> None:
+    # Version 5 computes the digests of rows written before it in SQL: they must be the very
+    # bytes the store computes (and checks) itself.
+    async with PostgresStore(dsn) as store:
+        first = checkpoint("t", 1)
+        await store.append_checkpoint(
+            first,
+            expected_head=None,
+            new_interrupts=[
+                InterruptRecord(
+                    id="i1",
+                    thread="t",
+                    checkpoint_id=first.id,
+                    key="k\u00e9",
+                    address="node:a",
+                    kind="dynamic",
+                    status="pending",
+                    created_at=12.5,
+                    deadline=None,
+                    body=b"\x00body",
+                )
+            ],
+            fence=Fence(owner="me", token=None, ttl=30.0),
+        )
+    tables = {"threads": "thread", "checkpoints": "id", "interrupts": "id"}
+    with psycopg.connect(dsn) as conn:
+
+        def digests() -> list[Any]:
+            return [
+                conn.execute(f"SELECT * FROM {table} ORDER BY {key}").fetchall()
+                for table, key in tables.items()
+            ]
+
+        before = digests()
+        for statement in schema.MIGRATIONS[4]:
+            if statement.lstrip().startswith("UPDATE"):
+                conn.execute(statement)
+        assert digests() == before
+        conn.rollback()

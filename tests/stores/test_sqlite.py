@@ -518,3 +518,21 @@ def test_every_statement_uses_placeholders_each_python_accepts() -> None:
     assert any("pause_requests" in s for s in statements)
     numbered = [s for s in statements if isinstance(s, str) and re.search(r"\?\d", s)]
     assert numbered == []
+
+
+def remove_log(path: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink()
+
+
+async def test_a_removed_write_ahead_log_is_named_as_the_cause(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as running:
+        await grow(running, "t", 2)
+        remove_log(path)
+        other = SqliteStore(path)
+        with pytest.raises(StoreError, match=r"write-ahead log .* was removed") as caught:
+            await other.get_thread("t")
+        assert "-shm" in str(caught.value)
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        await other.close()

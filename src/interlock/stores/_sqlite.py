@@ -399,7 +399,29 @@ class SqliteStore(StoreLifecycle):
                 f"cannot open SQLite database {self._path!r} ({message}); check that the "
                 "directory exists and is writable"
             )
+        if "disk I/O error" in message:
+            return self._io_error(message)
         return StoreError(f"SQLite database {self._path!r} failed: {type(exc).__name__}: {message}")
+
+    def _io_error(self, message: str) -> StoreError:
+        """Say what an I/O error means when the write-ahead log was removed under the store."""
+        gone = [
+            f"{self._path}{suffix}"
+            for suffix in ("-wal", "-shm")
+            if not os.path.exists(f"{self._path}{suffix}")
+        ]
+        if not gone:
+            return StoreError(
+                f"SQLite database {self._path!r} failed: {message}; check the disk (full, "
+                "failing, or a network file system SQLite cannot lock)"
+            )
+        return StoreError(
+            f"SQLite database {self._path!r} failed ({message}): its write-ahead log "
+            f"({', '.join(repr(g) for g in gone)}) was removed while the database was in use, "
+            "so the latest commits may live only in the processes that still have it open. "
+            "Never delete the -wal or -shm files of an open database: stop every process "
+            "that uses it, then open it again (restore it from a backup if commits are missing)"
+        )
 
 
 class _Busy(Exception):
