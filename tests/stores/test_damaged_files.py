@@ -249,3 +249,18 @@ async def test_a_file_whose_tables_are_gone_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="tables of that schema are gone"):
         await store.get_checkpoint(THREADS[0])
     await store.close()
+
+
+async def test_a_schema_damaged_into_invalid_text_is_a_store_error(tmp_path: Path) -> None:
+    # SQLite quotes the damaged schema in its message, whose bytes are then not UTF-8.
+    path = tmp_path / "store.db"
+    await build(path)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"CREATE TABLE threads")
+    data[at + 6 : at + 8] = b"\xff\xfe"
+    path.write_bytes(bytes(data))
+    store = SqliteStore(path)
+    with pytest.raises(StoreError, match="corrupted") as caught:
+        await store.get_thread(THREADS[0])
+    assert isinstance(caught.value.__cause__, UnicodeDecodeError)
+    await store.close()

@@ -381,6 +381,12 @@ class PostgresStore(StoreLifecycle):
             ) from exc
         except sql.SchemaMismatch as exc:
             raise StoreError(f"cannot use {self._where} as an interlock store: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            # Arguments are checked before they get here; this is the last line.
+            raise ValueError(
+                f"a text argument holds a lone surrogate at position {exc.start}, which UTF-8 "
+                "cannot encode; pass valid Unicode strings"
+            ) from exc
 
     async def _open(self) -> ConnectionPool[Conn]:
         async with self._opening:

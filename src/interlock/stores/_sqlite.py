@@ -345,6 +345,18 @@ class SqliteStore(StoreLifecycle):
                 raise self._translate(exc) from exc
             except sql.SchemaMismatch as exc:
                 raise StoreError(f"cannot use {self._path!r} as an interlock store: {exc}") from exc
+            except UnicodeDecodeError as exc:
+                # sqlite3 decodes SQLite's own message; a damaged schema puts bytes in it.
+                raise StoreError(
+                    f"{self._path!r} is corrupted: SQLite reported an error whose text is not "
+                    "valid UTF-8, which a damaged schema causes; restore the file from a backup"
+                ) from exc
+            except UnicodeEncodeError as exc:
+                # Arguments are checked before they get here; this is the last line.
+                raise ValueError(
+                    f"a text argument holds a lone surrogate at position {exc.start}, which "
+                    "UTF-8 cannot encode; pass valid Unicode strings"
+                ) from exc
 
     def _open(self) -> sqlite3.Connection:
         if self._path != ":memory:":
