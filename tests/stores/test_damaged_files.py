@@ -20,6 +20,7 @@ import pytest
 
 from interlock import (
     START,
+    CheckpointCorrupt,
     CheckpointNotFound,
     Graph,
     InterlockError,
@@ -264,3 +265,17 @@ async def test_a_schema_damaged_into_invalid_text_is_a_store_error(tmp_path: Pat
         await store.get_thread(THREADS[0])
     assert isinstance(caught.value.__cause__, UnicodeDecodeError)
     await store.close()
+
+
+async def test_an_audit_row_of_the_wrong_type_is_corrupt_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    await build(path)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE audit SET at = 'x\x045' WHERE seq = 2 AND thread = ?", (THREADS[1],))
+        conn.commit()
+    finally:
+        conn.close()
+    async with SqliteStore(path) as store:
+        with pytest.raises(CheckpointCorrupt, match="wrong type"):
+            await verify_audit(store)

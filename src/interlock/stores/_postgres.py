@@ -607,6 +607,8 @@ def _refusal(
             thread=thread,
         )
     if error == "unknown":
+        if details["id"] in details["pending"]:  # its id index lost it: the data is damaged
+            return conv.lost_interrupt(details["id"], thread)
         return UnknownInterrupt(details["id"], list(details["pending"]), thread=thread)
     return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
 

@@ -53,6 +53,7 @@ __all__ = [
     "interrupt_row",
     "lease_digest",
     "lease_from_row",
+    "lost_interrupt",
     "pending_filters",
     "pending_from_rows",
     "resolution_digests",
@@ -136,6 +137,14 @@ def _corrupt(what: str, thread: str | None, checkpoint_id: str | None = None) ->
         "can still be read",
         thread=thread,
         checkpoint_id=checkpoint_id,
+    )
+
+
+def lost_interrupt(id: str, thread: str) -> CheckpointCorrupt:
+    """The error for a pending interrupt that its thread lists but a lookup by id missed."""
+    return _corrupt(
+        f"interrupt {id} of thread {thread!r} is pending but its row cannot be found by id",
+        thread,
     )
 
 
@@ -406,16 +415,22 @@ def audit_row(r: AuditRecord) -> tuple[object, ...]:
 def audit_from_row(row: Any) -> AuditRecord:
     # The log is read to check it for tampering: take whatever types an edit left behind.
     thread, seq, at, kind, actor, data, prev, digest = row
-    return AuditRecord(
-        thread=str(thread),
-        seq=int(seq),
-        at=float(at),
-        kind=str(kind),
-        actor=None if actor is None else str(actor),
-        data=_blob(data),
-        prev=_blob(prev),
-        hash=_blob(digest),
-    )
+    try:
+        return AuditRecord(
+            thread=str(thread),
+            seq=int(seq),
+            at=float(at),
+            kind=str(kind),
+            actor=None if actor is None else str(actor),
+            data=_blob(data),
+            prev=_blob(prev),
+            hash=_blob(digest),
+        )
+    except (TypeError, ValueError, OverflowError):
+        raise _corrupt(
+            f"audit entry {seq!r} of thread {thread!r} has a column of the wrong type",
+            str(thread),
+        ) from None
 
 
 def _blob(value: Any) -> bytes:

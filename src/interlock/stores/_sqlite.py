@@ -535,6 +535,8 @@ def _append(
     except _UnknownTarget as unknown:
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
+        if unknown.interrupt_id in pending:  # its id index lost it: the file is damaged
+            raise conv.lost_interrupt(unknown.interrupt_id, thread) from None
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
     return None if fence is None else lease[1]
 
