@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, TypedDict
 
 import anyio
+import msgspec
 import psycopg
 import pytest
 
@@ -289,7 +290,9 @@ async def test_the_migration_digests_rows_as_the_store_does(dsn: str) -> None:
     # Version 5 computes the digests of rows written before it in SQL: they must be the very
     # bytes the store computes (and checks) itself.
     async with PostgresStore(dsn) as store:
-        first = checkpoint("t", 1)
+        # Lengths and numbers across msgpack's size classes: str 5/40/300 bytes, bin 7/300/70000
+        # bytes, the step -1, floats and NULLs.
+        first = msgspec.structs.replace(checkpoint("t", 1), body=b"b" * 70_000, parent_id="p" * 40)
         await store.append_checkpoint(
             first,
             expected_head=None,
@@ -299,13 +302,26 @@ async def test_the_migration_digests_rows_as_the_store_does(dsn: str) -> None:
                     thread="t",
                     checkpoint_id=first.id,
                     key="k\u00e9",
-                    address="node:a",
+                    address="node:" + "a" * 300,
                     kind="dynamic",
                     status="pending",
                     created_at=12.5,
                     deadline=None,
                     body=b"\x00body",
-                )
+                    tool="t" * 40,
+                ),
+                InterruptRecord(
+                    id="i2",
+                    thread="t",
+                    checkpoint_id=first.id,
+                    key=None,
+                    address="node:b",
+                    kind="dynamic",
+                    status="pending",
+                    created_at=1e9 + 0.1,
+                    deadline=-5.25,
+                    body=b"x" * 300,
+                ),
             ],
             fence=Fence(owner="me", token=None, ttl=30.0),
         )
@@ -319,8 +335,9 @@ async def test_the_migration_digests_rows_as_the_store_does(dsn: str) -> None:
             ]
 
         before = digests()
-        for statement in schema.MIGRATIONS[4]:
-            if statement.lstrip().startswith("UPDATE"):
-                conn.execute(statement)
+        updates = [s for s in schema.MIGRATIONS[4] if s.lstrip().startswith("UPDATE")]
+        assert len(updates) == 3
+        for statement in updates:
+            conn.execute(statement)
         assert digests() == before
         conn.rollback()

@@ -485,20 +485,16 @@ def _append(
     now = time.time()
     new = new_interrupts
     # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
-    digests = [conv.resolution_digests(r) for r in resolutions]
     res = (
         [
             [r.id for r in resolutions],
             [r.status for r in resolutions],
             [r.resolved_at for r in resolutions],
             [r.resolution for r in resolutions],
-            [d[0] for d in digests],
-            [d[1] for d in digests],
         ]
         if resolutions
-        else [None] * 6
+        else [None] * 4
     )
-    new_digests = [conv.interrupt_digests(i) for i in new]
     rows = (
         [
             [i.id for i in new],
@@ -512,11 +508,10 @@ def _append(
             [i.resolved_at for i in new],
             [i.resolution for i in new],
             [i.tool for i in new],
-            [d[0] for d in new_digests],
-            [d[1] for d in new_digests],
+            [conv.interrupt_digest(i) for i in new],
         ]
         if new
-        else [None] * 13
+        else [None] * 12
     )
     params = (
         *conv.checkpoint_row(record),

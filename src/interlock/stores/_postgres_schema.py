@@ -301,44 +301,84 @@ _V5: Final = (
     # writes; only the lease an append takes is decided here, so its digest is computed here.
     "ALTER TABLE threads ADD COLUMN digest BYTEA, ADD COLUMN lease_digest BYTEA",
     "ALTER TABLE checkpoints ADD COLUMN digest BYTEA",
-    "ALTER TABLE interrupts ADD COLUMN digest BYTEA, ADD COLUMN state_digest BYTEA",
-    "CREATE FUNCTION interlock_field(v TEXT) RETURNS BYTEA IMMUTABLE LANGUAGE SQL "
-    "AS $$ SELECT CASE WHEN v IS NULL THEN '\\x00'::BYTEA ELSE '\\x01'::BYTEA "
-    "|| int4send(octet_length(convert_to(v, 'UTF8'))) || convert_to(v, 'UTF8') END $$",
-    "CREATE FUNCTION interlock_field(v BIGINT) RETURNS BYTEA IMMUTABLE LANGUAGE SQL "
-    "AS $$ SELECT CASE WHEN v IS NULL THEN '\\x00'::BYTEA "
-    "ELSE '\\x02'::BYTEA || int8send(v) END $$",
-    "CREATE FUNCTION interlock_field(v DOUBLE PRECISION) RETURNS BYTEA IMMUTABLE LANGUAGE SQL "
-    "AS $$ SELECT CASE WHEN v IS NULL THEN '\\x00'::BYTEA "
-    "ELSE '\\x03'::BYTEA || float8send(v) END $$",
-    "CREATE FUNCTION interlock_field(v BYTEA) RETURNS BYTEA IMMUTABLE LANGUAGE SQL "
-    "AS $$ SELECT CASE WHEN v IS NULL THEN '\\x00'::BYTEA "
-    "ELSE '\\x04'::BYTEA || int4send(length(v)) || v END $$",
-    "CREATE FUNCTION interlock_digest(parts BYTEA) RETURNS BYTEA IMMUTABLE LANGUAGE SQL "
-    "AS $$ SELECT substring(sha256(parts) FROM 1 FOR 8) $$",
+    "ALTER TABLE interrupts ADD COLUMN digest BYTEA",
+    # msgspec's msgpack encoding of one value of each column type (the smallest form of an
+    # integer, float64 for a real), and the digest of an array of n of them.
+    """
+    CREATE FUNCTION interlock_field(v TEXT) RETURNS BYTEA IMMUTABLE LANGUAGE SQL AS $$
+        SELECT CASE
+            WHEN v IS NULL THEN '\\xc0'::BYTEA
+            WHEN octet_length(v) < 32
+                THEN set_byte('\\x00'::BYTEA, 0, 160 + octet_length(v)) || convert_to(v, 'UTF8')
+            WHEN octet_length(v) < 256 THEN '\\xd9'::BYTEA
+                || substring(int4send(octet_length(v)) FROM 4) || convert_to(v, 'UTF8')
+            WHEN octet_length(v) < 65536 THEN '\\xda'::BYTEA
+                || substring(int4send(octet_length(v)) FROM 3) || convert_to(v, 'UTF8')
+            ELSE '\\xdb'::BYTEA || int4send(octet_length(v)) || convert_to(v, 'UTF8')
+        END
+    $$
+    """,
+    """
+    CREATE FUNCTION interlock_field(v BIGINT) RETURNS BYTEA IMMUTABLE LANGUAGE SQL AS $$
+        SELECT CASE
+            WHEN v IS NULL THEN '\\xc0'::BYTEA
+            WHEN v >= 0 AND v < 128 THEN substring(int8send(v) FROM 8)
+            WHEN v >= 0 AND v < 256 THEN '\\xcc'::BYTEA || substring(int8send(v) FROM 8)
+            WHEN v >= 0 AND v < 65536 THEN '\\xcd'::BYTEA || substring(int8send(v) FROM 7)
+            WHEN v >= 0 AND v < 4294967296 THEN '\\xce'::BYTEA || substring(int8send(v) FROM 5)
+            WHEN v >= 0 THEN '\\xcf'::BYTEA || int8send(v)
+            WHEN v >= -32 THEN substring(int8send(v) FROM 8)
+            WHEN v >= -128 THEN '\\xd0'::BYTEA || substring(int8send(v) FROM 8)
+            WHEN v >= -32768 THEN '\\xd1'::BYTEA || substring(int8send(v) FROM 7)
+            WHEN v >= -2147483648 THEN '\\xd2'::BYTEA || substring(int8send(v) FROM 5)
+            ELSE '\\xd3'::BYTEA || int8send(v)
+        END
+    $$
+    """,
+    """
+    CREATE FUNCTION interlock_field(v DOUBLE PRECISION) RETURNS BYTEA IMMUTABLE LANGUAGE SQL
+    AS $$
+        SELECT CASE WHEN v IS NULL THEN '\\xc0'::BYTEA ELSE '\\xcb'::BYTEA || float8send(v) END
+    $$
+    """,
+    """
+    CREATE FUNCTION interlock_field(v BYTEA) RETURNS BYTEA IMMUTABLE LANGUAGE SQL AS $$
+        SELECT CASE
+            WHEN v IS NULL THEN '\\xc0'::BYTEA
+            WHEN length(v) < 256 THEN '\\xc4'::BYTEA || substring(int4send(length(v)) FROM 4) || v
+            WHEN length(v) < 65536
+                THEN '\\xc5'::BYTEA || substring(int4send(length(v)) FROM 3) || v
+            ELSE '\\xc6'::BYTEA || int4send(length(v)) || v
+        END
+    $$
+    """,
+    # The digest of n fields (n < 16: a msgpack fixarray).
+    """
+    CREATE FUNCTION interlock_digest(n INTEGER, fields BYTEA) RETURNS BYTEA IMMUTABLE
+    LANGUAGE SQL AS $$
+        SELECT substring(sha256(set_byte('\\x00'::BYTEA, 0, 144 + n) || fields) FROM 1 FOR 8)
+    $$
+    """,
     """
     UPDATE threads SET
-        digest = interlock_digest(interlock_field(thread) || interlock_field(head_id)
+        digest = interlock_digest(5, interlock_field(thread) || interlock_field(head_id)
             || interlock_field(head_seq) || interlock_field(status)
             || interlock_field(updated_at)),
-        lease_digest = interlock_digest(interlock_field(thread) || interlock_field(lease_owner)
+        lease_digest = interlock_digest(4, interlock_field(thread) || interlock_field(lease_owner)
             || interlock_field(lease_token) || interlock_field(lease_expires))
     """,
     """
-    UPDATE checkpoints SET digest = interlock_digest(interlock_field(thread)
+    UPDATE checkpoints SET digest = interlock_digest(10, interlock_field(thread)
         || interlock_field(seq) || interlock_field(id) || interlock_field(parent_id)
         || interlock_field(step) || interlock_field(base_seq) || interlock_field(created_at)
         || interlock_field(source) || interlock_field(status) || interlock_field(body))
     """,
     """
-    UPDATE interrupts SET
-        digest = interlock_digest(interlock_field(id) || interlock_field(thread)
-            || interlock_field(checkpoint_id) || interlock_field(key)
-            || interlock_field(address) || interlock_field(kind)
-            || interlock_field(created_at) || interlock_field(deadline)
-            || interlock_field(body) || interlock_field(tool)),
-        state_digest = interlock_digest(interlock_field(id) || interlock_field(status)
-            || interlock_field(resolved_at) || interlock_field(resolution))
+    UPDATE interrupts SET digest = interlock_digest(13, interlock_field(id)
+        || interlock_field(thread) || interlock_field(checkpoint_id) || interlock_field(key)
+        || interlock_field(address) || interlock_field(kind) || interlock_field(status)
+        || interlock_field(created_at) || interlock_field(deadline) || interlock_field(body)
+        || interlock_field(resolved_at) || interlock_field(resolution) || interlock_field(tool))
     """,
     # The append of version 4, now writing and checking the digests.
     "DROP FUNCTION interlock_append",
@@ -350,11 +390,10 @@ _V5: Final = (
         p_expected_head TEXT, p_fenced BOOLEAN, p_owner TEXT, p_token BIGINT,
         p_ttl DOUBLE PRECISION, p_release BOOLEAN, p_now DOUBLE PRECISION, p_retried BOOLEAN,
         r_id TEXT[], r_status TEXT[], r_at DOUBLE PRECISION[], r_resolution BYTEA[],
-        r_was BYTEA[], r_digest BYTEA[],
         i_id TEXT[], i_key TEXT[], i_address TEXT[], i_kind TEXT[], i_status TEXT[],
         i_created_at DOUBLE PRECISION[], i_deadline DOUBLE PRECISION[], i_body BYTEA[],
         i_resolved_at DOUBLE PRECISION[], i_resolution BYTEA[], i_tool TEXT[],
-        i_digest BYTEA[], i_state_digest BYTEA[],
+        i_digest BYTEA[],
         a_prefix BYTEA, a_kind TEXT[], a_actor TEXT[], a_data BYTEA[], a_suffix BYTEA[]
     ) RETURNS BIGINT LANGUAGE plpgsql AS $fn$
     DECLARE
@@ -382,10 +421,10 @@ _V5: Final = (
                 v_digest, v_lease_digest
             FROM threads t WHERE t.thread = p_thread FOR UPDATE;
         v_found := FOUND;
-        IF v_found AND (v_digest IS DISTINCT FROM interlock_digest(interlock_field(p_thread)
+        IF v_found AND (v_digest IS DISTINCT FROM interlock_digest(5, interlock_field(p_thread)
                 || interlock_field(v_head_id) || interlock_field(v_head_seq)
                 || interlock_field(v_status) || interlock_field(v_updated))
-            OR v_lease_digest IS DISTINCT FROM interlock_digest(interlock_field(p_thread)
+            OR v_lease_digest IS DISTINCT FROM interlock_digest(4, interlock_field(p_thread)
                 || interlock_field(v_owner) || interlock_field(v_token)
                 || interlock_field(v_expires))) THEN
             RAISE EXCEPTION USING ERRCODE = 'IL001', MESSAGE = json_build_object(
@@ -431,7 +470,7 @@ _V5: Final = (
                 'error', 'head', 'head_id', v_head_id, 'head_seq', v_head_seq)::TEXT;
         END IF;
 
-        v_lease_digest := interlock_digest(interlock_field(p_thread) || interlock_field(v_owner)
+        v_lease_digest := interlock_digest(4, interlock_field(p_thread) || interlock_field(v_owner)
             || interlock_field(v_token) || interlock_field(v_expires));
         IF v_found THEN
             UPDATE threads SET head_id = p_id, head_seq = p_seq, status = p_status,
@@ -454,9 +493,22 @@ _V5: Final = (
         -- Resolutions, each a compare-and-set out of pending, in order.
         FOR i IN 1 .. coalesce(array_length(r_id, 1), 0) LOOP
             UPDATE interrupts SET status = r_status[i], resolved_at = r_at[i],
-                resolution = r_resolution[i], state_digest = r_digest[i]
+                resolution = r_resolution[i],
+                digest = interlock_digest(13, interlock_field(id) || interlock_field(thread)
+                    || interlock_field(checkpoint_id) || interlock_field(key)
+                    || interlock_field(address) || interlock_field(kind)
+                    || interlock_field(r_status[i]) || interlock_field(created_at)
+                    || interlock_field(deadline) || interlock_field(body)
+                    || interlock_field(r_at[i]) || interlock_field(r_resolution[i])
+                    || interlock_field(tool))
                 WHERE id = r_id[i] AND thread = p_thread AND status = 'pending'
-                AND state_digest = r_was[i];
+                AND digest = interlock_digest(13, interlock_field(id) || interlock_field(thread)
+                    || interlock_field(checkpoint_id) || interlock_field(key)
+                    || interlock_field(address) || interlock_field(kind)
+                    || interlock_field(status) || interlock_field(created_at)
+                    || interlock_field(deadline) || interlock_field(body)
+                    || interlock_field(resolved_at) || interlock_field(resolution)
+                    || interlock_field(tool));
             IF NOT FOUND THEN
                 SELECT t.status INTO v_state FROM interrupts t
                     WHERE t.id = r_id[i] AND t.thread = p_thread;
@@ -485,15 +537,13 @@ _V5: Final = (
                 p_source, p_status, p_body, p_digest);
         IF coalesce(array_length(i_id, 1), 0) > 0 THEN
             INSERT INTO interrupts (id, thread, checkpoint_id, key, address, kind, status,
-                created_at, deadline, body, resolved_at, resolution, tool, digest, state_digest)
+                created_at, deadline, body, resolved_at, resolution, tool, digest)
                 SELECT u.id, p_thread, p_id, u.key, u.address, u.kind, u.status, u.created_at,
-                    u.deadline, u.body, u.resolved_at, u.resolution, u.tool, u.digest,
-                    u.state_digest
+                    u.deadline, u.body, u.resolved_at, u.resolution, u.tool, u.digest
                 FROM unnest(i_id, i_key, i_address, i_kind, i_status, i_created_at,
-                    i_deadline, i_body, i_resolved_at, i_resolution, i_tool, i_digest,
-                    i_state_digest)
+                    i_deadline, i_body, i_resolved_at, i_resolution, i_tool, i_digest)
                     WITH ORDINALITY AS u(id, key, address, kind, status, created_at, deadline,
-                        body, resolved_at, resolution, tool, digest, state_digest, n)
+                        body, resolved_at, resolution, tool, digest, n)
                 ORDER BY u.n;
         END IF;
 
@@ -591,10 +641,10 @@ _APPEND_TYPES: Final = (
     # Expected head, fence (present, owner, token, ttl, release), now, retried.
     *("text", "boolean", "text", "bigint", "float8", "boolean", "float8", "boolean"),
     # Resolutions.
-    *("text[]", "text[]", "float8[]", "bytea[]", "bytea[]", "bytea[]"),
+    *("text[]", "text[]", "float8[]", "bytea[]"),
     # New interrupts.
     *("text[]", "text[]", "text[]", "text[]", "text[]", "float8[]", "float8[]", "bytea[]"),
-    *("float8[]", "bytea[]", "text[]", "bytea[]", "bytea[]"),
+    *("float8[]", "bytea[]", "text[]", "bytea[]"),
     # Audit entries.
     *("bytea", "text[]", "text[]", "bytea[]", "bytea[]"),
 )

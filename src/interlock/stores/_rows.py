@@ -5,19 +5,21 @@ store with every insert and update and checked on every read, and every row read
 against what was asked for. A damaged file can then fail a read but never answer it with
 another thread's state, a made-up status or a stale head (see `CheckpointCorrupt`).
 
-A digest is the first 8 bytes of SHA-256 over the columns, each encoded with a type tag:
-``0x00`` for NULL; ``0x01``, a big-endian uint32 length and UTF-8 for text; ``0x02`` and a
-big-endian int64 for an integer; ``0x03`` and a big-endian IEEE double for a real; ``0x04``, a
-uint32 length and the bytes for a blob. PostgreSQL computes the same encoding in SQL where the
-server decides a value (the lease an append takes).
+A digest is the first 8 bytes of SHA-256 over the columns as one msgpack array (msgspec's
+encoding: the smallest integer form, float64 for reals, str and bin for text and blobs).
+Numbers are coerced to the column's type before they are stored, so what is read back
+digests as what was written. PostgreSQL computes the same encoding in SQL where the server
+decides a value (the lease an append takes) and when it migrates older rows.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
+import operator
 from collections.abc import Sequence
 from typing import Any, Final
+
+import msgspec
 
 from .._errors import CheckpointCorrupt
 from ._base import (
@@ -25,21 +27,15 @@ from ._base import (
     CheckpointRecord,
     EffectRecord,
     InterruptRecord,
-    Resolution,
     ThreadRecord,
 )
 
 __all__ = [
     "AUDIT_COLUMNS",
     "CHECKPOINT_COLUMNS",
-    "CHECKPOINT_KINDS",
     "EFFECT_COLUMNS",
     "INTERRUPT_COLUMNS",
-    "INTERRUPT_KINDS",
-    "LEASE_KINDS",
-    "STATE_KINDS",
     "THREAD_COLUMNS",
-    "THREAD_KINDS",
     "audit_from_row",
     "audit_row",
     "checked_page",
@@ -49,6 +45,7 @@ __all__ = [
     "digest",
     "effect_from_row",
     "head_checkpoint_from_row",
+    "interrupt_digest",
     "interrupt_from_row",
     "interrupt_row",
     "lease_digest",
@@ -56,7 +53,6 @@ __all__ = [
     "lost_interrupt",
     "pending_filters",
     "pending_from_rows",
-    "resolution_digests",
     "sql_digest",
     "thread_digest",
     "thread_from_row",
@@ -67,68 +63,42 @@ CHECKPOINT_COLUMNS: Final = (
 )
 INTERRUPT_COLUMNS: Final = (
     "id, thread, checkpoint_id, key, address, kind, status, created_at, deadline, body, "
-    "resolved_at, resolution, tool, digest, state_digest"
+    "resolved_at, resolution, tool, digest"
 )
 THREAD_COLUMNS: Final = "thread, head_id, head_seq, status, updated_at, digest"
 EFFECT_COLUMNS: Final = "thread, key, name, status, attempt, started_at, finished_at, result"
 AUDIT_COLUMNS: Final = "thread, seq, at, kind, actor, data, prev, hash"
 
 
-# Digests: the kinds of the columns each covers, in order (t text, i integer, f real, b blob).
-
-CHECKPOINT_KINDS: Final = "tittiifttb"
-INTERRUPT_KINDS: Final = "ttttttffbt"  # id, thread, checkpoint_id, key, address, kind, ...
-STATE_KINDS: Final = "ttfb"  # id, status, resolved_at, resolution
-THREAD_KINDS: Final = "ttitf"  # thread, head_id, head_seq, status, updated_at
-LEASE_KINDS: Final = "ttif"  # thread, owner, token, expires
-_INT: Final = struct.Struct(">q")
-_REAL: Final = struct.Struct(">d")
-_LEN: Final = struct.Struct(">I")
+_encode = msgspec.msgpack.Encoder().encode
+_sha256 = hashlib.sha256
 
 
-def digest(kinds: str, *values: object) -> bytes:
-    """The digest of column values of the given kinds (see the module docstring)."""
-    parts: list[bytes] = []
-    for kind, value in zip(kinds, values, strict=True):
-        if value is None:
-            parts.append(b"\x00")
-        elif kind == "t":
-            raw = str(value).encode()
-            parts += (b"\x01", _LEN.pack(len(raw)), raw)
-        elif kind == "i":
-            parts += (b"\x02", _INT.pack(int(value)))  # type: ignore[call-overload]
-        elif kind == "f":
-            parts += (b"\x03", _REAL.pack(float(value)))  # type: ignore[arg-type]
-        else:
-            raw = bytes(value)  # type: ignore[call-overload]
-            parts += (b"\x04", _LEN.pack(len(raw)), raw)
-    return hashlib.sha256(b"".join(parts)).digest()[:8]
+def digest(*values: object) -> bytes:
+    """The digest of column values (see the module docstring)."""
+    return hashlib.sha256(_encode(values)).digest()[:8]
 
 
-def sql_digest(kinds: str, *values: object) -> bytes:
-    """`digest` for a SQL function: a damaged column of the wrong type digests to garbage."""
+def sql_digest(*values: object) -> bytes:
+    """`digest` for a SQL function (a damaged column digests to nothing that matches)."""
     try:
-        return digest(kinds, *values)
-    except (TypeError, ValueError, OverflowError, struct.error):
+        return digest(*values)
+    except (TypeError, ValueError, OverflowError):
         return b""
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def thread_digest(thread: str, head_id: str, head_seq: int, status: str, at: float) -> bytes:
     """The digest of a thread row's head columns."""
-    return digest(THREAD_KINDS, thread, head_id, head_seq, status, at)
+    return digest(thread, head_id, int(head_seq), status, float(at))
 
 
 def lease_digest(thread: str, owner: str | None, token: int, expires: float) -> bytes:
     """The digest of a thread row's lease columns."""
-    return digest(LEASE_KINDS, thread, owner, token, expires)
-
-
-def resolution_digests(res: Resolution) -> tuple[bytes, bytes]:
-    """The state digest a pending interrupt must have, and the one ``res`` gives it."""
-    return (
-        digest(STATE_KINDS, res.id, "pending", None, None),
-        digest(STATE_KINDS, res.id, res.status, res.resolved_at, res.resolution),
-    )
+    return digest(thread, owner, int(token), float(expires))
 
 
 def _corrupt(what: str, thread: str | None, checkpoint_id: str | None = None) -> CheckpointCorrupt:
@@ -154,17 +124,17 @@ def lost_interrupt(id: str, thread: str) -> CheckpointCorrupt:
 def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
     values = (
         r.thread,
-        r.seq,
+        int(r.seq),
         r.id,
         r.parent_id,
-        r.step,
-        r.base_seq,
-        r.created_at,
+        int(r.step),
+        int(r.base_seq),
+        float(r.created_at),
         r.source,
         r.status,
         r.body,
     )
-    return (*values, digest(CHECKPOINT_KINDS, *values))
+    return (*values, digest(*values))
 
 
 def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
@@ -176,33 +146,32 @@ def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
         r.address,
         r.kind,
         r.status,
-        r.created_at,
-        r.deadline,
+        float(r.created_at),
+        _float(r.deadline),
         r.body,
-        r.resolved_at,
+        _float(r.resolved_at),
         r.resolution,
         r.tool,
-        *interrupt_digests(r),
+        interrupt_digest(r),
     )
 
 
-def interrupt_digests(r: InterruptRecord) -> tuple[bytes, bytes]:
-    """An interrupt row's digests: of its fixed columns, and of its state."""
-    return (
-        digest(
-            INTERRUPT_KINDS,
-            r.id,
-            r.thread,
-            r.checkpoint_id,
-            r.key,
-            r.address,
-            r.kind,
-            r.created_at,
-            r.deadline,
-            r.body,
-            r.tool,
-        ),
-        digest(STATE_KINDS, r.id, r.status, r.resolved_at, r.resolution),
+def interrupt_digest(r: InterruptRecord) -> bytes:
+    """The digest of an interrupt row's columns (its state included: rewritten on resolving)."""
+    return digest(
+        r.id,
+        r.thread,
+        r.checkpoint_id,
+        r.key,
+        r.address,
+        r.kind,
+        r.status,
+        float(r.created_at),
+        _float(r.deadline),
+        r.body,
+        _float(r.resolved_at),
+        r.resolution,
+        r.tool,
     )
 
 
@@ -212,15 +181,14 @@ def checkpoint_from_row(row: Any, *, thread: str, id: str | None = None) -> Chec
     Raises:
         CheckpointCorrupt: The row is damaged, or is not of ``thread`` (or not ``id``).
     """
-    *values, stored = row
+    r_thread, seq, r_id, parent_id, step, base_seq, created_at, source, status, body = (
+        _CHECKPOINT_VALUES(row)
+    )
     asked = f"checkpoint {id} of thread {thread!r}" if id else f"a checkpoint of thread {thread!r}"
-    try:
-        found = digest(CHECKPOINT_KINDS, *values)
-        r_thread, seq, r_id, parent_id, step, base_seq, created_at, source, status, body = values
-    except (TypeError, ValueError, OverflowError, struct.error):
-        raise _corrupt(f"{asked} has a column of the wrong type", thread, id) from None
-    if stored is None or bytes(stored) != found:
-        raise _corrupt(f"{asked} does not match its digest", thread, id or r_id)
+    if not _matches(
+        row[10], (r_thread, seq, r_id, parent_id, step, base_seq, created_at, source, status, body)
+    ):
+        raise _corrupt(f"{asked} does not match its digest", thread, id or str(r_id))
     if r_thread != thread or (id is not None and r_id != id):
         raise _corrupt(f"reading {asked} found checkpoint {r_id} of {r_thread!r}", thread, id)
     return CheckpointRecord(
@@ -295,6 +263,19 @@ def checked_page(
     return list(rows)
 
 
+# The columns each digest covers, by position in INTERRUPT_COLUMNS / CHECKPOINT_COLUMNS.
+_INTERRUPT_VALUES: Final = operator.itemgetter(*range(13))
+_CHECKPOINT_VALUES: Final = operator.itemgetter(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+
+
+def _matches(stored: Any, values: tuple[Any, ...]) -> bool:
+    """Whether ``stored`` is the digest of ``values`` as read (their types as the column's)."""
+    try:
+        return stored is not None and bytes(stored) == _sha256(_encode(values)).digest()[:8]
+    except (TypeError, ValueError, OverflowError):
+        return False  # a damaged column of a type that does not even encode
+
+
 def interrupt_from_row(
     row: Any, *, id: str | None = None, thread: str | None = None
 ) -> InterruptRecord:
@@ -303,53 +284,31 @@ def interrupt_from_row(
     Raises:
         CheckpointCorrupt: The row is damaged, or is not ``id`` (or not of ``thread``).
     """
-    (
-        r_id,
-        r_thread,
-        checkpoint_id,
-        key,
-        address,
-        kind,
-        status,
-        created_at,
-        deadline,
-        body,
-        resolved_at,
-        resolution,
-        tool,
-        stored,
-        stored_state,
-    ) = row[:15]
-    where = f"interrupt {id or r_id}"
-    try:
-        record = InterruptRecord(
-            id=r_id,
-            thread=r_thread,
-            checkpoint_id=checkpoint_id,
-            key=key,
-            address=address,
-            kind=kind,
-            status=status,
-            created_at=created_at,
-            deadline=deadline,
-            body=bytes(body),
-            resolved_at=resolved_at,
-            resolution=None if resolution is None else bytes(resolution),
-            tool=tool,
+    r_id, r_thread, status = row[0], row[1], row[6]
+    if not _matches(row[13], _INTERRUPT_VALUES(row)) or status not in _STATUSES:
+        raise _corrupt(
+            f"interrupt {id or r_id} of thread {r_thread!r} does not match its digest", thread
         )
-        found = interrupt_digests(record)
-    except (TypeError, ValueError, OverflowError, struct.error):
-        raise _corrupt(f"{where} has a column of the wrong type", thread) from None
-    if (
-        stored is None
-        or stored_state is None
-        or (bytes(stored), bytes(stored_state)) != found
-        or status not in _STATUSES
-    ):
-        raise _corrupt(f"{where} of thread {r_thread!r} does not match its digest", thread)
     if (id is not None and r_id != id) or (thread is not None and r_thread != thread):
-        raise _corrupt(f"reading {where} found interrupt {r_id} of {r_thread!r}", thread)
-    return record
+        raise _corrupt(
+            f"reading interrupt {id or r_id} found interrupt {r_id} of {r_thread!r}", thread
+        )
+    resolution = row[11]
+    return InterruptRecord(
+        id=r_id,
+        thread=r_thread,
+        checkpoint_id=row[2],
+        key=row[3],
+        address=row[4],
+        kind=row[5],
+        status=status,
+        created_at=row[7],
+        deadline=row[8],
+        body=bytes(row[9]),
+        resolved_at=row[10],
+        resolution=None if resolution is None else bytes(resolution),
+        tool=row[12],
+    )
 
 
 _STATUSES: Final = frozenset(("pending", "resolved", "expired", "cancelled"))
@@ -369,13 +328,13 @@ def pending_from_rows(
     Every row must be pending, match every filter and come after the one before it: an index
     that a damaged file mixed up cannot slip in a decided interrupt or another thread's.
     """
-    out: list[InterruptRecord] = []
+    out = [interrupt_from_row(row, thread=thread) for row in rows]
     last: tuple[float, int] | None = None
-    for row in rows:
-        record = interrupt_from_row(row, thread=thread)
-        order = (record.created_at, row[15])
+    for record, row in zip(out, rows, strict=True):
+        order = (record.created_at, row[14])
         if (
             record.status != "pending"
+            or (last is not None and not last < order)
             or (key is not None and record.key != key)
             or (tool is not None and record.tool != tool)
             or (older_than is not None and not record.created_at < older_than)
@@ -383,14 +342,12 @@ def pending_from_rows(
                 deadline_before is not None
                 and not (record.deadline is not None and record.deadline < deadline_before)
             )
-            or (last is not None and not last < order)
         ):
             raise _corrupt(
                 f"the inbox index returned interrupt {record.id}, which does not belong there",
                 record.thread,
             )
         last = order
-        out.append(record)
     return out
 
 
@@ -448,7 +405,7 @@ def thread_from_row(row: Any, thread: str) -> ThreadRecord:
     r_thread, head_id, head_seq, status, updated_at, stored = row
     try:
         found = thread_digest(r_thread, head_id, head_seq, status, updated_at)
-    except (TypeError, ValueError, OverflowError, struct.error):
+    except (TypeError, ValueError, OverflowError):
         raise _corrupt(
             f"the head of thread {thread!r} has a column of the wrong type", thread
         ) from None
@@ -470,7 +427,7 @@ def lease_from_row(row: Any, thread: str) -> tuple[str | None, int, float]:
     owner, token, expires, stored = row
     try:
         found = lease_digest(thread, owner, token, expires)
-    except (TypeError, ValueError, OverflowError, struct.error):
+    except (TypeError, ValueError, OverflowError):
         found = b""
     if stored is None or bytes(stored) != found:
         raise _corrupt(f"the lease of thread {thread!r} does not match its digest", thread)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 import anyio.to_thread
+import msgspec
 
 from .._errors import (
     CheckpointCorrupt,
@@ -510,17 +511,23 @@ def _append(
                 conn.execute(sql.MOVE_HEAD, (*new, thread))
             # 2. Resolutions, each a compare-and-set out of pending.
             for res in resolutions:
-                was, now_digest = conv.resolution_digests(res)
-                params = (res.status, res.resolved_at, res.resolution, now_digest, res.id, thread)
-                if not _changed(conn, sql.RESOLVE, (*params, was)):
-                    status = conn.execute(sql.SELECT_INTERRUPT_STATUS, (res.id, thread)).fetchone()
-                    if status is None:
-                        raise _UnknownTarget(res.id)
-                    if status[0] == "pending":  # pending, but its state digest is wrong
-                        conv.interrupt_from_row(
-                            conn.execute(sql.SELECT_INTERRUPT, (res.id,)).fetchone(), id=res.id
-                        )
-                    raise InterruptAlreadyResolved(res.id, status=status[0])
+                row = conn.execute(sql.SELECT_INTERRUPT_OF_THREAD, (res.id, thread)).fetchone()
+                if row is None:
+                    raise _UnknownTarget(res.id)
+                target = conv.interrupt_from_row(row, id=res.id, thread=thread)
+                if target.status != "pending":
+                    raise InterruptAlreadyResolved(res.id, status=target.status)
+                resolved = msgspec.structs.replace(
+                    target,
+                    status=res.status,
+                    resolved_at=res.resolved_at,
+                    resolution=res.resolution,
+                )
+                params = (res.status, res.resolved_at, res.resolution)
+                conn.execute(
+                    sql.RESOLVE,
+                    (*params, conv.interrupt_digest(resolved), res.id, thread, row[13]),
+                )
             # 3. The new rows.
             try:
                 conn.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
@@ -676,11 +683,14 @@ def _read(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def _head(conn: sqlite3.Connection, thread: str) -> CheckpointRecord | None:
-    with _read(conn):
-        row = conn.execute(sql.SELECT_HEAD_CHECKPOINT, (thread,)).fetchone()
-        if row is None:
-            _no_thread(conn, thread)
-            return None
+    # One statement reads the thread's row and its head checkpoint together (one snapshot).
+    row = conn.execute(sql.SELECT_HEAD_CHECKPOINT, (thread,)).fetchone()
+    if row is None:
+        with _read(conn):  # the probe must see the file as the query above did
+            row = conn.execute(sql.SELECT_HEAD_CHECKPOINT, (thread,)).fetchone()
+            if row is None:
+                _no_thread(conn, thread)
+                return None
     return conv.head_checkpoint_from_row(row, thread)
 
 
@@ -695,11 +705,13 @@ def _no_thread(conn: sqlite3.Connection, thread: str) -> None:
 
 
 def _thread(conn: sqlite3.Connection, thread: str) -> ThreadRecord | None:
-    with _read(conn):
-        row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
-        if row is None:
-            _no_thread(conn, thread)
-            return None
+    row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+    if row is None:
+        with _read(conn):
+            row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+            if row is None:
+                _no_thread(conn, thread)
+                return None
     return conv.thread_from_row(row, thread)
 
 
@@ -708,16 +720,32 @@ def _head_seq(conn: sqlite3.Connection, thread: str) -> int | None:
     return None if row is None else conv.thread_from_row(row, thread).head_seq
 
 
+def _checkpoints(
+    conn: sqlite3.Connection, query: str, params: dict[str, object], thread: str
+) -> tuple[int | None, list[CheckpointRecord]]:
+    """Checkpoints of ``thread`` and its head seq, read in one snapshot.
+
+    The rows carry the head seq (a subquery); only an empty result needs a second read.
+    """
+    rows = conn.execute(query, params).fetchall()
+    if not rows:
+        with _read(conn):
+            head_seq = _head_seq(conn, thread)
+            rows = conn.execute(query, params).fetchall()
+        if not rows:
+            return head_seq, []
+    head_seq = rows[0][0]
+    return head_seq, [conv.checkpoint_from_row(row[1:], thread=thread) for row in rows]
+
+
 def _one(conn: sqlite3.Connection, thread: str, id: str) -> CheckpointRecord | None:
     row = conn.execute(sql.SELECT_CHECKPOINT, (id, thread)).fetchone()
     return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
 
 
 def _range(conn: sqlite3.Connection, thread: str, lo: int, hi: int) -> list[CheckpointRecord]:
-    with _read(conn):
-        head_seq = _head_seq(conn, thread)
-        rows = conn.execute(sql.SELECT_RANGE, (thread, lo, hi)).fetchall()
-    records = [conv.checkpoint_from_row(row, thread=thread) for row in rows]
+    params: dict[str, object] = {"thread": thread, "lo": lo, "hi": hi}
+    head_seq, records = _checkpoints(conn, sql.SELECT_RANGE, params, thread)
     return conv.checked_range(records, head_seq, thread, lo, hi)
 
 
@@ -725,10 +753,8 @@ def _page(
     conn: sqlite3.Connection, thread: str, before_seq: int | None, limit: int
 ) -> list[CheckpointRecord]:
     before = 2**63 - 1 if before_seq is None else before_seq
-    with _read(conn):
-        head_seq = _head_seq(conn, thread)
-        rows = conn.execute(sql.SELECT_PAGE, (thread, before, limit)).fetchall()
-    records = [conv.checkpoint_from_row(row, thread=thread) for row in rows]
+    params: dict[str, object] = {"thread": thread, "before": before, "limit": limit}
+    head_seq, records = _checkpoints(conn, sql.SELECT_PAGE, params, thread)
     return conv.checked_page(records, head_seq, thread, before_seq, limit)
 
 

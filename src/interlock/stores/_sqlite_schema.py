@@ -14,14 +14,9 @@ from typing import Final
 from ._rows import (
     AUDIT_COLUMNS,
     CHECKPOINT_COLUMNS,
-    CHECKPOINT_KINDS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
-    INTERRUPT_KINDS,
-    LEASE_KINDS,
-    STATE_KINDS,
     THREAD_COLUMNS,
-    THREAD_KINDS,
     pending_filters,
     sql_digest,
 )
@@ -145,18 +140,13 @@ _V4: Final = (
     "ALTER TABLE threads ADD COLUMN lease_digest BLOB",
     "ALTER TABLE checkpoints ADD COLUMN digest BLOB",
     "ALTER TABLE interrupts ADD COLUMN digest BLOB",
-    "ALTER TABLE interrupts ADD COLUMN state_digest BLOB",
-    f"UPDATE threads SET "
-    f"digest = interlock_digest('{THREAD_KINDS}', thread, head_id, head_seq, status, "
-    f"updated_at), "
-    f"lease_digest = interlock_digest('{LEASE_KINDS}', thread, lease_owner, lease_token, "
-    f"lease_expires)",
-    f"UPDATE checkpoints SET digest = interlock_digest('{CHECKPOINT_KINDS}', thread, seq, id, "
-    f"parent_id, step, base_seq, created_at, source, status, body)",
-    f"UPDATE interrupts SET "
-    f"digest = interlock_digest('{INTERRUPT_KINDS}', id, thread, checkpoint_id, key, address, "
-    f"kind, created_at, deadline, body, tool), "
-    f"state_digest = interlock_digest('{STATE_KINDS}', id, status, resolved_at, resolution)",
+    "UPDATE threads SET "
+    "digest = interlock_digest(thread, head_id, head_seq, status, updated_at), "
+    "lease_digest = interlock_digest(thread, lease_owner, lease_token, lease_expires)",
+    "UPDATE checkpoints SET digest = interlock_digest(thread, seq, id, parent_id, step, "
+    "base_seq, created_at, source, status, body)",
+    "UPDATE interrupts SET digest = interlock_digest(id, thread, checkpoint_id, key, address, "
+    "kind, status, created_at, deadline, body, resolved_at, resolution, tool)",
 )
 
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
@@ -213,8 +203,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     return found
 
 
-def _digest(kinds: str, *values: object) -> bytes:
-    return sql_digest(kinds, *values)
+def _digest(*values: object) -> bytes:
+    return sql_digest(*values)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
@@ -301,15 +291,16 @@ HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = ? LIMIT 1"
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-# The state digest must be the one of a pending interrupt: a damaged row is not decided.
+# Resolving rewrites the row's digest; the old one must still be there (checked when read).
 RESOLVE: Final = (
-    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ?, state_digest = ? "
-    "WHERE id = ? AND thread = ? AND status = 'pending' AND state_digest = ?"
+    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ?, digest = ? "
+    "WHERE id = ? AND thread = ? AND status = 'pending' AND digest = ?"
 )
-SELECT_INTERRUPT_STATUS: Final = "SELECT status FROM interrupts WHERE id = ? AND thread = ?"
 INSERT_INTERRUPT: Final = (
-    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+)
+SELECT_INTERRUPT_OF_THREAD: Final = (
+    f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ? AND thread = ?"
 )
 
 # The thread's row and its head checkpoint, to check one against the other.
@@ -324,13 +315,16 @@ SELECT_HEAD_CHECKPOINT: Final = (
 SELECT_CHECKPOINT: Final = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
 )
+# Each row starts with the thread's head seq, read in the same statement (one snapshot): the
+# rows must be exactly the seqs the head says exist.
+_HEAD_SEQ: Final = "(SELECT t.head_seq FROM threads t WHERE t.thread = :thread)"
 SELECT_RANGE: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = ? AND seq >= ? AND seq <= ? ORDER BY seq"
+    f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = :thread AND seq >= :lo AND seq <= :hi ORDER BY seq"
 )
 SELECT_PAGE: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+    f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = :thread AND seq < :before ORDER BY seq DESC LIMIT :limit"
 )
 SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ?"
 
