@@ -47,7 +47,13 @@ async def test_planned_pause_lets_running_tasks_finish_and_nothing_reruns(store:
     assert paused.status == "paused"
     (i,) = paused.interrupts
     assert i.kind == "external" and i.info["when"] == "planned"
-    assert i.info["rerun"] == ["c"] and i.info["finished"] == []
+    assert i.info == {
+        "when": "planned",
+        "finished": ["slow"],
+        "rerun": [],
+        "next": ["c"],
+        "waiting": [],
+    }
     assert entries == Counter(a=1, slow=1)
     assert (await app.get_state("t")).status == "paused"
 
@@ -86,12 +92,94 @@ async def test_forced_pause_cancels_running_tasks_and_keeps_finished_siblings(
         paused = await handle.pause(timeout=0)
     assert paused.status == "paused"
     (i,) = paused.interrupts
-    assert i.info == {"when": "forced", "finished": ["fast"], "rerun": ["stuck"], "waiting": []}
+    assert i.info == {
+        "when": "forced",
+        "finished": ["fast"],
+        "rerun": ["stuck"],
+        "next": ["stuck"],
+        "waiting": [],
+    }
 
     stuck_forever["yes"] = False
     done = await app.resume("t")
     assert done.values["log"] == ["fast", "stuck"]
     assert entries == Counter(fast=1, stuck=2)  # fast kept its result; stuck re-ran
+
+
+def fan_out(entries: Counter[str], gate: anyio.Event, quick_done: anyio.Event) -> Graph[S]:
+    """``entry → {slow, quick} → join``: ``slow`` waits for ``gate``, ``quick`` returns at once."""
+    g = Graph(S)
+
+    def entry(s: S) -> dict[str, Any]:
+        entries["entry"] += 1
+        return {"log": ["entry"]}
+
+    async def slow(s: S) -> dict[str, Any]:
+        entries["slow"] += 1
+        await gate.wait()
+        return {"log": ["slow"]}
+
+    def quick(s: S) -> dict[str, Any]:
+        entries["quick"] += 1
+        quick_done.set()
+        return {"log": ["quick"]}
+
+    def join(s: S) -> dict[str, Any]:
+        entries["join"] += 1
+        return {"log": ["join"]}
+
+    g.add_node("entry", entry).add_node("slow", slow).add_node("quick", quick)
+    g.add_node("join", join)
+    g.add_edge(START, "entry").add_edge("entry", "slow").add_edge("entry", "quick")
+    g.add_edge("slow", "join").add_edge("quick", "join")
+    return g
+
+
+async def test_planned_pause_reports_the_step_that_ran_and_what_runs_next(store: Store) -> None:
+    entries: Counter[str] = Counter()
+    gate, quick_done = anyio.Event(), anyio.Event()
+    app = fan_out(entries, gate, quick_done).compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await quick_done.wait()
+        handle.request_pause()  # while slow still runs
+        gate.set()
+        paused = await handle.result()
+    (i,) = paused.interrupts
+    # Both tasks of the running step finished; join never ran, it is what runs next.
+    assert i.info == {
+        "when": "planned",
+        "finished": ["slow", "quick"],
+        "rerun": [],
+        "next": ["join"],
+        "waiting": [],
+    }
+    assert (await app.get_state("t")).next == ("join",)
+    done = await app.resume("t")
+    assert done.values["log"] == ["entry", "slow", "quick", "join"]
+    assert entries == Counter(entry=1, slow=1, quick=1, join=1)
+
+
+async def test_forced_pause_reports_finished_siblings_and_the_task_that_reruns(
+    store: Store,
+) -> None:
+    entries: Counter[str] = Counter()
+    gate, quick_done = anyio.Event(), anyio.Event()
+    app = fan_out(entries, gate, quick_done).compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await quick_done.wait()
+        paused = await handle.pause(timeout=0)
+    (i,) = paused.interrupts
+    assert i.info == {
+        "when": "forced",
+        "finished": ["quick"],
+        "rerun": ["slow"],
+        "next": ["slow"],
+        "waiting": [],
+    }
+    gate.set()
+    done = await app.resume("t")
+    assert done.values["log"] == ["entry", "slow", "quick", "join"]
+    assert entries == Counter(entry=1, slow=2, quick=1, join=1)
 
 
 async def test_planned_pause_inside_a_subgraph_resumes_there(store: Store) -> None:

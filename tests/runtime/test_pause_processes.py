@@ -106,7 +106,9 @@ async def test_planned_pause_requested_by_another_process(tmp_path: Path) -> Non
     child.stdin.flush()
     report = finish(child)
     assert report["status"] == "paused"
-    assert report["info"] == [{"when": "planned", "finished": [], "rerun": ["c"], "waiting": []}]
+    assert report["info"] == [
+        {"when": "planned", "finished": ["slow"], "rerun": [], "next": ["c"], "waiting": []}
+    ]
     assert await resume_in_parent(db) == ["a", "slow", "c"]
 
 

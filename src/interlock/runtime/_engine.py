@@ -394,6 +394,7 @@ class Level:
         ``on_step`` is awaited after each completed superstep that leaves work to do (the App
         commits a checkpoint there).
         """
+        ran: list[str] = []  # the nodes of the last superstep this call completed
         while True:
             if not self.tasks:
                 return "done" if not self.pending else self.status()
@@ -418,7 +419,7 @@ class Level:
             if not runnable:
                 return self.status()
             if self.control is not None and await self.control.check():
-                self.pending.append(self._external_pause(rerun=runnable))
+                self.pending.append(self._external_pause(ran=ran, upcoming=runnable))
                 return self.status()
             if self.steps_taken >= limit:
                 raise RecursionLimit(limit)
@@ -430,7 +431,7 @@ class Level:
                 self._record(o)
             if cancelled:
                 rerun = [o.task for o in outcomes if o.cancelled]
-                self.pending.append(self._external_pause(rerun=rerun, forced=True))
+                self.pending.append(self._external_pause(upcoming=rerun, forced=True))
                 return self.status()
             if failed is not None:
                 assert failed.error is not None
@@ -440,6 +441,7 @@ class Level:
             if self.pending or len(self.results) < len(self.tasks):
                 return self.status()
             finished = self.tasks
+            ran = [t.node for t in finished]
             self._finish_step()
             self.steps_taken += 1
             if self.emit is not None:
@@ -455,12 +457,23 @@ class Level:
             if on_step is not None:
                 await on_step(self)
 
-    def _external_pause(self, *, rerun: list[TaskState], forced: bool = False) -> Raised:
+    def _external_pause(
+        self, *, upcoming: list[TaskState], ran: Sequence[str] = (), forced: bool = False
+    ) -> Raised:
+        """The external pause's record; its info is the report of decision 15.
+
+        ``finished``: the tasks that finished in the superstep that was running when the pause
+        came (a planned pause lets the whole step finish, so that is ``ran``, the step this
+        call completed last; a forced one keeps the siblings that finished before it).
+        ``rerun``: tasks a forced pause cancelled; they run again from their saved inputs.
+        ``next``: the tasks that run on resume. ``waiting``: tasks that wait on interrupts.
+        """
         waiting = self.blocked()
         info = {
             "when": "forced" if forced else "planned",
-            "finished": [t.node for t in self.tasks if t.id in self.results],
-            "rerun": [t.node for t in rerun],
+            "finished": [*ran, *(t.node for t in self.tasks if t.id in self.results)],
+            "rerun": [t.node for t in upcoming] if forced else [],
+            "next": [t.node for t in upcoming],
             "waiting": [t.node for t in self.tasks if t.id in waiting],
         }
         return self._pause("external", None, info)
