@@ -24,7 +24,15 @@ from typing import Any, Final
 
 import anyio
 
-from .._errors import GraphDefinitionError, InvalidUpdate, NodeError, RecursionLimit
+from .._errors import (
+    GraphDefinitionError,
+    InterlockError,
+    InvalidUpdate,
+    NodeError,
+    RecursionLimit,
+    StoreError,
+    ThreadBusy,
+)
 from ..graph._builder import END, START, CompiledGraph
 from ..graph._channels import MISSING, AppendChannel, Channel
 from ._concat import concat
@@ -62,6 +70,23 @@ class _Escalate:
 
 ESCALATE: Final = _Escalate()
 """An "answer" that asks the question again as a new interrupt (deadline ``escalate``)."""
+
+
+def _store_failure(error: BaseException | None) -> InterlockError | None:
+    """The store or lease error a task failed with, also from inside an exception group.
+
+    Such an error comes from the run's own records (an effect's ``started``/``done``), not
+    from the node's logic: whether the record was written is unknown, so the thread must not be
+    marked failed; it stays at its last checkpoint and a resume sorts the effect out.
+    """
+    if isinstance(error, StoreError | ThreadBusy):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _store_failure(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def new_id() -> str:
@@ -426,7 +451,11 @@ class Level:
             if self.emit is not None:
                 self.emit(StepEvent(step=self.step, nodes=tuple(t.node for t in runnable)))
             outcomes, cancelled = await self._execute(runnable)
-            failed = next((o for o in outcomes if o.error is not None), None)
+            # A store or lease error inside a task (recording an effect) is not the node's
+            # failure: the run stops with it and the thread stays at its last checkpoint.
+            failed = next((o for o in outcomes if _store_failure(o.error)), None) or next(
+                (o for o in outcomes if o.error is not None), None
+            )
             for o in outcomes:
                 self._record(o)
             if cancelled:
@@ -435,6 +464,9 @@ class Level:
                 return self.status()
             if failed is not None:
                 assert failed.error is not None
+                store_failure = _store_failure(failed.error)
+                if store_failure is not None:
+                    raise store_failure
                 if isinstance(failed.error, NodeError | InvalidUpdate | RecursionLimit):
                     raise failed.error
                 raise NodeError(failed.task.node, self.thread, failed.error) from failed.error
