@@ -16,6 +16,7 @@ from interlock import (
     FencedOut,
     Graph,
     SqliteStore,
+    StoreError,
     ThreadBusy,
     append,
     effect,
@@ -198,3 +199,62 @@ def test_a_thread_run_by_another_process_is_busy(tmp_path: Path) -> None:
     finally:
         child.communicate(timeout=30)
     assert child.returncode == 0
+
+
+class DiskFull:
+    """A real store whose writes fail while ``full`` is set, as on a full disk."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.full = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def append_checkpoint(self, record: Any, **kw: Any) -> int | None:
+        if self.full:
+            raise StoreError("database or disk is full")
+        return await self.inner.append_checkpoint(record, **kw)
+
+    async def renew_lease(self, thread: str, fence: Any) -> None:
+        if self.full:
+            raise StoreError("database or disk is full")
+        await self.inner.renew_lease(thread, fence)
+
+
+async def test_a_run_whose_lease_release_failed_can_take_its_lease_back(tmp_path: Path) -> None:
+    entered, release = anyio.Event(), anyio.Event()
+    calls: Counter[str] = Counter()
+    g = Graph(S)
+
+    async def work(s: S) -> dict[str, Any]:
+        calls["work"] += 1
+        if calls["work"] == 1:
+            disk.full = True  # from here on nothing can be written: not the failure either
+            raise ValueError("the node failed")
+        entered.set()
+        await release.wait()
+        return {"log": ["work"]}
+
+    g.add_node("work", work).add_edge(START, "work")
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        disk = DiskFull(a)
+        app = g.compile(store=disk, lease_ttl=30)  # type: ignore[arg-type]
+        with pytest.raises(StoreError, match="disk is full"):
+            await app.run({}, thread="t")
+        disk.full = False
+        # The lease is still held (its release failed): others are kept out until it expires,
+        with pytest.raises(ThreadBusy):
+            await g.compile(store=b, lease_ttl=30).resume("t")
+        # but the App that holds it takes it back at once, and still only one of its calls runs.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: app.resume("t"))
+            await entered.wait()
+            with pytest.raises(ThreadBusy):
+                await app.resume("t")
+            release.set()
+        assert calls["work"] == 2
+        state = await app.get_state("t")
+        assert state.status == "done" and state.values["log"] == ["work"]
+        # The lease was let go at the end: the other executor may go on at once.
+        assert (await g.compile(store=b).run({"log": ["x"]}, thread="t")).status == "done"

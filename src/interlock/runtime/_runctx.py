@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -44,6 +44,10 @@ class Opened:
         raise error
 
 
+_STRANDED_MAX: Final = 1024
+"""Stranded leases an App remembers at most; a forgotten one merely expires on its own."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeasePolicy:
     """How an App's runs hold their threads' leases."""
@@ -52,6 +56,22 @@ class LeasePolicy:
     """Names this process in `ThreadBusy` messages (``host:pid``)."""
     ttl: float
     """Seconds a lease lasts without a write; a running call renews it every ``ttl / 3``."""
+    stranded: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    """Fencing tokens of leases a call of this App failed to let go (the store failed), by
+    thread. The App's next call on the thread takes the lease back with its token instead of
+    waiting ``ttl`` for it: the token, not the owner's name, proves whose it is, so two calls of
+    one process still exclude each other (only one of them gets the token)."""
+
+    def strand(self, thread: str, token: int) -> None:
+        """Remember a lease that is still held although its call is over."""
+        self.stranded[thread] = token
+        self.stranded.move_to_end(thread)
+        while len(self.stranded) > _STRANDED_MAX:
+            self.stranded.popitem(last=False)
+
+    def reclaim(self, thread: str) -> int | None:
+        """Take a stranded lease's token (None when there is none); one caller gets it."""
+        return self.stranded.pop(thread, None) if self.stranded else None
 
 
 class RunCtx:
@@ -126,8 +146,9 @@ class RunCtx:
         meta = self.metadata
         if actor or metadata:
             meta = {**meta, **({"actor": actor} if actor else {}), **(metadata or {})}
-        try:
-            head, token = await self.io.commit(
+
+        async def write() -> tuple[Head, int | None]:
+            return await self.io.commit(
                 level,
                 thread=self.thread,
                 parent=parent,
@@ -143,9 +164,28 @@ class RunCtx:
                 decisions=decisions,
                 audit=audit,
             )
-        except (ThreadBusy, ResumeError) as exc:
-            self.opened.check(exc)
-            raise  # unreachable: check() raises
+
+        reclaimed = self.token is None and self._reclaim()
+        try:
+            try:
+                # Shielded: once the store has written, this call must learn the token it holds,
+                # or a cancellation right after the write would strand the lease.
+                with anyio.CancelScope(shield=True):
+                    head, token = await write()
+            except FencedOut:
+                if not reclaimed:
+                    raise
+                # Someone took the stranded lease over since: acquire the thread afresh.
+                self.token = None
+                with anyio.CancelScope(shield=True):
+                    head, token = await write()
+        except BaseException as exc:
+            if reclaimed and self.token is not None:
+                self.lease.strand(self.thread, self.token)  # still ours; the next call retries
+                self.token = None
+            if isinstance(exc, ThreadBusy | ResumeError):
+                self.opened.check(exc)
+            raise
         self.token = None if final else token
         self.head = head
         self.opened.verified = True
@@ -222,18 +262,36 @@ class RunCtx:
         if error is not None:
             raise error
 
+    def _reclaim(self) -> bool:
+        """Hold the lease an earlier call of this App stranded on the thread, if any."""
+        self.token = self.lease.reclaim(self.thread)
+        return self.token is not None
+
     async def release(self) -> None:
-        """Let the lease go early (the call failed); best effort, it also expires by itself."""
+        """Let the lease go early (the call failed); best effort, it also expires by itself.
+
+        When the store fails to let it go, the App keeps the token (`LeasePolicy.strand`): its
+        next call on the thread takes the lease back instead of waiting for it to expire.
+        """
         if self.token is None:
             return
-        fence, self.token = self.fence(release=True), None
+        token, fence = self.token, self.fence(release=True)
+        self.token = None
         with anyio.CancelScope(shield=True):
-            with contextlib.suppress(Exception):  # it also expires on its own
+            try:
                 await self.io.store.renew_lease(self.thread, fence)
+            except FencedOut:
+                pass  # someone else holds it now: nothing of ours to let go
+            except Exception:  # the store failed; the lease is still ours
+                self.lease.strand(self.thread, token)
 
     async def _commit_failure(self, level: Level, exc: NodeError) -> None:
         # The finished tasks of the failed step are kept, so a later resume re-runs only the
         # failed ones. Other errors (bad updates, serialization) leave the last checkpoint.
+        if self.token is None:
+            self._reclaim()
+        token, fence = self.token, self.fence(release=True)
+        self.token = None
         with anyio.CancelScope(shield=True):
             try:
                 await self.io.commit(
@@ -246,10 +304,14 @@ class RunCtx:
                     resolutions=(),
                     known=self.known,
                     metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
-                    fence=self.fence(release=True),
+                    fence=fence,
                 )
-            finally:
-                self.token = None
+            except FencedOut:
+                raise
+            except Exception:
+                if token is not None:  # the release did not happen: the lease is still ours
+                    self.lease.strand(self.thread, token)
+                raise
 
     async def _on_step(self, level: Level) -> None:
         await self.commit(level, "loop", ())
