@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import anyio
 import pytest
 
 from interlock import (
@@ -13,6 +15,9 @@ from interlock import (
     ChunkEvent,
     Graph,
     InvalidUpdate,
+    NodeError,
+    NodeOutputEvent,
+    SqliteStore,
     Store,
     append,
     interrupt,
@@ -37,12 +42,13 @@ async def run_streaming(store: Store, node: Any, thread: str) -> tuple[list[Any]
     app = g.compile(store=store)
     chunks: list[Any] = []
     values: dict[str, Any] = {}
-    async for event in app.stream({}, thread=thread, modes=["chunks"]):
-        if isinstance(event, ChunkEvent):
-            assert event.node == "gen"
-            chunks.append(event.chunk)
-        else:
-            values = event.result.values
+    async with app.stream({}, thread=thread, modes=["chunks"]) as events:
+        async for event in events:
+            if isinstance(event, ChunkEvent):
+                assert event.node == "gen"
+                chunks.append(event.chunk)
+            else:
+                values = event.result.values
     stored = (await app.get_state(thread)).values
     assert stored == values  # the checkpoint holds the concatenated update
     return chunks, values
@@ -153,3 +159,114 @@ async def test_message_chunks_join_like_a_streamed_chat_reply(store: Store) -> N
     )
     assert r.values["reply"] == expected
     assert (await app.get_state("t")).values["reply"] == expected  # stored, and read back
+
+
+# -- the stream's lifecycle: leaving early, errors -------------------------------------------
+# The same code path runs under asyncio and trio (anyio task groups and cancel scopes only).
+
+backends = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+
+
+def waiting_graph(entered: anyio.Event, calls: list[str]) -> Graph[S]:
+    """``first → slow → last``: ``slow`` waits (forever, the first time)."""
+
+    async def slow(s: S) -> dict[str, Any]:
+        calls.append("slow")
+        if len(calls) == 1:
+            entered.set()
+            await anyio.Event().wait()  # only a cancellation ends this
+        return {"items": [2]}
+
+    g = Graph(S)
+    g.add_node("first", lambda s: {"items": [1]}).add_node("slow", slow)
+    g.add_node("last", lambda s: {"items": [3]})
+    g.add_edge(START, "first").add_edge("first", "slow").add_edge("slow", "last")
+    return g
+
+
+@backends
+async def test_leaving_the_stream_early_stops_the_run_cleanly(tmp_path: Path) -> None:
+    entered, calls = anyio.Event(), []
+    g = waiting_graph(entered, calls)
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        app = g.compile(store=a)
+        seen: list[str] = []
+        async with app.stream({}, thread="t") as events:
+            async for event in events:
+                seen.append(event.kind)
+                if isinstance(event, NodeOutputEvent) and event.node == "first":
+                    break
+        assert seen[-1] == "node"
+        # The run stopped at its last commit, let its lease go, and continues elsewhere.
+        state = await app.get_state("t")
+        assert state.status == "ready" and state.values["items"] == [1]
+        done = await g.compile(store=b).resume("t")
+        assert done.status == "done" and done.values["items"] == [1, 2, 3]
+
+
+@backends
+async def test_leaving_the_stream_while_a_node_runs_cancels_it(tmp_path: Path) -> None:
+    entered, calls = anyio.Event(), []
+    g = waiting_graph(entered, calls)
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        app = g.compile(store=a)
+        async with app.stream({}, thread="t") as events:
+            await entered.wait()  # not even reading: the run goes on without its reader
+        assert calls == ["slow"]
+        assert (await app.get_state("t")).next == ("slow",)
+        done = await g.compile(store=b).resume("t")
+        assert done.values["items"] == [1, 2, 3] and calls == ["slow", "slow"]
+        assert [e.kind async for e in events] == []  # a left stream yields nothing more
+
+
+@backends
+async def test_an_error_in_the_body_stops_the_run_and_passes_through(tmp_path: Path) -> None:
+    entered, calls = anyio.Event(), []
+    g = waiting_graph(entered, calls)
+    async with SqliteStore(tmp_path / "a.db") as a:
+        app = g.compile(store=a)
+
+        async def fail_while_reading() -> None:
+            async with app.stream({}, thread="t"):
+                await entered.wait()
+                raise KeyError("mine")
+
+        with pytest.raises(KeyError, match="mine"):  # as it is, not in an exception group
+            await fail_while_reading()
+        assert (await app.get_state("t")).next == ("slow",)
+
+
+@backends
+async def test_a_failing_node_raises_what_run_raises(tmp_path: Path) -> None:
+    def boom(s: S) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    g = Graph(S)
+    g.add_node("a", lambda s: {"items": [1]}).add_node("boom", boom)
+    g.add_edge(START, "a").add_edge("a", "boom")
+    async with SqliteStore(tmp_path / "a.db") as store:
+        app = g.compile(store=store)
+        with pytest.raises(NodeError, match="boom") as from_run:
+            await app.run({}, thread="r")
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async with app.stream({}, thread="s") as events:
+                async for event in events:
+                    seen.append(event.kind)
+
+        with pytest.raises(NodeError, match="boom") as from_stream:
+            await read_all()
+        assert type(from_stream.value) is type(from_run.value)
+        assert "node" in seen  # the events before the failure came
+        assert (await app.get_state("s")).status == "failed"
+
+
+async def test_iterating_without_the_block_is_a_clear_error(store: Store) -> None:
+    g = Graph(S)
+    g.add_node("a", lambda s: {"items": [1]}).add_edge(START, "a")
+    app = g.compile(store=store)
+    with pytest.raises(TypeError, match=r"async with app\.stream\(\.\.\.\) as events"):
+        async for _ in app.stream({}, thread="t"):  # type: ignore[attr-defined]
+            pass
+    assert await store.get_thread("t") is None  # nothing ran

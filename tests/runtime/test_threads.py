@@ -263,7 +263,8 @@ async def test_stream_events_in_order_and_interrupt_after_commit(store: Store) -
     g.add_node("b", lambda s: {"answer": interrupt("b?")})
     g.add_edge(START, "a").add_edge("a", "b")
     app = g.compile(store=store)
-    events = [e async for e in app.stream({}, thread="t")]
+    async with app.stream({}, thread="t") as stream:
+        events = [e async for e in stream]
     kinds = [e.kind for e in events]
     assert kinds == [
         "run",
@@ -288,16 +289,13 @@ async def test_stream_events_in_order_and_interrupt_after_commit(store: Store) -
     # The interrupt event comes after its checkpoint: the store already has it.
     assert (await store.get_interrupt(interrupt_event.interrupt.id)) is not None
 
-    resumed = [
-        e
-        async for e in app.stream(
-            thread="t", resume={interrupt_event.interrupt.id: 1}, modes=["run", "updates"]
-        )
-    ]
+    resume = {interrupt_event.interrupt.id: 1}
+    async with app.stream(thread="t", resume=resume, modes=["run", "updates"]) as stream:
+        resumed = [e async for e in stream]
     assert [e.kind for e in resumed] == ["run", "node", "finished"]
     assert resumed[-1].result.values["answer"] == 1  # type: ignore[union-attr]
     with pytest.raises(GraphDefinitionError, match="unknown stream modes"):
-        [e async for e in app.stream({}, thread="t2", modes=["everything"])]  # type: ignore[list-item]
+        app.stream({}, thread="t2", modes=["everything"])  # type: ignore[list-item]
 
 
 async def test_durability_exit_writes_only_at_stop(store: Store) -> None:

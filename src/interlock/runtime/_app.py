@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -29,7 +28,7 @@ from ._context import TaskContext
 from ._control import RunControl, RunHandle
 from ._effects import EffectIO
 from ._engine import ESCALATE, Level, new_id
-from ._events import MODES, Event, RunFinishedEvent, RunStartedEvent, StreamMode
+from ._events import MODES, Event, EventStream, RunFinishedEvent, RunStartedEvent, StreamMode
 from ._persist import Head, ThreadIO, cancellations, dropped_entry
 from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
 from ._resume import (
@@ -865,7 +864,7 @@ class App(Generic[StateT]):
 
     # -- streaming ------------------------------------------------------------------------
 
-    async def stream(
+    def stream(
         self,
         input: Any = None,
         *,
@@ -873,39 +872,35 @@ class App(Generic[StateT]):
         resume: Targets | bool = False,
         modes: Sequence[StreamMode] | None = None,
         **kwargs: Any,
-    ) -> AsyncIterator[Event]:
-        """Run (or, with ``resume=``, resume) and yield events as they happen.
+    ) -> EventStream:
+        """Run (or, with ``resume=``, resume) and read its events as they happen.
+
+        The run belongs to an ``async with`` block::
+
+            async with app.stream({"order": 42}, thread="t") as events:
+                async for event in events:
+                    ...
 
         Events, in order: `RunStartedEvent`; per superstep `StepEvent`, `ChunkEvent`s of
         streaming nodes, `NodeOutputEvent`s, `StepFinishedEvent`, `CheckpointEvent`;
         `InterruptEvent`s (only after their checkpoint is committed); a final
-        `RunFinishedEvent`, which always comes. ``modes`` picks the others: ``"run"``,
+        `RunFinishedEvent` when the run stops. ``modes`` picks the others: ``"run"``,
         ``"steps"``, ``"updates"``, ``"chunks"``, ``"checkpoints"``, ``"interrupts"``
-        (default: all).
+        (default: all). A failed run ends the iteration with the error `run` would raise;
+        leaving the block early cancels the run, which stays resumable (see `EventStream`).
         """
         unknown = [m for m in modes or () if m not in MODES]
         if unknown:
             raise GraphDefinitionError(f"unknown stream modes {unknown}; choose from {list(MODES)}")
         kinds = {"finished"}.union(*(MODES[m] for m in modes or MODES))
-        # Unbounded: the run must never block on (or fail because of) a slow reader.
-        send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=math.inf)
 
-        def emit(event: Event) -> None:
-            if event.kind in kinds:
-                send.send_nowait(event)
+        async def start(emit: Callable[[Event], None]) -> RunResult[StateT]:
+            if resume is False:
+                return await self.run(input, thread=thread, emit=emit, **kwargs)
+            targets = None if resume is True else resume
+            return await self.resume(thread, targets, emit=emit, **kwargs)
 
-        async def produce() -> None:
-            async with send:
-                if resume is False:
-                    await self.run(input, thread=thread, emit=emit, **kwargs)
-                else:
-                    targets = None if resume is True else resume
-                    await self.resume(thread, targets, emit=emit, **kwargs)
-
-        async with anyio.create_task_group() as tg, receive:
-            tg.start_soon(produce)
-            async for event in receive:
-                yield event
+        return EventStream(start, kinds)
 
     # -- sync twins -----------------------------------------------------------------------
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Literal
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._records import Interrupt, RunResult
 
@@ -12,6 +19,7 @@ __all__ = [
     "CheckpointEvent",
     "ChunkEvent",
     "Event",
+    "EventStream",
     "InterruptEvent",
     "NodeOutputEvent",
     "RunFinishedEvent",
@@ -136,3 +144,99 @@ MODES: dict[str, frozenset[str]] = {
     "interrupts": frozenset({"interrupt"}),
 }
 """Stream mode → the event kinds it selects."""
+
+
+class EventStream:
+    """The events of one run as it happens; an ``async with`` block owns the run.
+
+    Returned by `App.stream`::
+
+        async with app.stream({"order": 42}, thread="t") as events:
+            async for event in events:
+                ...
+
+    The run goes on in the block's task group while the body reads (it never waits for a slow
+    reader). Iterating ends after the last event, raising the run's error if it failed — the
+    same error `App.run` raises. Leaving the block before the end cancels the run: the thread
+    stays at its last committed checkpoint, its lease is let go, and ``app.resume(thread)``
+    continues it. An error the run had that the body did not read is raised on leaving.
+    """
+
+    def __init__(
+        self, start: Callable[[Callable[[Event], None]], Awaitable[object]], kinds: Collection[str]
+    ) -> None:
+        self._start = start
+        self._kinds = kinds
+        self._send: MemoryObjectSendStream[Event] | None = None
+        self._receive: MemoryObjectReceiveStream[Event] | None = None
+        self._error: Exception | None = None
+        self._scope = anyio.CancelScope()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._entered = False
+
+    def __repr__(self) -> str:
+        state = "running" if self._tg is not None else "closed" if self._entered else "not started"
+        return f"<EventStream {state}>"
+
+    async def __aenter__(self) -> EventStream:
+        if self._entered:
+            raise TypeError("an event stream runs once; call app.stream(...) again for another run")
+        self._entered = True
+        # Unbounded: the run must never block on (or fail because of) a slow reader.
+        self._send, self._receive = anyio.create_memory_object_stream[Event](math.inf)
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        tg.start_soon(self._produce)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._tg is not None
+        tg, self._tg = self._tg, None
+        self._scope.cancel()  # leaving before the end stops the run; after it, a no-op
+        try:
+            # The body's own exception is not handed to the task group: it would come back
+            # wrapped in an exception group. It propagates as it is once the run has stopped.
+            await tg.__aexit__(None, None, None)
+        finally:
+            assert self._receive is not None
+            self._receive.close()
+        error, self._error = self._error, None
+        if exc is None and error is not None:
+            raise error
+
+    def __aiter__(self) -> EventStream:
+        if not self._entered:
+            raise TypeError(
+                "app.stream(...) owns a running task, so it needs a block that ends it: use "
+                "`async with app.stream(...) as events:` and then `async for event in events:`"
+            )
+        return self
+
+    async def __anext__(self) -> Event:
+        assert self._receive is not None
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            error, self._error = self._error, None
+            if error is not None:
+                raise error from None
+            raise StopAsyncIteration from None
+
+    def _emit(self, event: Event) -> None:
+        if event.kind in self._kinds:
+            assert self._send is not None
+            self._send.send_nowait(event)
+
+    async def _produce(self) -> None:
+        assert self._send is not None
+        with self._send, self._scope:
+            try:
+                await self._start(self._emit)
+            except Exception as exc:  # the reader gets it, as run() would raise it
+                self._error = exc
