@@ -22,6 +22,7 @@ from interlock import (
     effect,
 )
 from interlock.runtime import _runctx
+from interlock.runtime._keeper import KEEPER
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +100,13 @@ def _take_over(path: Path, graph: Graph[S]) -> None:
     anyio.run(main)
 
 
-async def test_a_stalled_executor_is_fenced_out(tmp_path: Path) -> None:
+async def test_a_stalled_executor_is_fenced_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The whole executor stalls (a paused VM, SIGSTOP): its lease keeper thread cannot renew
+    # either. (A stalled event loop alone keeps its lease: see
+    # test_a_node_that_blocks_the_loop_past_the_lease_keeps_it.)
+    monkeypatch.setattr(KEEPER, "_renew", lambda watch: None)
     path = tmp_path / "a.db"
     world: Counter[str] = Counter()
     g = Graph(S)
@@ -108,8 +115,8 @@ async def test_a_stalled_executor_is_fenced_out(tmp_path: Path) -> None:
     async def work(s: S) -> dict[str, Any]:
         if not stalled.is_set():
             stalled.set()
-            # This executor stalls (its event loop is blocked, so it cannot renew) past its
-            # lease; meanwhile another one takes the thread over and finishes it.
+            # This executor stalls past its lease; meanwhile another one takes the thread over
+            # and finishes it.
             time.sleep(0.4)  # noqa: ASYNC251 - the stall is the point
             other = threading.Thread(target=_take_over, args=(path, g))
             other.start()
@@ -258,3 +265,62 @@ async def test_a_run_whose_lease_release_failed_can_take_its_lease_back(tmp_path
         assert state.status == "done" and state.values["log"] == ["work"]
         # The lease was let go at the end: the other executor may go on at once.
         assert (await g.compile(store=b).run({"log": ["x"]}, thread="t")).status == "done"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("kind", ["sync node", "async node that blocks"])
+async def test_a_node_that_blocks_the_loop_past_the_lease_keeps_it(
+    tmp_path: Path, kind: str
+) -> None:
+    ttl = 0.4
+    path = tmp_path / "a.db"
+    entered, release = threading.Event(), threading.Event()
+    calls: Counter[str] = Counter()
+
+    def body() -> dict[str, Any]:
+        calls["slow"] += 1
+        if calls["slow"] == 1:
+            entered.set()
+            release.wait(timeout=60)  # blocks the event loop: no renewal can run on it
+        return {"log": ["slow"]}
+
+    async def blocking(s: S) -> dict[str, Any]:
+        return body()
+
+    g = Graph(S)
+    g.add_node("slow", (lambda s: body()) if kind == "sync node" else blocking)
+    g.add_edge(START, "slow")
+    outcomes: list[str] = []
+
+    def contend() -> None:
+        """Another executor tries to take the thread over for several lease lifetimes."""
+
+        async def main() -> None:
+            async with SqliteStore(path) as store:
+                other = g.compile(store=store, lease_ttl=ttl)
+                until = time.monotonic() + 4 * ttl
+                while time.monotonic() < until:
+                    try:
+                        await other.resume("t")
+                        outcomes.append("took over")
+                    except ThreadBusy:
+                        outcomes.append("busy")
+                    await anyio.sleep(ttl / 4)  # paces the attempts; nothing waits on it
+
+        entered.wait(timeout=60)
+        try:
+            anyio.run(main)
+        finally:
+            release.set()
+
+    contender = threading.Thread(target=contend)
+    contender.start()
+    try:
+        async with SqliteStore(path) as store:
+            done = await g.compile(store=store, lease_ttl=ttl).run({}, thread="t")
+    finally:
+        release.set()
+        contender.join()
+    assert len(outcomes) >= 8 and set(outcomes) == {"busy"}
+    assert calls["slow"] == 1  # the node body ran exactly once
+    assert done.status == "done" and done.values["log"] == ["slow"]

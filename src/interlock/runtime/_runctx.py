@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
 from ..stores import AuditEntry, Fence, Resolution
 from ._engine import Level
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
+from ._keeper import KEEPER, Watch
 from ._persist import Head, ThreadIO
 from ._records import Decision, RunResult
 
@@ -215,21 +217,29 @@ class RunCtx:
         return result
 
     async def _run_leased(self, level: Level, on_step: Any) -> None:
-        """Run the level; while it runs, renew the lease every ttl / 3."""
+        """Run the level; while it runs, renew the lease every ttl / 3.
+
+        The renewals come from this call's event loop; the process's `LeaseKeeper` watches
+        too, and renews from its own thread when a node blocks the loop (see `_keeper`).
+        """
         if self.token is None:
             await level.run(on_step=on_step, limit=self.recursion_limit)
             return
-        loop = _asyncio_loop()
-        if loop is None:
-            await self._run_renewing_in_task_group(level, on_step)
-            return
-        renewer = _Renewer(self, loop)
+        watch = KEEPER.watch(self.io.store, self.thread, self.fence())
         try:
-            await level.run(on_step=on_step, limit=self.recursion_limit)
+            loop = _asyncio_loop()
+            if loop is None:
+                await self._run_renewing_in_task_group(level, on_step, watch)
+                return
+            renewer = _Renewer(self, loop, watch)
+            try:
+                await level.run(on_step=on_step, limit=self.recursion_limit)
+            finally:
+                await renewer.aclose()
         finally:
-            await renewer.aclose()
+            await KEEPER.unwatch(watch)
 
-    async def _run_renewing_in_task_group(self, level: Level, on_step: Any) -> None:
+    async def _run_renewing_in_task_group(self, level: Level, on_step: Any, watch: Watch) -> None:
         """`_run_leased` under an event loop other than asyncio: a renewer task beside it."""
         done = anyio.Event()
         failure: list[BaseException] = []
@@ -240,7 +250,7 @@ class RunCtx:
                     await done.wait()
                 if done.is_set():
                     return
-                error = await _renew_once(self)
+                error = await _renew_once(self, watch)
                 if error is not None:
                     failure.append(error)
                     scope.cancel()
@@ -336,16 +346,18 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-async def _renew_once(ctx: RunCtx) -> FencedOut | None:
+async def _renew_once(ctx: RunCtx, watch: Watch) -> FencedOut | None:
     """Extend the call's lease; return the `FencedOut` if someone else owns the thread now."""
     if ctx.token is None:
         return None
+    started = time.monotonic()
     try:
         await ctx.io.store.renew_lease(ctx.thread, ctx.fence())
     except FencedOut as exc:
         return exc
     except Exception:  # the store hiccuped: the next period tries again
         return None
+    watch.renewed(started)
     return None
 
 
@@ -358,8 +370,9 @@ class _Renewer:
     step's commit, a dangerous call) is refused with `FencedOut`.
     """
 
-    def __init__(self, ctx: RunCtx, loop: asyncio.AbstractEventLoop):
+    def __init__(self, ctx: RunCtx, loop: asyncio.AbstractEventLoop, watch: Watch):
         self.ctx = ctx
+        self.watch = watch
         self.loop = loop
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
@@ -370,7 +383,7 @@ class _Renewer:
             self.task = self.loop.create_task(self._renew())
 
     async def _renew(self) -> None:
-        failure = await _renew_once(self.ctx)
+        failure = await _renew_once(self.ctx, self.watch)
         if failure is None and not self.stopped:
             self.timer = self.loop.call_later(self.ctx.lease.ttl / 3, self._due)
 
