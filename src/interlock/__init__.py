@@ -54,6 +54,7 @@ from .runtime._effects import effect_key as effect_key
 from .runtime._events import CheckpointEvent as CheckpointEvent
 from .runtime._events import ChunkEvent as ChunkEvent
 from .runtime._events import Event as Event
+from .runtime._events import EventStream as EventStream
 from .runtime._events import InterruptEvent as InterruptEvent
 from .runtime._events import NodeOutputEvent as NodeOutputEvent
 from .runtime._events import RunFinishedEvent as RunFinishedEvent
@@ -120,6 +121,7 @@ __all__ = [
     "CheckpointEvent",
     "ChunkEvent",
     "Event",
+    "EventStream",
     "InterruptEvent",
     "NodeOutputEvent",
     "RunFinishedEvent",

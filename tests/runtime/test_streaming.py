@@ -270,3 +270,20 @@ async def test_iterating_without_the_block_is_a_clear_error(store: Store) -> Non
         async for _ in app.stream({}, thread="t"):  # type: ignore[attr-defined]
             pass
     assert await store.get_thread("t") is None  # nothing ran
+
+
+@backends
+async def test_a_cancelled_reader_stops_the_run_and_the_thread_resumes(tmp_path: Path) -> None:
+    entered, calls = anyio.Event(), []
+    g = waiting_graph(entered, calls)
+    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
+        app = g.compile(store=a)
+        with anyio.CancelScope() as outer:
+            async with app.stream({}, thread="t") as events:
+                async for event in events:
+                    if event.kind == "step" and event.nodes == ("slow",):  # type: ignore[union-attr]
+                        await entered.wait()
+                        outer.cancel()  # whoever owns the reader gives up on it
+        assert outer.cancelled_caught
+        done = await g.compile(store=b).resume("t")
+        assert done.values["items"] == [1, 2, 3] and calls == ["slow", "slow"]

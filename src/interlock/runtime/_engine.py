@@ -419,7 +419,7 @@ class Level:
         ``on_step`` is awaited after each completed superstep that leaves work to do (the App
         commits a checkpoint there).
         """
-        ran: list[str] = []  # the nodes of the last superstep this call completed
+        ran: list[TaskState] = []  # the tasks of the last superstep this call completed
         while True:
             if not self.tasks:
                 return "done" if not self.pending else self.status()
@@ -453,9 +453,9 @@ class Level:
             outcomes, cancelled = await self._execute(runnable)
             # A store or lease error inside a task (recording an effect) is not the node's
             # failure: the run stops with it and the thread stays at its last checkpoint.
-            failed = next((o for o in outcomes if _store_failure(o.error)), None) or next(
-                (o for o in outcomes if o.error is not None), None
-            )
+            failed = next((o for o in outcomes if o.error is not None), None)
+            if failed is not None:
+                failed = next((o for o in outcomes if _store_failure(o.error)), failed)
             for o in outcomes:
                 self._record(o)
             if cancelled:
@@ -473,7 +473,7 @@ class Level:
             if self.pending or len(self.results) < len(self.tasks):
                 return self.status()
             finished = self.tasks
-            ran = [t.node for t in finished]
+            ran = finished
             self._finish_step()
             self.steps_taken += 1
             if self.emit is not None:
@@ -490,7 +490,7 @@ class Level:
                 await on_step(self)
 
     def _external_pause(
-        self, *, upcoming: list[TaskState], ran: Sequence[str] = (), forced: bool = False
+        self, *, upcoming: list[TaskState], ran: Sequence[TaskState] = (), forced: bool = False
     ) -> Raised:
         """The external pause's record; its info is the report of decision 15.
 
@@ -501,9 +501,10 @@ class Level:
         ``next``: the tasks that run on resume. ``waiting``: tasks that wait on interrupts.
         """
         waiting = self.blocked()
+        finished = [*ran, *(t for t in self.tasks if t.id in self.results)]
         info = {
             "when": "forced" if forced else "planned",
-            "finished": [*ran, *(t.node for t in self.tasks if t.id in self.results)],
+            "finished": [t.node for t in finished],
             "rerun": [t.node for t in upcoming] if forced else [],
             "next": [t.node for t in upcoming],
             "waiting": [t.node for t in self.tasks if t.id in waiting],

@@ -167,12 +167,17 @@ class RunCtx:
                 audit=audit,
             )
 
-        reclaimed = self.token is None and self._reclaim()
+        acquiring = self.token is None
+        reclaimed = acquiring and self._reclaim()
         try:
             try:
-                # Shielded: once the store has written, this call must learn the token it holds,
-                # or a cancellation right after the write would strand the lease.
-                with anyio.CancelScope(shield=True):
+                if acquiring:
+                    # Shielded: once the store has written, this call must learn the token it
+                    # got, or a cancellation right after the write would strand the lease.
+                    # (Later writes carry the token already; it does not change.)
+                    with anyio.CancelScope(shield=True):
+                        head, token = await write()
+                else:
                     head, token = await write()
             except FencedOut:
                 if not reclaimed:
