@@ -167,12 +167,16 @@ async def test_message_chunks_join_like_a_streamed_chat_reply(store: Store) -> N
 backends = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 
 
-def waiting_graph(entered: anyio.Event, calls: list[str]) -> Graph[S]:
-    """``first → slow → last``: ``slow`` waits (forever, the first time)."""
+def waiting_graph(
+    entered: anyio.Event, calls: list[str], release: anyio.Event | None = None
+) -> Graph[S]:
+    """``first → slow → last``: ``slow`` waits (forever the first time, or until ``release``)."""
 
     async def slow(s: S) -> dict[str, Any]:
         calls.append("slow")
-        if len(calls) == 1:
+        if release is not None:
+            await release.wait()
+        elif len(calls) == 1:
             entered.set()
             await anyio.Event().wait()  # only a cancellation ends this
         return {"items": [2]}
@@ -186,8 +190,10 @@ def waiting_graph(entered: anyio.Event, calls: list[str]) -> Graph[S]:
 
 @backends
 async def test_leaving_the_stream_early_stops_the_run_cleanly(tmp_path: Path) -> None:
-    entered, calls = anyio.Event(), []
-    g = waiting_graph(entered, calls)
+    # Whether ``slow`` has started when the block is left is up to the scheduler; it may
+    # only finish once the block is gone.
+    entered, calls, release = anyio.Event(), [], anyio.Event()
+    g = waiting_graph(entered, calls, release)
     async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
         app = g.compile(store=a)
         seen: list[str] = []
@@ -200,6 +206,7 @@ async def test_leaving_the_stream_early_stops_the_run_cleanly(tmp_path: Path) ->
         # The run stopped at its last commit, let its lease go, and continues elsewhere.
         state = await app.get_state("t")
         assert state.status == "ready" and state.values["items"] == [1]
+        release.set()
         done = await g.compile(store=b).resume("t")
         assert done.status == "done" and done.values["items"] == [1, 2, 3]
 
