@@ -12,6 +12,22 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import anyio
 
+from .._args import (
+    ON_PENDING,
+    check_choice,
+    check_flag,
+    check_id,
+    check_ids,
+    check_instance,
+    check_keys,
+    check_limit,
+    check_names,
+    check_options,
+    check_seconds,
+    check_seen,
+    check_text,
+    check_time,
+)
 from .._errors import (
     CheckpointNotFound,
     FencedOut,
@@ -157,6 +173,17 @@ class App(Generic[StateT]):
             emit: Receives events as they happen (see `stream`).
             control: Lets a `RunHandle` pause the run (see `start`).
         """
+        check_id(thread, "thread")
+        check_choice(on_pending, "on_pending", ON_PENDING, optional=False)
+        check_options(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability,
+            metadata=metadata,
+            emit=emit,
+        )
+        check_instance(control, RunControl, "control", optional=True)
         call = _Call(
             interrupt_before,
             interrupt_after,
@@ -253,6 +280,12 @@ class App(Generic[StateT]):
             ThreadBusy: A run holds the thread (it is being continued) and has not answered
                 these interrupts; nothing was recorded, try again once it stops.
         """
+        check_id(thread, "thread")
+        check_ids(answers, "answers")
+        check_id(actor, "actor", optional=True)
+        check_text(reason, "reason")
+        check_id(nonce, "nonce", optional=True)
+        check_seen(seen)
         if not answers:
             raise ValueError(
                 "answers is empty: pass {interrupt_id_or_key: answer} for at least one pending "
@@ -348,6 +381,8 @@ class App(Generic[StateT]):
             now: The time to compare deadlines with (default: the clock).
             limit: At most this many interrupts per call.
         """
+        now = check_time(now, "now")
+        check_limit(limit, "limit")
         now = time.time() if now is None else now
         rows = await self.store.pending(deadline_before=now, limit=limit)
         results: list[RunResult[StateT]] = []
@@ -389,6 +424,7 @@ class App(Generic[StateT]):
 
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""
+        check_instance(interrupt, Interrupt, "interrupt")
         return payload_hash(self.plan.codec, interrupt.info)
 
     def _prepare(self, level: Level, thread: str, opened: Opened, call: _Call) -> RunCtx:
@@ -454,6 +490,20 @@ class App(Generic[StateT]):
                 `Decision`. Nothing was changed.
             ThreadBusy: Another executor holds or changed the thread; nothing was changed.
         """
+        check_id(thread, "thread")
+        check_keys(targets.resume if isinstance(targets, Command) else targets, "targets")
+        check_id(checkpoint_id, "checkpoint_id", optional=True)
+        check_id(actor, "actor", optional=True)
+        check_text(reason, "reason")
+        check_options(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability,
+            metadata=metadata,
+            emit=emit,
+        )
+        check_instance(control, RunControl, "control", optional=True)
         # The decision commit comes before any task runs; it verifies a cached view of the
         # thread by compare-and-set, so the read can be skipped (see `run`).
         if emit is not None:
@@ -646,6 +696,9 @@ class App(Generic[StateT]):
             async with app.start({"order": 42}, thread="t") as handle:
                 paused = await handle.pause(timeout=5)
         """
+        check_id(thread, "thread")
+        check_keys(resume.resume if isinstance(resume, Command) else resume, "resume")
+        check_seconds(poll_interval, "poll_interval")
 
         async def begin(control: RunControl) -> RunResult[StateT]:
             if resume is False:
@@ -666,6 +719,8 @@ class App(Generic[StateT]):
         cancelled (they re-run on resume). Returns False when the thread does not exist. A
         request for a thread that is not running waits for the next run that looks.
         """
+        check_id(thread, "thread")
+        check_flag(forced, "forced")
         return await self.store.request_pause(thread, forced=forced)
 
     # -- subgraphs ------------------------------------------------------------------------------
@@ -718,6 +773,13 @@ class App(Generic[StateT]):
         tool a call waits on), ``older_than`` (raised before this Unix time),
         ``deadline_before``.
         """
+        check_id(thread, "thread", optional=True)
+        check_id(key, "key", optional=True)
+        check_id(tool, "tool", optional=True)
+        older_than = check_time(older_than, "older_than")
+        check_limit(limit, "limit")
+        check_id(after, "after", optional=True)
+        deadline_before = check_time(deadline_before, "deadline_before")
         rows = await self.store.pending(
             thread=thread,
             key=key,
@@ -733,6 +795,8 @@ class App(Generic[StateT]):
         self, thread: str, checkpoint_id: str | None = None
     ) -> StateSnapshot[StateT]:
         """Return the thread's state at its latest (or the given) checkpoint."""
+        check_id(thread, "thread")
+        check_id(checkpoint_id, "checkpoint_id", optional=True)
         head = await self._io.get(thread, checkpoint_id)
         level, _ = await self._io.load(thread, head)
         return self._snapshot(level, head.record, head.meta)
@@ -745,6 +809,9 @@ class App(Generic[StateT]):
         Page with ``before=page[-1].checkpoint_id``. Each page reads only its own checkpoints
         and their delta chains; the whole history is never loaded at once.
         """
+        check_id(thread, "thread")
+        check_limit(limit, "limit")
+        check_id(before, "before", optional=True)
         before_seq = None
         if before is not None:
             before_seq = (await self._io.get(thread, before)).record.seq
@@ -794,6 +861,10 @@ class App(Generic[StateT]):
         next tasks become that node's successors. The edit goes to the audit log with
         ``actor``.
         """
+        check_id(thread, "thread")
+        check_id(as_node, "as_node", optional=True)
+        check_choice(on_pending, "on_pending", ON_PENDING, optional=False)
+        check_id(actor, "actor", optional=True)
         head = await self._io.head(thread)
         if head is None:
             raise CheckpointNotFound(thread)
@@ -844,6 +915,9 @@ class App(Generic[StateT]):
         Pending interrupts are copied with new ids (resume the new thread by the new ids or by
         key); tasks waiting inside subgraphs keep their progress.
         """
+        check_id(thread, "thread")
+        check_id(checkpoint_id, "checkpoint_id", optional=True)
+        check_id(new_thread, "new_thread")
         source = await self._io.get(thread, checkpoint_id)
         level, _ = await self._io.load(thread, source)
         if await self._io.head(new_thread) is not None:
@@ -889,6 +963,9 @@ class App(Generic[StateT]):
         (default: all). A failed run ends the iteration with the error `run` would raise;
         leaving the block early cancels the run, which stays resumable (see `EventStream`).
         """
+        check_id(thread, "thread")
+        check_keys(resume.resume if isinstance(resume, Command) else resume, "resume")
+        check_names(modes, "modes", optional=True)
         unknown = [m for m in modes or () if m not in MODES]
         if unknown:
             raise GraphDefinitionError(f"unknown stream modes {unknown}; choose from {list(MODES)}")

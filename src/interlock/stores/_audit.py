@@ -15,6 +15,7 @@ from typing import Final
 
 import msgspec
 
+from .._args import check_id, check_limit
 from ._base import AuditEntry, AuditRecord, Store
 
 __all__ = [
@@ -108,6 +109,8 @@ async def verify_audit(store: Store, *, thread: str | None = None, page: int = 1
         report = await verify_audit(store)
         assert report.ok, report.problems
     """
+    check_id(thread, "thread", optional=True)
+    check_limit(page, "page", least=1)
     problems: list[AuditProblem] = []
     heads: dict[str, str] = {}
     entries = 0
