@@ -230,7 +230,9 @@ def check_time(value: object, name: str) -> float | None:
     try:
         moment = float(value)
     except OverflowError:
-        raise ValueError(f"{name} is too large for a Unix time: {value:.3e}") from None
+        raise ValueError(
+            f"{name} is too large for a Unix time (an int of {int(value).bit_length()} bits)"
+        ) from None
     if math.isnan(moment):
         raise ValueError(f"{name} must be a Unix time in seconds, not NaN")
     return moment
@@ -294,7 +296,7 @@ def check_instance(value: object, cls: type[T], name: str, *, optional: bool = F
     if optional and value is None:
         return
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, not {_kind(value)}")
+        raise TypeError(f"{name} must be {cls.__name__}, not {_kind(value)}")
 
 
 def _shown(value: object) -> str:
