@@ -15,6 +15,7 @@ from interlock import (
     CheckpointNotFound,
     Command,
     Graph,
+    InvalidUpdate,
     MemoryStore,
     SqliteStore,
     Store,
@@ -288,3 +289,18 @@ async def test_start_and_stream_check_their_arguments_when_called(store: Store) 
         async for _ in app.stream({}, thread="\ud800"):
             pass
     assert await app.inbox() == []
+
+
+@pytest.mark.parametrize("values", [True, 5, "log", ["log"], b"x"])
+async def test_state_input_that_is_not_a_mapping_is_an_invalid_update(
+    store: Store, values: Any
+) -> None:
+    # A TypedDict state refused the isinstance check with a bare TypeError.
+    app = build(store)
+    await paused(app)
+    with pytest.raises(InvalidUpdate, match="expected a dict of state keys for S, got"):
+        await app.run(values, thread="n")
+    with pytest.raises(InvalidUpdate, match="expected a dict of state keys for S, got"):
+        await app.update_state("t", values)
+    assert (await app.get_state("t")).values == {"log": []}
+    assert await app.inbox(thread="n") == []

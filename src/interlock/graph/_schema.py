@@ -117,9 +117,10 @@ class StateSchema:
             return {}
         if isinstance(obj, Mapping):
             return dict(obj)
-        if isinstance(obj, self.cls) and self.kind == "dataclass":
+        # The kind first: a TypedDict class refuses isinstance checks.
+        if self.kind == "dataclass" and isinstance(obj, self.cls):
             return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        if isinstance(obj, self.cls) and self.kind == "pydantic":
+        if self.kind == "pydantic" and isinstance(obj, self.cls):
             return {name: getattr(obj, name) for name in obj.model_fields_set}
         raise InvalidUpdate(
             f"expected a dict of state keys for {self.cls.__name__}, got {type(obj).__name__}"
