@@ -21,7 +21,6 @@ __all__ = [
     "MAX_ID",
     "MAX_LIMIT",
     "MAX_TEXT",
-    "ON_PENDING",
     "check_callable",
     "check_choice",
     "check_flag",
@@ -48,9 +47,8 @@ MAX_TEXT: Final = 65_536
 MAX_LIMIT: Final = 1_000_000
 """The largest page a listing returns at once; page on with its cursor for more."""
 DURABILITIES: Final = ("sync", "exit")
-"""What ``durability=`` accepts."""
-ON_PENDING: Final = ("raise", "cancel")
-"""What ``on_pending=`` accepts."""
+"""What ``durability=`` accepts: the values of `interlock.graph.Durability` (a test holds them
+equal; this layer sits below the graph and cannot import it)."""
 
 T = TypeVar("T")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, get_args
 
 import pytest
 
@@ -23,6 +23,8 @@ from interlock import (
     interrupt,
     verify_audit,
 )
+from interlock._args import DURABILITIES
+from interlock.graph import Durability
 
 pytestmark = pytest.mark.anyio
 
@@ -304,3 +306,7 @@ async def test_state_input_that_is_not_a_mapping_is_an_invalid_update(
         await app.update_state("t", values)
     assert (await app.get_state("t")).values == {"log": []}
     assert await app.inbox(thread="n") == []
+
+
+def test_the_durabilities_checked_are_the_graph_s() -> None:
+    assert get_args(Durability) == DURABILITIES

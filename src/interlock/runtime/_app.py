@@ -8,12 +8,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 
 import anyio
 
 from .._args import (
-    ON_PENDING,
     check_choice,
     check_flag,
     check_id,
@@ -174,7 +173,7 @@ class App(Generic[StateT]):
             control: Lets a `RunHandle` pause the run (see `start`).
         """
         check_id(thread, "thread")
-        check_choice(on_pending, "on_pending", ON_PENDING, optional=False)
+        check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
         check_options(
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
@@ -863,7 +862,7 @@ class App(Generic[StateT]):
         """
         check_id(thread, "thread")
         check_id(as_node, "as_node", optional=True)
-        check_choice(on_pending, "on_pending", ON_PENDING, optional=False)
+        check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
         check_id(actor, "actor", optional=True)
         head = await self._io.head(thread)
         if head is None:
