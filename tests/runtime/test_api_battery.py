@@ -205,6 +205,13 @@ calls = st.one_of(
     ),
     call("request_pause", {"thread": thread}, forced=arg(None, True, False)),
     call("sweep", {}, now=time_bound, limit=limit),
+    call(
+        "stream",
+        {"thread": thread},
+        input=state_input,
+        resume=st.booleans() | targets,
+        modes=st.one_of(junk, st.lists(arg(None, "run", "steps", "interrupts"), max_size=2)),
+    ),
     call("payload_hash", {"interrupt": arg("interrupt_record")}),
 )
 
@@ -249,7 +256,11 @@ def check_refusal(exc: Exception, method: str, kwargs: Mapping[str, Any]) -> Non
 
 async def attempt(app: App[S], method: str, kwargs: dict[str, Any]) -> None:
     try:
-        if method == "payload_hash":
+        if method == "stream":
+            async with app.stream(**kwargs) as events:
+                async for _ in events:
+                    pass
+        elif method == "payload_hash":
             app.payload_hash(**kwargs)
         else:
             await getattr(app, method)(**kwargs)
@@ -312,19 +323,19 @@ BATTERY = settings(
 )
 
 
-@settings(BATTERY, max_examples=400)
+@settings(BATTERY, max_examples=500)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_memory_store(drawn: list[tuple[str, dict[str, Any]]]) -> None:
     anyio.run(scenario, MemoryStore(), drawn)
 
 
-@settings(BATTERY, max_examples=150)
+@settings(BATTERY, max_examples=200)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_sqlite_store(tmp_path: Path, drawn: list[tuple[str, dict[str, Any]]]) -> None:
     anyio.run(scenario, SqliteStore(tmp_path / "battery.db"), drawn)
 
 
-@settings(BATTERY, max_examples=60)
+@settings(BATTERY, max_examples=80)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_postgres_store(dsn: str, drawn: list[tuple[str, dict[str, Any]]]) -> None:
     from interlock.stores import PostgresStore

@@ -285,11 +285,9 @@ async def test_start_and_stream_check_their_arguments_when_called(store: Store) 
     with pytest.raises(TypeError, match=r"^resume key "):
         app.start(thread="t", resume={1: True})
     with pytest.raises(TypeError, match=r"^modes must be a list of names, not str; write"):
-        async for _ in app.stream({}, thread="t", modes="run"):  # type: ignore[arg-type]
-            pass
+        app.stream({}, thread="t", modes="run")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^thread "):
-        async for _ in app.stream({}, thread="\ud800"):
-            pass
+        app.stream({}, thread="\ud800")
     assert await app.inbox() == []
 
 
