@@ -7,7 +7,16 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from interlock import START, App, Graph, GraphDefinitionError, MemoryStore, append, approve
+from interlock import (
+    START,
+    App,
+    CheckpointNotFound,
+    Graph,
+    GraphDefinitionError,
+    MemoryStore,
+    append,
+    approve,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -38,12 +47,16 @@ TWINS: dict[str, Callable[[App[S]], Any]] = {
 async def test_sync_twin_inside_a_running_loop_says_to_await(method: str) -> None:
     app = build()
     await app.run({}, thread="t")
+    before = await app.history("t")
     with pytest.raises(GraphDefinitionError, match=rf"await app\.{method}\(\.\.\.\)") as caught:
         TWINS[method](app)
     assert f"App.{method}_sync()" in str(caught.value)
     assert "running event loop" in str(caught.value)
-    # Nothing was done: the thread still waits at its gate.
-    assert [i.address for i in (await app.get_state("t")).interrupts] != []
+    # Nothing was done: the thread still waits at its gate, and no fork was made.
+    assert [s.checkpoint_id for s in await app.history("t")] == [s.checkpoint_id for s in before]
+    assert len((await app.get_state("t")).interrupts) == 1
+    with pytest.raises(CheckpointNotFound):
+        await app.get_state("t2")
 
 
 def test_sync_twins_still_drive_a_thread_from_a_script() -> None:
