@@ -70,3 +70,15 @@ def test_sync_twins_still_drive_a_thread_from_a_script() -> None:
     assert app.fork_sync("t", None, "t2")
     assert app.update_state_sync("t2", {"log": ["edited"]})
     assert app.get_state_sync("t2").values["log"] == ["edited"]
+
+
+def test_a_sync_twin_raises_what_the_call_raised_with_nothing_chained_on() -> None:
+    app = build()
+    with pytest.raises(CheckpointNotFound) as caught:
+        app.get_state_sync("missing")
+    chain: list[BaseException] = []
+    error: BaseException | None = caught.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert not [e for e in chain if "event loop" in str(e)], chain

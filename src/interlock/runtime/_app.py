@@ -946,8 +946,10 @@ def _blocking(method: str, call: Callable[[], Awaitable[_T]]) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return anyio.run(call)
-    raise GraphDefinitionError(
-        f"App.{method}_sync() cannot run inside a running event loop (a notebook cell, an "
-        f"async function): use `await app.{method}(...)` there instead"
-    )
+        pass  # none running: the usual case, and not the context of what `call` raises
+    else:
+        raise GraphDefinitionError(
+            f"App.{method}_sync() cannot run inside a running event loop (a notebook cell, an "
+            f"async function): use `await app.{method}(...)` there instead"
+        )
+    return anyio.run(call)
