@@ -4,6 +4,8 @@ The rule to remember: a task that was interrupted re-runs from its first line wh
 resumed; `interrupt()` then returns the answer. Wrap work that must not repeat in `step()`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 # Building graphs
 # Errors
 from ._errors import CheckpointCorrupt as CheckpointCorrupt
@@ -93,7 +95,27 @@ from .stores import SqliteStore as SqliteStore
 from .stores import Store as Store
 from .stores import verify_audit as verify_audit
 
+if TYPE_CHECKING:
+    from .stores._postgres import PostgresStore as PostgresStore
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore needs psycopg (the ``postgres`` extra), so it is imported on first use:
+    # `import interlock` works without it, and `interlock.stores` raises the ImportError that
+    # names the extra. It stays out of `__all__` so that `from interlock import *` does too.
+    if name == "PostgresStore":
+        from .stores import PostgresStore
+
+        globals()[name] = PostgresStore
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "PostgresStore"})
+
 
 __all__ = [
     # building

@@ -1,14 +1,24 @@
-"""``interlock demo``: an order approval that really stops, persists, and resumes."""
+"""``interlock demo``: an order approval that really stops, persists, and resumes.
+
+The command works in three phases, each a short event loop of its own: start the order (or find
+the pending one), ask the person, then commit the answer and finish. The question is asked with
+no event loop running, so Ctrl-C there is a plain `KeyboardInterrupt` that commits nothing:
+inside a loop, asyncio would turn the first Ctrl-C into a cancellation of whatever runs next,
+the very commit the person meant to stop.
+"""
 
 from __future__ import annotations
 
 import secrets
+import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Final, TypedDict
 
 import anyio
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.panel import Panel
 
@@ -20,9 +30,14 @@ from ..runtime._interrupts import choose
 from ..runtime._records import Interrupt, RunResult
 from ..stores import SqliteStore
 
-__all__ = ["build_demo_app", "demo"]
+__all__ = ["MAX_AMOUNT", "build_demo_app", "demo"]
 
-APPROVAL_KEY = "request_approval"
+APPROVAL_KEY: Final = "request_approval"
+MAX_AMOUNT: Final = 100_000_000
+"""The largest order the demo takes, in ¥: anything above is a typo, not an order."""
+INTERRUPTED: Final = 130
+"""Exit status after Ctrl-C, as shells report a process ended by SIGINT."""
+OPTIONS: Final = ("approve", "reject")
 
 
 class Order(TypedDict, total=False):
@@ -42,7 +57,7 @@ def prepare_order(s: Order) -> dict[str, Any]:
 def request_approval(s: Order) -> dict[str, Any]:
     decision = choose(
         f"Order #{s['order_id']} for ¥{s['amount']} needs approval",
-        ["approve", "reject"],
+        list(OPTIONS),
         key=APPROVAL_KEY,
     )
     return {"decision": decision, "log": [f"decision: {decision}"]}
@@ -87,70 +102,153 @@ def build_demo_app(store: SqliteStore) -> App[Order]:
 )
 @click.option(
     "--decide",
-    type=click.Choice(["approve", "reject"]),
-    help="Answer without asking (for scripts).",
+    type=click.Choice(OPTIONS),
+    help="Answer without asking (for scripts); not with --no-wait.",
 )
-@click.option("--amount", type=int, default=5000, show_default=True, help="Order amount in ¥.")
-def demo(db_path: Path, no_wait: bool, resume_: bool, decide: str | None, amount: int) -> None:
+@click.option(
+    "--amount",
+    type=click.IntRange(1, MAX_AMOUNT),
+    default=5000,
+    show_default=True,
+    help="Order amount in ¥ (a new order only).",
+)
+@click.pass_context
+def demo(
+    ctx: click.Context,
+    db_path: Path,
+    no_wait: bool,
+    resume_: bool,
+    decide: str | None,
+    amount: int,
+) -> None:
     """Run an order-approval workflow that stops for a person's decision.
 
     The run stops at request_approval; its state is committed to the SQLite file before you are
     asked. With --no-wait the question stays pending, and `interlock demo --resume` (in a new
-    process, or on another day) finishes it.
+    process, or on another day) finishes it. Ctrl-C at the question decides nothing: the order
+    stays pending for --resume.
     """
-    console = Console(highlight=False)
-    try:
-        code = anyio.run(_demo, console, db_path, no_wait, resume_, decide, amount)
-    except InterlockError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        code = 1
-    sys.exit(code)
+    # Options that would be ignored are refused: a script that passes them means something.
+    if no_wait and decide is not None:
+        raise click.UsageError(
+            "--decide answers the approval and --no-wait leaves it pending: pass one of them."
+        )
+    if resume_ and ctx.get_parameter_source("amount") is not ParameterSource.DEFAULT:
+        raise click.UsageError(
+            "--amount sets a new order's amount; --resume finishes an order that has one."
+        )
+    demo_run = _Demo(
+        out=Console(highlight=False, soft_wrap=True),
+        err=Console(stderr=True, highlight=False, soft_wrap=True),
+        db_path=db_path,
+    )
+    sys.exit(demo_run.main(no_wait=no_wait, resume_=resume_, decide=decide, amount=amount))
 
 
-async def _demo(
-    console: Console, db_path: Path, no_wait: bool, resume_: bool, decide: str | None, amount: int
-) -> int:
-    store = SqliteStore(db_path)
-    try:
-        app = build_demo_app(store)
+@dataclass(frozen=True, kw_only=True)
+class _Demo:
+    """One invocation of the command: where it writes and where it reads."""
 
-        def show(event: Event) -> None:
-            if isinstance(event, NodeOutputEvent):
-                for line in event.update.get("log", []):
-                    console.print(f"  [green]✓[/green] {event.node}: {line}")
+    out: Console
+    """Progress and the question."""
+    err: Console
+    """What went wrong."""
+    db_path: Path
+    """The SQLite file, as given."""
 
-        if resume_:
-            waiting = await app.inbox(key=APPROVAL_KEY, limit=1)
-            if not waiting:
-                console.print("Nothing is pending. Start one with: interlock demo --no-wait")
-                return 1
-            interrupt = waiting[0]
-            thread = interrupt.thread
-            console.print(f"Resuming thread [bold]{thread}[/bold] from {db_path}")
-        else:
-            thread = f"order-{secrets.randbelow(90000) + 10000}"
-            console.print(f"Starting thread [bold]{thread}[/bold] in {db_path}")
-            result = await app.run(
-                {"order_id": thread.removeprefix("order-"), "amount": amount},
-                thread=thread,
-                emit=show,
+    @property
+    def resume_command(self) -> str:
+        # The absolute path, so that the command works from any folder.
+        return f"interlock demo --resume --db {shlex.quote(str(self.db_path.resolve()))}"
+
+    def main(self, *, no_wait: bool, resume_: bool, decide: str | None, amount: int) -> int:
+        where = self.db_path.resolve()
+        if resume_ and not self.db_path.exists():
+            # SQLite would create an empty file here and report nothing pending in it.
+            self.err.print(
+                f"[red]error:[/red] no demo database at {where}, so nothing to resume. Run "
+                "--resume in the folder where `interlock demo --no-wait` ran, or pass --db PATH."
             )
-            interrupt = result.interrupt(APPROVAL_KEY)
-        _show_request(console, interrupt)
+            return 1
+        try:
+            if resume_:
+                pending = anyio.run(self._find)
+                if pending is None:
+                    self.out.print(
+                        f"Nothing is pending in {where}. Start one with: interlock demo --no-wait"
+                    )
+                    return 1
+            else:
+                pending = anyio.run(self._start, amount)
+        except InterlockError as exc:
+            self.err.print(f"[red]error:[/red] {exc}")
+            return 1
+        except KeyboardInterrupt:
+            self.err.print(f"\nInterrupted. What was committed stays in {where}.")
+            return INTERRUPTED
+        _show_request(self.out, pending)
         if no_wait:
-            console.print(
+            self.out.print(
                 "The run is stopped and its state is on disk. Finish it later with:\n"
-                f"  interlock demo --resume --db {db_path}"
+                f"  {self.resume_command}"
             )
             return 0
-        answer = decide or click.prompt(
-            "Your decision", type=click.Choice(["approve", "reject"]), default="approve"
-        )
-        done = await app.resume(thread, {interrupt.id: answer}, actor="demo-user", emit=show)
-        _show_outcome(console, done)
+        if decide is None:
+            try:
+                # No default: a bare Enter must not move money, so it asks again.
+                decide = click.prompt("Your decision", type=click.Choice(OPTIONS))
+            except click.Abort as stop:
+                # click turns Ctrl-C and end of input into Abort; the cause tells them apart.
+                by_signal = isinstance(stop.__context__, KeyboardInterrupt)
+                self.err.print(
+                    f"\n{'Interrupted' if by_signal else 'No answer'}: nothing was decided. "
+                    f"Thread {pending.thread} is still waiting for approval; finish it with:\n"
+                    f"  {self.resume_command}"
+                )
+                return INTERRUPTED if by_signal else 1
+        try:
+            done = anyio.run(self._finish, pending, decide)
+        except InterlockError as exc:
+            self.err.print(f"[red]error:[/red] {exc}")
+            return 1
+        except KeyboardInterrupt:
+            self.err.print(
+                f"\nInterrupted while recording the decision. See whether it is still "
+                f"pending with:\n  {self.resume_command}"
+            )
+            return INTERRUPTED
+        _show_outcome(self.out, done)
         return 0
-    finally:
-        await store.close()
+
+    def _show(self, event: Event) -> None:
+        if isinstance(event, NodeOutputEvent):
+            for line in event.update.get("log", []):
+                self.out.print(f"  [green]✓[/green] {event.node}: {line}")
+
+    async def _start(self, amount: int) -> Interrupt:
+        thread = f"order-{secrets.randbelow(90000) + 10000}"
+        self.out.print(f"Starting thread [bold]{thread}[/bold] in {self.db_path}")
+        async with SqliteStore(self.db_path) as store:
+            result = await build_demo_app(store).run(
+                {"order_id": thread.removeprefix("order-"), "amount": amount},
+                thread=thread,
+                emit=self._show,
+            )
+        return result.interrupt(APPROVAL_KEY)
+
+    async def _find(self) -> Interrupt | None:
+        async with SqliteStore(self.db_path) as store:
+            waiting = await build_demo_app(store).inbox(key=APPROVAL_KEY, limit=1)
+        if not waiting:
+            return None
+        self.out.print(f"Resuming thread [bold]{waiting[0].thread}[/bold] from {self.db_path}")
+        return waiting[0]
+
+    async def _finish(self, pending: Interrupt, answer: str) -> RunResult[Order]:
+        async with SqliteStore(self.db_path) as store:
+            return await build_demo_app(store).resume(
+                pending.thread, {pending.id: answer}, actor="demo-user", emit=self._show
+            )
 
 
 def _show_request(console: Console, interrupt: Interrupt) -> None:

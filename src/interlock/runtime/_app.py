@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -979,29 +980,52 @@ class App(Generic[StateT]):
         return EventStream(start, kinds)
 
     # -- sync twins -----------------------------------------------------------------------
+    # Each starts an event loop of its own, which cannot happen inside a running one (a
+    # notebook cell, an async web handler): `_blocking` says so and names the async method.
 
     def run_sync(self, input: Any, *, thread: str, **kwargs: Any) -> RunResult[StateT]:
-        """`run` for scripts (starts an event loop)."""
-        return anyio.run(lambda: self.run(input, thread=thread, **kwargs))
+        """`run` for scripts (starts an event loop).
+
+        Raises:
+            GraphDefinitionError: Called inside a running event loop; ``await app.run(...)``.
+        """
+        return _blocking("run", lambda: self.run(input, thread=thread, **kwargs))
 
     def resume_sync(self, thread: str, targets: Targets = None, **kwargs: Any) -> RunResult[StateT]:
-        """`resume` for scripts."""
-        return anyio.run(lambda: self.resume(thread, targets, **kwargs))
+        """`resume` for scripts (starts an event loop)."""
+        return _blocking("resume", lambda: self.resume(thread, targets, **kwargs))
 
     def get_state_sync(
         self, thread: str, checkpoint_id: str | None = None
     ) -> StateSnapshot[StateT]:
-        """`get_state` for scripts."""
-        return anyio.run(self.get_state, thread, checkpoint_id)
+        """`get_state` for scripts (starts an event loop)."""
+        return _blocking("get_state", lambda: self.get_state(thread, checkpoint_id))
 
     def history_sync(self, thread: str, **kwargs: Any) -> list[StateSnapshot[StateT]]:
-        """`history` for scripts."""
-        return anyio.run(lambda: self.history(thread, **kwargs))
+        """`history` for scripts (starts an event loop)."""
+        return _blocking("history", lambda: self.history(thread, **kwargs))
 
     def update_state_sync(self, thread: str, values: Any, **kwargs: Any) -> str:
-        """`update_state` for scripts."""
-        return anyio.run(lambda: self.update_state(thread, values, **kwargs))
+        """`update_state` for scripts (starts an event loop)."""
+        return _blocking("update_state", lambda: self.update_state(thread, values, **kwargs))
 
     def fork_sync(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
-        """`fork` for scripts."""
-        return anyio.run(self.fork, thread, checkpoint_id, new_thread)
+        """`fork` for scripts (starts an event loop)."""
+        return _blocking("fork", lambda: self.fork(thread, checkpoint_id, new_thread))
+
+
+_T = TypeVar("_T")
+
+
+def _blocking(method: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    """Run ``call`` in an event loop of its own, or say why it cannot and what to do instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # none running: the usual case, and not the context of what `call` raises
+    else:
+        raise GraphDefinitionError(
+            f"App.{method}_sync() cannot run inside a running event loop (a notebook cell, an "
+            f"async function): use `await app.{method}(...)` there instead"
+        )
+    return anyio.run(call)

@@ -618,7 +618,10 @@ class Level:
                         out = await out
             return _Outcome(task, result=self._result_of(task.node, out))
         except InterruptSignal as sig:
-            return _Outcome(task, signal=sig, scratch=scratch)
+            # The signal has done its job; its traceback would keep the frames alive, and
+            # since Python 3.12 a finished coroutine frame links its caller's, whose locals
+            # hold this outcome: a reference cycle per interrupt, left to the cyclic GC.
+            return _Outcome(task, signal=sig.with_traceback(None), scratch=scratch)
         except Exception as exc:
             return _Outcome(task, error=exc, scratch=scratch if scratch.to_wire() else None)
 

@@ -451,7 +451,8 @@ async def gather_children(children: Sequence[Child], *, info: Any = None) -> lis
                 if inspect.isawaitable(value):
                     value = await value
             except InterruptSignal as sig:
-                signals.append(sig)
+                # Without its traceback: it would hold this frame, whose cell holds `signals`.
+                signals.append(sig.with_traceback(None))
                 return
             results[i] = value
             ctx.scratch.done[where] = value

@@ -1,0 +1,84 @@
+"""The ``*_sync`` twins: for scripts; inside a running event loop they say to ``await`` instead."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from interlock import (
+    START,
+    App,
+    CheckpointNotFound,
+    Graph,
+    GraphDefinitionError,
+    MemoryStore,
+    append,
+    approve,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], append]
+    ok: bool
+
+
+def build() -> App[S]:
+    g = Graph(S)
+    g.add_node("gate", lambda s: {"ok": approve("go?")})
+    g.add_edge(START, "gate")
+    return g.compile(store=MemoryStore())
+
+
+TWINS: dict[str, Callable[[App[S]], Any]] = {
+    "run": lambda app: app.run_sync({}, thread="t"),
+    "resume": lambda app: app.resume_sync("t"),
+    "get_state": lambda app: app.get_state_sync("t"),
+    "history": lambda app: app.history_sync("t"),
+    "update_state": lambda app: app.update_state_sync("t", {"log": ["x"]}),
+    "fork": lambda app: app.fork_sync("t", None, "t2"),
+}
+
+
+@pytest.mark.parametrize("method", list(TWINS))
+async def test_sync_twin_inside_a_running_loop_says_to_await(method: str) -> None:
+    app = build()
+    await app.run({}, thread="t")
+    before = await app.history("t")
+    with pytest.raises(GraphDefinitionError, match=rf"await app\.{method}\(\.\.\.\)") as caught:
+        TWINS[method](app)
+    assert f"App.{method}_sync()" in str(caught.value)
+    assert "running event loop" in str(caught.value)
+    # Nothing was done: the thread still waits at its gate, and no fork was made.
+    assert [s.checkpoint_id for s in await app.history("t")] == [s.checkpoint_id for s in before]
+    assert len((await app.get_state("t")).interrupts) == 1
+    with pytest.raises(CheckpointNotFound):
+        await app.get_state("t2")
+
+
+def test_sync_twins_still_drive_a_thread_from_a_script() -> None:
+    app = build()
+    first = app.run_sync({}, thread="t")
+    assert first.status == "interrupted"
+    done = app.resume_sync("t", {first.interrupt().id: True})
+    assert done.status == "done" and done.values["ok"] is True
+    assert app.get_state_sync("t").values["ok"] is True
+    assert len(app.history_sync("t")) >= 2
+    assert app.fork_sync("t", None, "t2")
+    assert app.update_state_sync("t2", {"log": ["edited"]})
+    assert app.get_state_sync("t2").values["log"] == ["edited"]
+
+
+def test_a_sync_twin_raises_what_the_call_raised_with_nothing_chained_on() -> None:
+    app = build()
+    with pytest.raises(CheckpointNotFound) as caught:
+        app.get_state_sync("missing")
+    chain: list[BaseException] = []
+    error: BaseException | None = caught.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert not [e for e in chain if "event loop" in str(e)], chain
