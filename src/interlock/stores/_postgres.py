@@ -738,6 +738,10 @@ def _head(conn: Conn, thread: str) -> CheckpointRecord | None:
 def _no_thread(conn: Conn, thread: str) -> None:
     """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
     if _fetchone(conn, sql.HAS_CHECKPOINTS, (thread,)) is not None:
+        # Under READ COMMITTED each statement sees its own snapshot: a thread whose first
+        # append committed between the two reads is new, not damaged.
+        if _fetchone(conn, sql.SELECT_THREAD, (thread,)) is not None:
+            return
         raise CheckpointCorrupt(
             f"thread {thread!r} has checkpoints but no head: the database was damaged. "
             "Restore it from a backup; the other threads can still be read",
