@@ -223,7 +223,7 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("key", key)
         row = await self._run(lambda c: _fetchone(c, sql.SELECT_EFFECT, (thread, key)))
-        return None if row is None else _effect(row, thread, key)
+        return None if row is None else conv.checked_effect(row, thread, key)
 
     async def audit_log(
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
@@ -645,12 +645,14 @@ def _begin_effect(
         _fenced(conn, thread, fence, now)
         row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
         if row is None:
-            found = _effect(_fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key)
+            found = conv.checked_effect(
+                _fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key
+            )
             if not (retry and found.status == "started"):
                 return False, found
             row = _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
         _log(conn, thread, audit, now)
-    return True, _effect(row, thread, key)
+    return True, conv.checked_effect(row, thread, key)
 
 
 def _finish_effect(
@@ -667,7 +669,7 @@ def _finish_effect(
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
             refused = finish_refused(
-                thread, key, None if row is None else _effect(row, thread, key), result
+                thread, key, None if row is None else conv.checked_effect(row, thread, key), result
             )
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
@@ -770,14 +772,3 @@ def _with_head(rows: list[Any], thread: str) -> tuple[int | None, list[Checkpoin
         conv.checkpoint_from_row(row[1:], thread=thread) for row in rows if row[1] is not None
     ]
     return int(rows[0][0]), records
-
-
-def _effect(row: Any, thread: str, key: str) -> EffectRecord:
-    found = conv.effect_from_row(row)
-    if (found.thread, found.key) != (thread, key):
-        raise CheckpointCorrupt(
-            f"reading effect {key!r} of thread {thread!r} found effect {found.key!r} of "
-            f"{found.thread!r}: the database was damaged. Restore it from a backup",
-            thread=thread,
-        )
-    return found

@@ -38,6 +38,7 @@ __all__ = [
     "THREAD_COLUMNS",
     "audit_from_row",
     "audit_row",
+    "checked_effect",
     "checked_page",
     "checked_range",
     "checkpoint_from_row",
@@ -137,7 +138,7 @@ def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
     return (*values, digest(*values))
 
 
-def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
+def _interrupt_values(r: InterruptRecord) -> tuple[object, ...]:
     return (
         r.id,
         r.thread,
@@ -152,27 +153,17 @@ def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
         _float(r.resolved_at),
         r.resolution,
         r.tool,
-        interrupt_digest(r),
     )
+
+
+def interrupt_row(r: InterruptRecord) -> tuple[object, ...]:
+    values = _interrupt_values(r)
+    return (*values, digest(*values))
 
 
 def interrupt_digest(r: InterruptRecord) -> bytes:
     """The digest of an interrupt row's columns (its state included: rewritten on resolving)."""
-    return digest(
-        r.id,
-        r.thread,
-        r.checkpoint_id,
-        r.key,
-        r.address,
-        r.kind,
-        r.status,
-        float(r.created_at),
-        _float(r.deadline),
-        r.body,
-        _float(r.resolved_at),
-        r.resolution,
-        r.tool,
-    )
+    return digest(*_interrupt_values(r))
 
 
 def checkpoint_from_row(row: Any, *, thread: str, id: str | None = None) -> CheckpointRecord:
@@ -349,6 +340,22 @@ def pending_from_rows(
             )
         last = order
     return out
+
+
+def checked_effect(row: Any, thread: str, key: str) -> EffectRecord:
+    """An effect row as a record, refused unless it is effect ``key`` of ``thread``.
+
+    Raises:
+        CheckpointCorrupt: The row is another effect's.
+    """
+    found = effect_from_row(row)
+    if (found.thread, found.key) != (thread, key):
+        raise _corrupt(
+            f"reading effect {key!r} of thread {thread!r} found effect {found.key!r} of "
+            f"{found.thread!r}",
+            thread,
+        )
+    return found
 
 
 def effect_from_row(row: Any) -> EffectRecord:

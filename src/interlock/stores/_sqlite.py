@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 import anyio.to_thread
 import msgspec
@@ -198,7 +198,7 @@ class SqliteStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("key", key)
         row = await self._run(lambda c: c.execute(sql.SELECT_EFFECT, (thread, key)).fetchone())
-        return None if row is None else _effect(row, thread, key)
+        return None if row is None else conv.checked_effect(row, thread, key)
 
     async def audit_log(
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
@@ -584,7 +584,7 @@ def _begin_effect(
         _fenced(conn, thread, fence, now)
         row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
         if row is not None:
-            found = _effect(row, thread, key)
+            found = conv.checked_effect(row, thread, key)
             if not (retry and found.status == "started"):
                 return False, found
             conn.execute(sql.RESTART_EFFECT, (now, thread, key))
@@ -592,7 +592,7 @@ def _begin_effect(
             conn.execute(sql.INSERT_EFFECT, (thread, key, name, now))
         _log(conn, thread, audit, now)
         started = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
-    return True, _effect(started, thread, key)
+    return True, conv.checked_effect(started, thread, key)
 
 
 def _finish_effect(
@@ -609,7 +609,7 @@ def _finish_effect(
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
             refused = finish_refused(
-                thread, key, None if row is None else _effect(row, thread, key), result
+                thread, key, None if row is None else conv.checked_effect(row, thread, key), result
             )
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
@@ -756,14 +756,3 @@ def _page(
     params: dict[str, object] = {"thread": thread, "before": before, "limit": limit}
     head_seq, records = _checkpoints(conn, sql.SELECT_PAGE, params, thread)
     return conv.checked_page(records, head_seq, thread, before_seq, limit)
-
-
-def _effect(row: Any, thread: str, key: str) -> EffectRecord:
-    found = conv.effect_from_row(row)
-    if (found.thread, found.key) != (thread, key):
-        raise CheckpointCorrupt(
-            f"reading effect {key!r} of thread {thread!r} found effect {found.key!r} of "
-            f"{found.thread!r}: the store's file is damaged. Restore it from a backup",
-            thread=thread,
-        )
-    return found
