@@ -1,15 +1,52 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from _pgserver import PgServer, PgServerError, pg_server
+from interlock import MemoryStore, SqliteStore, Store
+
+BACKENDS = ("asyncio", "trio")
+"""The event loops every anyio test runs on; the library has a code path for each."""
 
 
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "asyncio_only(reason): an anyio test that cannot run on trio, and why; its trio run is "
+        "skipped with that reason",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        only = item.get_closest_marker("asyncio_only")
+        if only is None:
+            continue
+        reason = only.kwargs.get("reason")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: asyncio_only needs reason='why not trio'")
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("anyio_backend") == "trio":
+            item.add_marker(pytest.mark.skip(reason=f"asyncio only: {reason}"))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Each anyio test runs on every backend; an `asyncio_only` test's trio run is skipped."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A test that takes ``store`` runs on both embedded stores."""
+    s: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "t.db")
+    try:
+        yield s
+    finally:
+        await s.close()
 
 
 @pytest.fixture(scope="session")

@@ -44,9 +44,9 @@ def test_approval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_docstring_examples_run() -> None:
-    from interlock.graph import _builder
+    from interlock.runtime import _graph
 
-    failures, tried = doctest.testmod(_builder, raise_on_error=False)
+    failures, tried = doctest.testmod(_graph, raise_on_error=False)
     assert tried > 0 and failures == 0
 
 

@@ -6,7 +6,87 @@ resumed; `interrupt()` then returns the answer. Wrap work that must not repeat i
 
 from typing import TYPE_CHECKING, Any
 
+# isort: split
 # Building graphs
+from .graph import END as END
+from .graph import START as START
+from .graph import Reducer as Reducer
+from .graph import append as append
+from .graph import merge as merge
+from .runtime._graph import Graph as Graph
+
+# isort: split
+# Running them
+from .runtime._app import App as App
+from .runtime._app import InterruptHandler as InterruptHandler
+from .runtime._app import Targets as Targets
+from .runtime._control import GracefulShutdown as GracefulShutdown
+from .runtime._control import RunHandle as RunHandle
+from .runtime._records import Address as Address
+from .runtime._records import Command as Command
+from .runtime._records import Decision as Decision
+from .runtime._records import Interrupt as Interrupt
+from .runtime._records import RunResult as RunResult
+from .runtime._records import Segment as Segment
+from .runtime._records import Send as Send
+from .runtime._records import StateSnapshot as StateSnapshot
+
+# isort: split
+# Events of a streamed run
+from .graph._chunks import MessageChunk as MessageChunk
+from .graph._chunks import ToolCallChunk as ToolCallChunk
+from .graph._concat import register_concat as register_concat
+from .runtime._events import CheckpointEvent as CheckpointEvent
+from .runtime._events import ChunkEvent as ChunkEvent
+from .runtime._events import Event as Event
+from .runtime._events import EventStream as EventStream
+from .runtime._events import InterruptEvent as InterruptEvent
+from .runtime._events import NodeOutputEvent as NodeOutputEvent
+from .runtime._events import RunFinishedEvent as RunFinishedEvent
+from .runtime._events import RunStartedEvent as RunStartedEvent
+from .runtime._events import StepEvent as StepEvent
+from .runtime._events import StepFinishedEvent as StepFinishedEvent
+from .runtime._events import StreamMode as StreamMode
+
+# isort: split
+# Asking people, inside nodes
+from .runtime._context import child_scope as child_scope
+from .runtime._interrupts import Child as Child
+from .runtime._interrupts import approve as approve
+from .runtime._interrupts import ask as ask
+from .runtime._interrupts import choose as choose
+from .runtime._interrupts import composite_interrupt as composite_interrupt
+from .runtime._interrupts import gather_children as gather_children
+from .runtime._interrupts import interrupt as interrupt
+from .runtime._interrupts import interrupt_state as interrupt_state
+from .runtime._interrupts import resume_context as resume_context
+from .runtime._interrupts import step as step
+from .runtime._signals import InterruptSignal as InterruptSignal
+
+# isort: split
+# Deadlines and answer checks
+from .runtime._interrupts import timeout_default as timeout_default
+from .runtime._interrupts import validator as validator
+from .runtime._records import OnTimeout as OnTimeout
+from .runtime._records import TimeoutDefault as TimeoutDefault
+
+# isort: split
+# Side effects
+from .runtime._effects import RETRY as RETRY
+from .runtime._effects import effect as effect
+from .runtime._effects import effect_key as effect_key
+
+# isort: split
+# Storage, encoding and audit
+from .serde import Codec as Codec
+from .stores import AuditReport as AuditReport
+from .stores import Fence as Fence
+from .stores import MemoryStore as MemoryStore
+from .stores import SqliteStore as SqliteStore
+from .stores import Store as Store
+from .stores import verify_audit as verify_audit
+
+# isort: split
 # Errors
 from ._errors import CheckpointCorrupt as CheckpointCorrupt
 from ._errors import CheckpointNotFound as CheckpointNotFound
@@ -29,71 +109,6 @@ from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadInterrupted as ThreadInterrupted
 from ._errors import UnknownInterrupt as UnknownInterrupt
 from ._errors import UnregisteredType as UnregisteredType
-from .graph import END as END
-from .graph import START as START
-from .graph import Graph as Graph
-from .graph import Reducer as Reducer
-from .graph import append as append
-from .graph import merge as merge
-
-# Running them
-from .runtime._app import App as App
-from .runtime._app import InterruptHandler as InterruptHandler
-from .runtime._app import Targets as Targets
-
-# Events of a streamed run
-from .runtime._chunks import MessageChunk as MessageChunk
-from .runtime._chunks import ToolCallChunk as ToolCallChunk
-from .runtime._concat import register_concat as register_concat
-
-# Asking people, inside nodes
-from .runtime._context import child_scope as child_scope
-from .runtime._control import GracefulShutdown as GracefulShutdown
-from .runtime._control import RunHandle as RunHandle
-from .runtime._effects import RETRY as RETRY
-from .runtime._effects import effect as effect
-from .runtime._effects import effect_key as effect_key
-from .runtime._events import CheckpointEvent as CheckpointEvent
-from .runtime._events import ChunkEvent as ChunkEvent
-from .runtime._events import Event as Event
-from .runtime._events import EventStream as EventStream
-from .runtime._events import InterruptEvent as InterruptEvent
-from .runtime._events import NodeOutputEvent as NodeOutputEvent
-from .runtime._events import RunFinishedEvent as RunFinishedEvent
-from .runtime._events import RunStartedEvent as RunStartedEvent
-from .runtime._events import StepEvent as StepEvent
-from .runtime._events import StepFinishedEvent as StepFinishedEvent
-from .runtime._events import StreamMode as StreamMode
-from .runtime._interrupts import Child as Child
-from .runtime._interrupts import approve as approve
-from .runtime._interrupts import ask as ask
-from .runtime._interrupts import choose as choose
-from .runtime._interrupts import composite_interrupt as composite_interrupt
-from .runtime._interrupts import gather_children as gather_children
-from .runtime._interrupts import interrupt as interrupt
-from .runtime._interrupts import interrupt_state as interrupt_state
-from .runtime._interrupts import resume_context as resume_context
-from .runtime._interrupts import step as step
-from .runtime._interrupts import timeout_default as timeout_default
-from .runtime._interrupts import validator as validator
-from .runtime._records import Address as Address
-from .runtime._records import Command as Command
-from .runtime._records import Decision as Decision
-from .runtime._records import Interrupt as Interrupt
-from .runtime._records import RunResult as RunResult
-from .runtime._records import Segment as Segment
-from .runtime._records import Send as Send
-from .runtime._records import StateSnapshot as StateSnapshot
-from .runtime._signals import InterruptSignal as InterruptSignal
-
-# Storage and encoding
-from .serde import Codec as Codec
-from .stores import AuditReport as AuditReport
-from .stores import Fence as Fence
-from .stores import MemoryStore as MemoryStore
-from .stores import SqliteStore as SqliteStore
-from .stores import Store as Store
-from .stores import verify_audit as verify_audit
 
 if TYPE_CHECKING:
     from .stores._postgres import PostgresStore as PostgresStore
@@ -171,6 +186,9 @@ __all__ = [
     "RETRY",
     "effect",
     "effect_key",
+    # deadlines and answer checks
+    "OnTimeout",
+    "TimeoutDefault",
     "timeout_default",
     "validator",
     # storage, encoding and audit

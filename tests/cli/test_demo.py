@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from interlock import SqliteStore
 from interlock.cli import cli
 from interlock.cli._demo import APPROVAL_KEY, build_demo_app
+from interlock.stores import PendingFilter
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -38,7 +39,7 @@ def interlock(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedPro
 def pending_threads(db: Path) -> list[str]:
     async def pending() -> list[str]:
         async with SqliteStore(db) as store:
-            return [i.thread for i in await store.pending(key=APPROVAL_KEY)]
+            return [i.thread for i in await store.pending(PendingFilter(key=APPROVAL_KEY))]
 
     return anyio.run(pending)
 

@@ -24,6 +24,7 @@ from interlock import (
     timeout_default,
 )
 from interlock.runtime import _jsonschema
+from interlock.stores import PendingFilter
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,7 @@ async def snapshot(store: Store, iid: str) -> tuple[Any, ...]:
         await store.get_thread("t"),
         await store.get_interrupt(iid),
         await store.audit_log(thread="t"),
-        await store.pending(thread="t"),
+        await store.pending(PendingFilter(thread="t")),
     )
 
 
@@ -250,7 +251,7 @@ async def test_a_pydantic_model_is_a_schema(store: Store) -> None:
 async def test_a_type_schema_is_stored_as_json(store: Store) -> None:
     app = asking(Refund).compile(store=store)
     iid = (await app.run({}, thread="t")).interrupt().id
-    (record,) = await store.pending(thread="t")
+    (record,) = await store.pending(PendingFilter(thread="t"))
     (shown,) = await app.inbox()
     assert shown.schema is not None
     assert msgspec.json.decode(msgspec.json.encode(shown.schema)) == shown.schema
@@ -279,7 +280,7 @@ async def test_an_invalid_schema_is_refused_where_interrupt_is_called(
         await app.run({}, thread="t")
     assert isinstance(failed.value.__cause__, GraphDefinitionError)
     assert "schema" in str(failed.value.__cause__)
-    assert await store.pending(thread="t") == []
+    assert await store.pending(PendingFilter(thread="t")) == []
 
 
 async def test_a_type_msgspec_cannot_describe_is_refused(store: Store) -> None:
@@ -306,7 +307,7 @@ async def test_a_naive_deadline_is_refused(store: Store) -> None:
     cause = failed.value.__cause__
     assert isinstance(cause, ValueError)
     assert "deadline" in str(cause) and "aware" in str(cause)
-    assert await store.pending(thread="t") == []
+    assert await store.pending(PendingFilter(thread="t")) == []
 
 
 async def test_an_aware_deadline_is_kept_as_given(store: Store) -> None:

@@ -194,10 +194,8 @@ async def test_idempotent_effect_reruns_with_the_same_key(
     assert await store.audit_log(thread="t") == []  # idempotent calls write nothing up front
 
 
-def test_dangerous_and_idempotent_exclude_each_other() -> None:
+def test_a_streaming_node_cannot_be_dangerous() -> None:
     g = Graph(S)
-    with pytest.raises(GraphDefinitionError, match="both"):
-        g.add_node("x", lambda s: None, dangerous=True, idempotent=True)
 
     async def streams(s: S) -> Any:
         yield "a"
@@ -271,7 +269,7 @@ async def test_a_reconciled_effect_survives_a_lost_step_commit(
 def test_ids_drawn_in_a_forked_child_differ_from_the_parent_s() -> None:
     import multiprocessing
 
-    from interlock.runtime._engine import new_id
+    from interlock.runtime._level import new_id
 
     ctx = multiprocessing.get_context("fork")
     parent_end, child_end = ctx.Pipe()

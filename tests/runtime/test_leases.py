@@ -1,4 +1,9 @@
-"""Single writer per thread: leases, renewal, ThreadBusy for a thread run elsewhere, FencedOut."""
+"""Single writer per thread: leases, renewal, ThreadBusy for a thread run elsewhere, FencedOut.
+
+Leases run out on the stores' clock, which these tests move themselves (`FakeClock`) instead
+of sleeping. The renewals are made on the runtime's own schedule (a timer, a task, the keeper
+thread), in real time: a test that needs several of them waits for each one to happen.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from interlock import (
 )
 from interlock.runtime import _runctx
 from interlock.runtime._keeper import KEEPER
+from interlock.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -61,6 +67,26 @@ async def test_a_thread_running_elsewhere_is_busy_and_nothing_changes(tmp_path: 
         assert done.values["log"] == ["slow", "next", "slow"]
 
 
+class Renewals:
+    """A real store that lets the test wait for the next renewal of a lease."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.renewed = threading.Event()  # set from whichever thread renewed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def renew_lease(self, thread: str, fence: Any) -> None:
+        await self.inner.renew_lease(thread, fence)
+        self.renewed.set()
+
+    async def wait_renewed(self) -> None:
+        """Wait for a renewal made after this call (one before it does not count)."""
+        self.renewed.clear()
+        assert await anyio.to_thread.run_sync(self.renewed.wait, 30), "no renewal came"
+
+
 @pytest.mark.parametrize("renewer", ["timer", "task group"])
 async def test_a_long_task_keeps_its_lease_alive(
     tmp_path: Path, renewer: str, monkeypatch: pytest.MonkeyPatch
@@ -76,25 +102,30 @@ async def test_a_long_task_keeps_its_lease_alive(
 
     g.add_node("slow", slow)
     g.add_edge(START, "slow")
-    async with SqliteStore(tmp_path / "a.db") as a, SqliteStore(tmp_path / "a.db") as b:
-        runner = g.compile(store=a, lease_ttl=0.3)
+    clock = FakeClock()
+    path = tmp_path / "a.db"
+    async with SqliteStore(path, clock=clock) as a, SqliteStore(path, clock=clock) as b:
+        renewals = Renewals(a)
+        runner = g.compile(store=renewals, lease_ttl=0.3)  # type: ignore[arg-type]
         other = g.compile(store=b, lease_ttl=0.3)
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: runner.run({}, thread="t"))
-            # Several lease lifetimes later the runner still holds it (it renews every ttl/3).
+            # Four lease lifetimes pass on the stores' clock, a step shorter than the lease
+            # at a time; the runner renews it every ttl/3 (of real time), so it still holds it.
             for _ in range(4):
-                await anyio.sleep(0.3)
+                clock.advance(0.2)
+                await renewals.wait_renewed()
                 with pytest.raises(ThreadBusy):
                     await other.resume("t")
             release.set()
         assert (await other.get_state("t")).values["log"] == ["slow"]
 
 
-def _take_over(path: Path, graph: Graph[S]) -> None:
+def _take_over(path: Path, graph: Graph[S], clock: FakeClock) -> None:
     """Another executor, in its own thread and event loop, continues the thread."""
 
     async def main() -> None:
-        async with SqliteStore(path) as store:
+        async with SqliteStore(path, clock=clock) as store:
             await graph.compile(store=store, lease_ttl=5).resume("t")
 
     anyio.run(main)
@@ -108,6 +139,7 @@ async def test_a_stalled_executor_is_fenced_out(
     # test_a_node_that_blocks_the_loop_past_the_lease_keeps_it.)
     monkeypatch.setattr(KEEPER, "_renew", lambda watch: None)
     path = tmp_path / "a.db"
+    clock = FakeClock()
     world: Counter[str] = Counter()
     g = Graph(S)
     stalled = threading.Event()
@@ -115,10 +147,11 @@ async def test_a_stalled_executor_is_fenced_out(
     async def work(s: S) -> dict[str, Any]:
         if not stalled.is_set():
             stalled.set()
-            # This executor stalls past its lease; meanwhile another one takes the thread over
-            # and finishes it.
-            time.sleep(0.4)  # noqa: ASYNC251 - the stall is the point
-            other = threading.Thread(target=_take_over, args=(path, g))
+            # This executor stalls past its lease (the stores' clock runs on while it does
+            # nothing: it blocks its loop, so no renewal runs either); meanwhile another one
+            # takes the thread over and finishes it.
+            clock.advance(31)
+            other = threading.Thread(target=_take_over, args=(path, g, clock))
             other.start()
             other.join()
             who = "stale"
@@ -129,8 +162,8 @@ async def test_a_stalled_executor_is_fenced_out(
 
     g.add_node("work", work)
     g.add_edge(START, "work")
-    async with SqliteStore(path) as store:
-        app = g.compile(store=store, lease_ttl=0.2)
+    async with SqliteStore(path, clock=clock) as store:
+        app = g.compile(store=store, lease_ttl=30)
         with pytest.raises(FencedOut) as fenced:
             await app.run({}, thread="t")
         assert (fenced.value.token, fenced.value.current) == (1, 2)
@@ -272,6 +305,10 @@ async def test_a_run_whose_lease_release_failed_can_take_its_lease_back(tmp_path
 async def test_a_node_that_blocks_the_loop_past_the_lease_keeps_it(
     tmp_path: Path, kind: str
 ) -> None:
+    # Real time, on purpose: what is tested is the keeper thread, which renews a lease when
+    # the call's own renewals are half a ttl overdue by the monotonic clock. Only a loop that
+    # really stays blocked for several lease lifetimes shows that it does; a store clock moved
+    # by the test would let the lease run out without the keeper ever being due.
     ttl = 0.4
     path = tmp_path / "a.db"
     entered, release = threading.Event(), threading.Event()

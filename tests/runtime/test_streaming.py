@@ -162,9 +162,6 @@ async def test_message_chunks_join_like_a_streamed_chat_reply(store: Store) -> N
 
 
 # -- the stream's lifecycle: leaving early, errors -------------------------------------------
-# The same code path runs under asyncio and trio (anyio task groups and cancel scopes only).
-
-backends = pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 
 
 def waiting_graph(
@@ -188,7 +185,6 @@ def waiting_graph(
     return g
 
 
-@backends
 async def test_leaving_the_stream_early_stops_the_run_cleanly(tmp_path: Path) -> None:
     # Whether ``slow`` has started when the block is left is up to the scheduler; it may
     # only finish once the block is gone.
@@ -211,7 +207,6 @@ async def test_leaving_the_stream_early_stops_the_run_cleanly(tmp_path: Path) ->
         assert done.status == "done" and done.values["items"] == [1, 2, 3]
 
 
-@backends
 async def test_leaving_the_stream_while_a_node_runs_cancels_it(tmp_path: Path) -> None:
     entered, calls = anyio.Event(), []
     g = waiting_graph(entered, calls)
@@ -226,7 +221,6 @@ async def test_leaving_the_stream_while_a_node_runs_cancels_it(tmp_path: Path) -
         assert [e.kind async for e in events] == []  # a left stream yields nothing more
 
 
-@backends
 async def test_an_error_in_the_body_stops_the_run_and_passes_through(tmp_path: Path) -> None:
     entered, calls = anyio.Event(), []
     g = waiting_graph(entered, calls)
@@ -243,7 +237,6 @@ async def test_an_error_in_the_body_stops_the_run_and_passes_through(tmp_path: P
         assert (await app.get_state("t")).next == ("slow",)
 
 
-@backends
 async def test_a_failing_node_raises_what_run_raises(tmp_path: Path) -> None:
     def boom(s: S) -> dict[str, Any]:
         raise ValueError("boom")
@@ -279,7 +272,6 @@ async def test_iterating_without_the_block_is_a_clear_error(store: Store) -> Non
     assert await store.get_thread("t") is None  # nothing ran
 
 
-@backends
 async def test_a_cancelled_reader_stops_the_run_and_the_thread_resumes(tmp_path: Path) -> None:
     entered, calls = anyio.Event(), []
     g = waiting_graph(entered, calls)

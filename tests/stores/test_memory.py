@@ -5,13 +5,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from interlock.stores import CheckpointRecord, MemoryStore
-from interlock.testing import StoreConformance
+from interlock.testing import FakeClock, StoreConformance
 
 
 class TestMemoryStore(StoreConformance):
     @pytest.fixture
-    async def store(self) -> AsyncIterator[MemoryStore]:
-        async with MemoryStore() as store:
+    async def store(self, clock: FakeClock) -> AsyncIterator[MemoryStore]:
+        async with MemoryStore(clock=clock) as store:
             yield store
 
 

@@ -21,21 +21,23 @@ from interlock.stores import (
     CheckpointRecord,
     InterruptRecord,
     MemoryStore,
+    PendingFilter,
     Resolution,
     SqliteStore,
     Store,
     verify_audit,
 )
 from interlock.stores import _sqlite_schema as schema
-from interlock.testing import StoreConformance
+from interlock.stores import _sqlite_sql as sql
+from interlock.testing import FakeClock, StoreConformance
 
 pytestmark = pytest.mark.anyio
 
 
 class TestSqliteStore(StoreConformance):
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[SqliteStore]:
-        async with SqliteStore(tmp_path / "store.db") as store:
+    async def store(self, tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStore]:
+        async with SqliteStore(tmp_path / "store.db", clock=clock) as store:
             yield store
 
 
@@ -131,7 +133,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         conn.close()
     async with SqliteStore(path) as store:
         await grow(store, "t", 2)
-        assert await store.request_pause("t", forced=False)
+        assert await store.request_pause("t", kind="planned")
         assert await store.take_pause_request("t") == "planned"
         # ... and its row got its digests: it reads back whole.
         old = await store.get_thread("old")
@@ -167,7 +169,7 @@ async def test_reopened_store_sees_everything(tmp_path: Path) -> None:
             await reopened.pending(),
         )
         assert after == before
-        assert [i.id for i in await reopened.pending(key="k")] == ["i"]
+        assert [i.id for i in await reopened.pending(PendingFilter(key="k"))] == ["i"]
         await reopened.append_checkpoint(checkpoint("t", 4), expected_head=head.id)
 
 
@@ -201,11 +203,11 @@ async def test_close_folds_the_wal_into_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("query", "params", "index"),
     [
-        (schema.PENDING_ALL, (10,), "interrupts_pending"),
-        (schema.PENDING_BY_THREAD, ("t", 10), "interrupts_thread"),
-        (schema.PENDING_BY_KEY, ("k", 10), "interrupts_pending_key"),
-        (schema.PENDING_BY_THREAD_AND_KEY, ("t", "k", 10), "interrupts_thread"),
-        (schema.PENDING_IDS_OF_THREAD, ("t",), "interrupts_thread"),
+        (sql.PENDING_ALL, (10,), "interrupts_pending"),
+        (sql.PENDING_BY_THREAD, ("t", 10), "interrupts_thread"),
+        (sql.PENDING_BY_KEY, ("k", 10), "interrupts_pending_key"),
+        (sql.PENDING_BY_THREAD_AND_KEY, ("t", "k", 10), "interrupts_thread"),
+        (sql.PENDING_IDS_OF_THREAD, ("t",), "interrupts_thread"),
     ],
 )
 async def test_pending_queries_read_an_index_in_order(
@@ -240,9 +242,9 @@ async def test_inbox_cost_does_not_grow_with_resolved_interrupts(tmp_path: Path)
     def cost() -> list[int]:
         with side_connection(path) as conn:
             return [
-                vm_steps(conn, schema.PENDING_ALL, (100,)),
-                vm_steps(conn, schema.PENDING_BY_THREAD, ("t", 100)),
-                vm_steps(conn, schema.PENDING_BY_KEY, ("k", 100)),
+                vm_steps(conn, sql.PENDING_ALL, (100,)),
+                vm_steps(conn, sql.PENDING_BY_THREAD, ("t", 100)),
+                vm_steps(conn, sql.PENDING_BY_KEY, ("k", 100)),
             ]
 
     async with SqliteStore(path, synchronous="OFF") as store:
@@ -378,8 +380,8 @@ async def everything(store: Store) -> object:
         seen += [await store.get_thread(t), await store.checkpoint_range(t, lo=1, hi=999)]
         seen += [await store.list_checkpoints(t, limit=3), await store.get_checkpoint(t)]
         for key in ("k1", "k2", None):
-            seen.append(await store.pending(thread=t, key=key))
-    seen += [await store.pending(key="k1", limit=2), await store.pending()]
+            seen.append(await store.pending(PendingFilter(thread=t, key=key)))
+    seen += [await store.pending(PendingFilter(key="k1"), limit=2), await store.pending()]
     return seen
 
 
@@ -505,15 +507,20 @@ def test_every_statement_uses_placeholders_each_python_accepts() -> None:
     # Python 3.12 deprecates numbered placeholders (?1) bound from a sequence, and the tests
     # run with warnings as errors. (A trace callback would show the statements with their
     # values bound, so look at the statements themselves.)
+    modules = [vars(schema).values(), vars(sql).values()]
     statements = [
         value
-        for value in vars(schema).values()
+        for values in modules
+        for value in values
         if isinstance(value, str) and re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", value)
     ]
-    statements += [s for value in vars(schema).values() if isinstance(value, tuple) for s in value]
     statements += [
-        schema.pending_query("t", "k", 5, "a", 1.0, "tool", 2.0)[0],
-        schema.pending_query(None, None, 5, None, None)[0],
+        s for values in modules for value in values if isinstance(value, tuple) for s in value
+    ]
+    every = PendingFilter(thread="t", key="k", tool="tool", older_than=2.0, deadline_before=1.0)
+    statements += [
+        sql.pending_query(every, 5, "a")[0],
+        sql.pending_query(PendingFilter(), 5, None)[0],
     ]
     assert any("pause_requests" in s for s in statements)
     numbered = [s for s in statements if isinstance(s, str) and re.search(r"\?\d", s)]

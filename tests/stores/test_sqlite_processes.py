@@ -25,7 +25,9 @@ WORKER = """
 import json, sys
 import anyio
 from interlock._errors import ThreadBusy
-from interlock.stores import CheckpointRecord, InterruptRecord, Resolution, SqliteStore
+from interlock.stores import (
+    CheckpointRecord, InterruptRecord, PendingFilter, Resolution, SqliteStore,
+)
 
 path, me = sys.argv[1], sys.argv[2]
 own_count, shared_count = int(sys.argv[3]), int(sys.argv[4])
@@ -53,7 +55,7 @@ async def main():
             continue
         while True:
             head = await store.get_thread("shared")
-            waiting = await store.pending(thread="shared")
+            waiting = await store.pending(PendingFilter(thread="shared"))
             seq, parent = (0, None) if head is None else (head.head_seq, head.head_id)
             mine = record("shared", f"{me}.shared.{n}", seq + 1, parent)
             raised = InterruptRecord(

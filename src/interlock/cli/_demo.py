@@ -23,9 +23,10 @@ from rich.console import Console
 from rich.panel import Panel
 
 from .._errors import InterlockError
-from ..graph import END, START, Graph, append
+from ..graph import END, START, append
 from ..runtime._app import App
 from ..runtime._events import Event, NodeOutputEvent
+from ..runtime._graph import Graph
 from ..runtime._interrupts import choose
 from ..runtime._records import Interrupt, RunResult
 from ..stores import SqliteStore

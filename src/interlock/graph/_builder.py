@@ -1,4 +1,10 @@
-"""The graph builder: nodes, edges and the compiled plan the engine runs."""
+"""The graph definition: nodes, edges, and the frozen plan the runtime executes.
+
+This layer describes a graph and checks it; it runs nothing. `GraphBuilder` collects nodes and
+edges and turns them into a `CompiledGraph`; the runtime's `interlock.Graph` adds ``compile``,
+which binds that plan to a store as an `App`. A compiled graph used as a node of another one
+is seen here only through the small `Subgraph` protocol, never as an `App`.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +13,27 @@ import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from .._errors import GraphDefinitionError
-from ..runtime._chunks import MessageChunk, ToolCallChunk
 from ..serde import Codec, collect_types
+from ._chunks import MessageChunk, ToolCallChunk
 from ._schema import StateSchema
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
 STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk)
 
-if TYPE_CHECKING:
-    from ..runtime._app import App
-    from ..stores import Store
-
-__all__ = ["END", "START", "CompiledGraph", "Durability", "Graph", "NodeSpec"]
+__all__ = [
+    "END",
+    "START",
+    "CompiledGraph",
+    "Durability",
+    "GraphBuilder",
+    "Migration",
+    "NodeKind",
+    "NodeSpec",
+    "Subgraph",
+]
 
 StateT = TypeVar("StateT")
 
@@ -33,20 +45,43 @@ END: Final = "__end__"
 Durability = Literal["sync", "exit"]
 """``sync``: commit a checkpoint at every superstep; ``exit``: only when the run stops."""
 
+NodeKind = Literal["node", "subgraph"]
+"""What a node is: a callable, or a compiled graph run as one task."""
+
 Route = Callable[[Any], Any]
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 """Carries a checkpoint's state values, written by an older graph, over to this one."""
 
 
-@dataclass(frozen=True, slots=True)
+@runtime_checkable
+class Subgraph(Protocol):
+    """A compiled graph that can run as a node of another graph (an `App` is one).
+
+    The engine needs only its plan and how many supersteps one run of it may take.
+    """
+
+    @property
+    def plan(self) -> CompiledGraph:
+        """The subgraph's frozen plan."""
+        ...
+
+    @property
+    def recursion_limit(self) -> int:
+        """Most supersteps one run of the subgraph may take."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NodeSpec:
     """One node of a graph."""
 
     name: str
-    fn: Callable[..., Any] | None
+    """The node's name (unique in its graph)."""
+    fn: Callable[..., Any] | None = None
     """The callable (None for a subgraph node)."""
-    is_async: bool
-    subgraph: App[Any] | None
+    is_async: bool = False
+    """The callable is a coroutine function (or an object whose ``__call__`` is one)."""
+    subgraph: Subgraph | None = None
     """A compiled graph run as this node."""
     is_stream: bool = False
     """The callable is an async generator: its chunks stream out, their concatenation is the
@@ -55,16 +90,19 @@ class NodeSpec:
     """The node is a side effect called at most once per task (see `interlock.effect`)."""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> NodeKind:
+        """``subgraph`` for a compiled graph, ``node`` for a callable."""
         return "subgraph" if self.subgraph is not None else "node"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Branch:
     """A conditional edge: ``route(state)`` picks the successors."""
 
     route: Route
+    """Called with the state after the source's step; returns the successors."""
     path_map: Mapping[Any, str] | None
+    """Maps what ``route`` returns to node names (None: it returns names)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,8 +124,10 @@ class CompiledGraph:
     fingerprint: str
 
 
-class Graph(Generic[StateT]):
-    """Build a graph over a state schema, then `compile` it into an `App`.
+class GraphBuilder(Generic[StateT]):
+    """Collect a graph's nodes and edges over a state schema and check them into a plan.
+
+    `interlock.Graph` is this builder plus ``compile``; its docstring shows the whole API.
 
     Args:
         schema: A TypedDict, dataclass or pydantic model class. Keys annotated with
@@ -96,17 +136,6 @@ class Graph(Generic[StateT]):
             one superstep are an error.
         types: Extra types the checkpoint codec must know (those in the schema are collected).
         name: The graph's name (shown in addresses of subgraphs and in errors).
-
-    Example:
-        >>> from typing import Annotated, TypedDict
-        >>> from interlock import Graph, START, append
-        >>> class S(TypedDict):
-        ...     log: Annotated[list[str], append]
-        >>> g = Graph(S)
-        >>> _ = g.add_node("hello", lambda s: {"log": ["hi"]})
-        >>> _ = g.add_edge(START, "hello")
-        >>> g.compile().run_sync({"log": []}, thread="t").values
-        {'log': ['hi']}
     """
 
     def __init__(
@@ -127,11 +156,10 @@ class Graph(Generic[StateT]):
     def add_node(
         self,
         name: str,
-        node: Callable[..., Any] | App[Any],
+        node: Callable[..., Any] | Subgraph,
         *,
         dangerous: bool = False,
-        idempotent: bool = False,
-    ) -> Graph[StateT]:
+    ) -> Self:
         """Add a node: ``def``/``async def`` taking the state, or a compiled `App` (subgraph).
 
         A node returns a dict of state updates, a `Command`, or None. An async generator node
@@ -146,22 +174,19 @@ class Graph(Generic[StateT]):
                 update) after it. A task found ``started`` on a re-run (the process died
                 mid-call) is not called again: it raises a ``reconcile`` interrupt for a person
                 to answer ``"retry"`` or ``{"result": update}`` (see `interlock.effect`).
-            idempotent: The node may run more than once (at least once); it reads a stable key
-                for the outside system with `interlock.effect_key()`. Documentation only: this
-                is what every node gets without ``dangerous``.
+                Without it a node may run more than once (at least once); it reads a stable
+                key for the outside system with `interlock.effect_key()`.
         """
-        from ..runtime._app import App
-
         if not name or name in (START, END) or "/" in name or ":" in name:
             raise GraphDefinitionError(f"invalid node name {name!r}")
         if name in self._nodes:
             raise GraphDefinitionError(f"node {name!r} is already in the graph")
-        if isinstance(node, App):
+        if isinstance(node, Subgraph) and isinstance(node.plan, CompiledGraph):
             if dangerous:
                 raise GraphDefinitionError(
                     f"subgraph node {name!r} cannot be dangerous; mark its own nodes instead"
                 )
-            spec = NodeSpec(name, None, True, node)
+            spec = NodeSpec(name=name, is_async=True, subgraph=node)
         elif callable(node):
             is_async = inspect.iscoroutinefunction(node) or inspect.iscoroutinefunction(
                 getattr(node, "__call__", None)  # noqa: B004 - async callable objects
@@ -169,23 +194,20 @@ class Graph(Generic[StateT]):
             is_stream = inspect.isasyncgenfunction(node) or inspect.isasyncgenfunction(
                 getattr(node, "__call__", None)  # noqa: B004
             )
-            if dangerous and idempotent:
-                raise GraphDefinitionError(
-                    f"node {name!r} cannot be both dangerous (at most once) and idempotent "
-                    "(at least once); pick one"
-                )
             if dangerous and is_stream:
                 raise GraphDefinitionError(
                     f"node {name!r} streams, so it cannot be dangerous: make the side effect "
                     "a plain node, or call it with interlock.effect() inside"
                 )
-            spec = NodeSpec(name, node, is_async, None, is_stream, dangerous)
+            spec = NodeSpec(
+                name=name, fn=node, is_async=is_async, is_stream=is_stream, dangerous=dangerous
+            )
         else:
             raise GraphDefinitionError(f"node {name!r} must be callable or an App, got {node!r}")
         self._nodes[name] = spec
         return self
 
-    def add_edge(self, source: str, target: str) -> Graph[StateT]:
+    def add_edge(self, source: str, target: str) -> Self:
         """Run ``target`` in the superstep after ``source`` finished."""
         if target == START or source == END:
             raise GraphDefinitionError(f"edge {source!r} -> {target!r} goes the wrong way")
@@ -197,7 +219,7 @@ class Graph(Generic[StateT]):
         source: str,
         route: Route,
         path_map: Mapping[Any, str] | Sequence[str] | None = None,
-    ) -> Graph[StateT]:
+    ) -> Self:
         """After ``source``, call ``route(state)`` to pick successors.
 
         ``route`` returns a node name, `END`, a list of names, a `Send` or a list of `Send`s. It
@@ -208,52 +230,20 @@ class Graph(Generic[StateT]):
             mapping = path_map
         else:
             mapping = {name: name for name in path_map}
-        self._branches.setdefault(source, []).append(Branch(route, mapping))
+        self._branches.setdefault(source, []).append(Branch(route=route, path_map=mapping))
         return self
 
-    def compile(
-        self,
-        *,
-        store: Store | None = None,
-        interrupt_before: Sequence[str] | Literal["*"] = (),
-        interrupt_after: Sequence[str] | Literal["*"] = (),
-        durability: Durability = "sync",
-        recursion_limit: int = 100,
-        lease_ttl: float = 30.0,
-        migrations: Mapping[str, Migration] | None = None,
-    ) -> App[StateT]:
-        """Check the graph and return a runnable `App`.
-
-        Args:
-            store: Where checkpoints go (default: a new `MemoryStore`).
-            interrupt_before: Nodes to pause before (``"*"`` for all).
-            interrupt_after: Nodes to pause after (``"*"`` for all).
-            durability: ``"sync"`` commits each superstep; ``"exit"`` only when the run stops.
-            recursion_limit: Most supersteps one call may take.
-            lease_ttl: Seconds a run's lease on its thread outlives the run's last sign of life
-                (it is renewed every ``lease_ttl / 3`` while the run works). A thread whose
-                runner died is free again after this long.
-            migrations: ``{old_fingerprint: fn}``: checkpoints written by a graph with that
-                fingerprint are loaded through ``fn(values) -> values`` instead of raising
-                `GraphChanged` (see `App.fingerprint`).
-        """
-        from ..runtime._app import App
-
-        plan = self._plan(interrupt_before, interrupt_after)
-        return App(
-            plan,
-            store=store,
-            durability=durability,
-            recursion_limit=recursion_limit,
-            lease_ttl=lease_ttl,
-            migrations=migrations,
-        )
-
-    def _plan(
+    def plan(
         self,
         before: Sequence[str] | Literal["*"],
         after: Sequence[str] | Literal["*"],
     ) -> CompiledGraph:
+        """Check the graph and return its frozen plan (with the given breakpoints).
+
+        Raises:
+            GraphDefinitionError: The graph has no entry, or an edge or breakpoint names an
+                unknown node.
+        """
         if not self._nodes:
             raise GraphDefinitionError("the graph has no nodes")
         if START not in self._edges and START not in self._branches:

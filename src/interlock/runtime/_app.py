@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
-from collections import OrderedDict
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, TypeVar, get_args
 
 import anyio
 
@@ -28,69 +26,21 @@ from .._args import (
     check_text,
     check_time,
 )
-from .._errors import (
-    CheckpointNotFound,
-    FencedOut,
-    GraphDefinitionError,
-    InterruptAlreadyResolved,
-    InvalidResume,
-    ResumeError,
-    ThreadBusy,
-    ThreadInterrupted,
-)
-from ..graph._channels import AppendChannel
-from ..stores import AuditEntry, CheckpointRecord, MemoryStore, Resolution, Store
-from ._context import TaskContext
+from .._errors import GraphDefinitionError
+from ..graph._builder import CompiledGraph, Durability, Migration
+from ..stores import MemoryStore, PendingFilter, Store
+from . import _threads
+from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._control import RunControl, RunHandle
-from ._effects import EffectIO
-from ._engine import ESCALATE, Level, new_id
-from ._events import MODES, Event, EventStream, RunFinishedEvent, RunStartedEvent, StreamMode
-from ._persist import Head, ThreadIO, cancellations, dropped_entry
-from ._records import Address, Command, Decision, Interrupt, RunResult, Send, StateSnapshot
-from ._resume import (
-    Targets,
-    check_targets,
-    decide,
-    decided_unrun,
-    payload_hash,
-    recorded_decision,
-)
-from ._runctx import LeasePolicy, Opened, RunCtx, Stale
-from ._signals import InterruptSignal
-from ._wire import level_from_wire, level_to_wire, subgraph_output
-
-if TYPE_CHECKING:
-    from ..graph._builder import CompiledGraph, Durability, Migration
+from ._events import MODES, Event, EventStream, RunStartedEvent, StreamMode
+from ._persist import ThreadIO
+from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
+from ._resume import Targets, payload_hash
+from ._runctx import LeasePolicy
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 
 StateT = TypeVar("StateT")
-
-InterruptHandler = Callable[[Interrupt], Awaitable[Any]]
-"""An ``on_interrupt`` handler: receives a pending interrupt, returns its answer."""
-OnPending = Literal["raise", "cancel"]
-WARM_THREADS = 256
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """The options of one `App.run` or `App.resume` call."""
-
-    interrupt_before: Sequence[str]
-    interrupt_after: Sequence[str]
-    on_interrupt: InterruptHandler | None
-    durability: Durability
-    metadata: Mapping[str, Any] | None
-    emit: Callable[[Event], None] | None
-    control: RunControl | None
-
-
-class _Lost(Exception):
-    """A decision's commit lost its compare-and-set; `App.decide` reads the thread again."""
-
-    def __init__(self, error: ThreadBusy | InterruptAlreadyResolved) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class App(Generic[StateT]):
@@ -109,7 +59,7 @@ class App(Generic[StateT]):
         lease_ttl: float = 30.0,
         migrations: Mapping[str, Migration] | None = None,
     ) -> None:
-        if durability not in ("sync", "exit"):
+        if durability not in get_args(Durability):
             raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
         if not lease_ttl > 0:
             raise GraphDefinitionError(f"lease_ttl must be > 0 seconds, not {lease_ttl!r}")
@@ -118,10 +68,13 @@ class App(Generic[StateT]):
         self.durability = durability
         self.recursion_limit = recursion_limit
         self.lease = LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl)
-        self._io = ThreadIO(self.store, plan, migrations or {})
-        # Levels this process committed last, by thread: the next call on the thread reuses
-        # one when the store's head is still the checkpoint it wrote.
-        self._warm: OrderedDict[str, tuple[Head, Level, set[str]]] = OrderedDict()
+        self._calls: Calls[StateT] = Calls(
+            plan,
+            store=self.store,
+            io=ThreadIO(self.store, plan, migrations or {}),
+            lease=self.lease,
+            recursion_limit=recursion_limit,
+        )
 
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
@@ -184,65 +137,26 @@ class App(Generic[StateT]):
             emit=emit,
         )
         check_instance(control, RunControl, "control", optional=True)
-        call = _Call(
-            interrupt_before,
-            interrupt_after,
-            on_interrupt,
-            durability or self.durability,
-            metadata,
-            emit,
-            control,
+        options = CallOptions(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability or self.durability,
+            metadata=metadata,
+            emit=emit,
+            control=control,
         )
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=False))
         # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
         # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
         # the read can be skipped.
-        return await self._verified(
+        return await self._calls.verified(
             thread,
-            optimistic=call.durability == "sync",
+            optimistic=options.durability == "sync",
             new=True,
-            call=lambda opened: self._run(opened, input, thread, on_pending, call),
+            call=lambda opened: self._calls.run(opened, input, thread, on_pending, options),
         )
-
-    async def _verified(
-        self,
-        thread: str,
-        *,
-        optimistic: bool,
-        new: bool,
-        call: Callable[[Opened], Awaitable[RunResult[StateT]]],
-    ) -> RunResult[StateT]:
-        """Run ``call`` on the thread as `_open` finds it; once more from the store if stale."""
-        try:
-            return await call(await self._open(thread, optimistic=optimistic, new=new))
-        except Stale:
-            return await call(await self._open(thread, optimistic=False))
-
-    async def _run(
-        self, opened: Opened, input: Any, thread: str, on_pending: OnPending, call: _Call
-    ) -> RunResult[StateT]:
-        level = opened.level
-        resolutions: list[Resolution] = []
-        audit: list[AuditEntry] = []
-        if level is None:
-            level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
-        else:
-            # A failed run did continue its decided tasks; its leftovers go (decision 9).
-            failed = opened.head is not None and opened.head.record.status == "failed"
-            decided = {} if failed else decided_unrun(level)
-            if level.pending or decided:
-                if on_pending != "cancel":
-                    ids = [*(r.id for r in level.pending), *decided]
-                    opened.check(ThreadInterrupted(thread, ids, decided=list(decided)))
-                resolutions = cancellations(r.id for r in level.pending)
-                if decided and opened.head is not None:
-                    audit.append(dropped_entry(decided, opened.head.record.id))
-        level.start(self.plan.schema.values_of(input))
-        ctx = self._prepare(level, thread, opened, call)
-        if ctx.durability == "sync" or resolutions or audit:
-            await ctx.commit(level, "input", resolutions, audit=audit)
-        return await self._drive(level, ctx, call.on_interrupt)
 
     async def decide(
         self,
@@ -291,83 +205,9 @@ class App(Generic[StateT]):
                 "answers is empty: pass {interrupt_id_or_key: answer} for at least one pending "
                 "interrupt (list them with app.inbox(thread=...))"
             )
-        busy: ThreadBusy | None = None
-        while True:
-            opened = await self._open(thread, optimistic=False)
-            if opened.level is None:
-                raise CheckpointNotFound(thread)
-            try:
-                return await self._decide(opened, thread, answers, actor, reason, nonce, seen, busy)
-            except _Lost as lost:
-                # Someone wrote since the read: read again, and what they recorded decides
-                # (the same decision again, or a refusal carrying theirs). A run holding the
-                # lease only makes this wait when it left the targets pending.
-                error = lost.error
-                busy = error if isinstance(error, ThreadBusy) and error.holder else None
-
-    async def _decide(
-        self,
-        opened: Opened,
-        thread: str,
-        answers: Mapping[str, Any],
-        actor: str | None,
-        reason: str | None,
-        nonce: str | None,
-        seen: Mapping[str, str] | None,
-        busy: ThreadBusy | None,
-    ) -> list[Decision]:
-        """One attempt of `decide` on the thread as read; `_Lost` when its commit was refused.
-
-        ``busy``: a run held the lease at the last attempt; raised once the targets are checked.
-        """
-        level = opened.level
-        assert level is not None
-        try:
-            checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
-        except InterruptAlreadyResolved:
-            replayed = await self._replayed(thread, answers, nonce)
-            if replayed is None:
-                raise
-            return replayed
-        by_id = {r.id: r for r in level.pending}
-        for iid, shown in (seen or {}).items():
-            r = by_id.get(iid)
-            if r is not None and shown != payload_hash(self.plan.codec, r.interrupt.info):
-                raise InvalidResume(
-                    f"interrupt {iid} changed since it was shown; show it again and decide",
-                    interrupt_id=iid,
-                )
-        if busy is not None:
-            raise busy
-        ctx = self._prepare(level, thread, opened, _Call((), (), None, "sync", None, None, None))
-        resolutions, decisions = decide(
-            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
+        return await self._calls.decide(
+            thread, answers, actor=actor, reason=reason, nonce=nonce, seen=seen
         )
-        try:
-            await ctx.commit(
-                level, "resume", resolutions, actor=actor, final=True, decisions=decisions
-            )
-        except (ThreadBusy, InterruptAlreadyResolved) as exc:
-            raise _Lost(exc) from exc
-        self._keep_warm(ctx, level)
-        return decisions
-
-    async def _replayed(
-        self, thread: str, answers: Mapping[str, Any], nonce: str | None
-    ) -> list[Decision] | None:
-        """The recorded decisions, when every target was already decided with ``nonce``."""
-        if nonce is None:
-            return None
-        found: list[Decision] = []
-        for target in answers:
-            stored = await self.store.get_interrupt(target)
-            decision = None if stored is None else recorded_decision(self.plan.codec, stored)
-            if stored is None or stored.thread != thread or decision is None:
-                return None
-            if decision.nonce != nonce:
-                return None
-            found.append(decision)
-        return found
 
     async def sweep(self, *, now: float | None = None, limit: int = 100) -> list[RunResult[StateT]]:
         """Resolve interrupts whose deadline passed by their ``on_timeout``; continue threads.
@@ -383,67 +223,12 @@ class App(Generic[StateT]):
         """
         now = check_time(now, "now")
         check_limit(limit, "limit")
-        now = time.time() if now is None else now
-        rows = await self.store.pending(deadline_before=now, limit=limit)
-        results: list[RunResult[StateT]] = []
-        for thread in dict.fromkeys(r.thread for r in rows):
-            due = {r.id for r in rows if r.thread == thread}
-            try:
-                results.append(await self._expire(thread, due))
-            except (ThreadBusy, InterruptAlreadyResolved):
-                continue  # another process acted on the thread; a later sweep looks again
-        return results
-
-    async def _expire(self, thread: str, due: set[str]) -> RunResult[StateT]:
-        opened = await self._open(thread, optimistic=False)
-        level = opened.level
-        if level is None:
-            raise CheckpointNotFound(thread)
-        answers: dict[str, Any] = {}
-        for r in level.pending:
-            if r.id in due:
-                policy = r.on_timeout or "reject"
-                if policy == "escalate":
-                    answers[r.id] = ESCALATE
-                elif isinstance(policy, tuple | list) and policy[0] == "default":
-                    answers[r.id] = policy[1]
-                else:
-                    answers[r.id] = False
-        call = _Call((), (), None, self.durability, None, None, None)
-        ctx = self._prepare(level, thread, opened, call)
-        resolutions, decisions = decide(
-            self.plan.codec,
-            level,
-            answers,
-            actor="sweeper",
-            reason="deadline passed",
-            status="expired",
-        )
-        await ctx.commit(level, "resume", resolutions, actor="sweeper", decisions=decisions)
-        return await self._drive(level, ctx, None)
+        return await self._calls.sweep(now=now, limit=limit, durability=self.durability)
 
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""
         check_instance(interrupt, Interrupt, "interrupt")
         return payload_hash(self.plan.codec, interrupt.info)
-
-    def _prepare(self, level: Level, thread: str, opened: Opened, call: _Call) -> RunCtx:
-        """Apply a call's options to the level; return the context that commits for it."""
-        level.set_run_breakpoints(call.interrupt_before, call.interrupt_after)
-        level.control = call.control
-        level.effects = EffectIO(self.store, self.plan.codec)
-        ctx = RunCtx(
-            self._io,
-            self.recursion_limit,
-            thread,
-            call.durability,
-            call.metadata,
-            call.emit,
-            opened,
-            self.lease,
-        )
-        level.effects.ctx = ctx
-        return ctx
 
     async def resume(
         self,
@@ -508,167 +293,23 @@ class App(Generic[StateT]):
         # thread by compare-and-set, so the read can be skipped (see `run`).
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=True))
-        call = _Call(
-            interrupt_before,
-            interrupt_after,
-            on_interrupt,
-            durability or self.durability,
-            metadata,
-            emit,
-            control,
+        options = CallOptions(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability or self.durability,
+            metadata=metadata,
+            emit=emit,
+            control=control,
         )
-        return await self._verified(
+        return await self._calls.verified(
             thread,
             optimistic=True,
             new=False,
-            call=lambda opened: self._resume(
-                opened, thread, targets, checkpoint_id, (actor, reason), call
+            call=lambda opened: self._calls.resume(
+                opened, thread, targets, checkpoint_id, (actor, reason), options
             ),
         )
-
-    async def _resume(
-        self,
-        opened: Opened,
-        thread: str,
-        targets: Targets | object,
-        checkpoint_id: str | None,
-        who: tuple[str | None, str | None],
-        call: _Call,
-    ) -> RunResult[StateT]:
-        actor, reason = who
-        head, level = opened.head, opened.level
-        if head is None or level is None:
-            raise CheckpointNotFound(thread)
-        renamed: dict[str, str] = {}
-        branch_from: Head | None = None
-        if checkpoint_id is not None and checkpoint_id != head.record.id:
-            branch_from = await self._io.get(thread, checkpoint_id)
-            level, opened.known = await self._io.load(thread, branch_from)
-            renamed = self._io.relineage(level, new_id())
-        cmd = targets if isinstance(targets, Command) else None
-        try:
-            answers = await check_targets(
-                self.store, self.plan.codec, level, thread, targets, renamed
-            )
-        except ResumeError as exc:
-            opened.check(exc)
-            raise
-        runnable = {t.id for t in level.tasks} - level.blocked() - set(level.results)
-        if not answers and not runnable and cmd is None and level.pending:
-            opened.check(
-                InvalidResume(
-                    f"thread {thread!r} waits on {len(level.dynamic_pending())} interrupt(s) "
-                    f"that need an answer "
-                    f"({', '.join(r.id for r in level.dynamic_pending())}); "
-                    "pass {id_or_key: answer} or Command(resume=...)"
-                )
-            )
-        edits = cmd is not None and bool(cmd.update or cmd.goto)
-        if not (answers or runnable or edits or level.pending or branch_from):
-            # Finished: nothing to answer, nothing to run. Report the end as it is and write
-            # nothing, so that repeating a resume is harmless (see decisions).
-            if not opened.verified:
-                raise Stale
-            return self._finished(level, thread, opened, call)
-        update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
-        ctx = self._prepare(level, thread, opened, call)
-        try:
-            if branch_from is not None:
-                # The branch starts at the chosen checkpoint, whatever it waits on: the new
-                # lineage's first checkpoint has it as parent, not the old head.
-                ctx.parent = branch_from
-                await ctx.commit(level, "fork", ())
-            resolutions, decisions = decide(
-                self.plan.codec, level, answers, actor=actor, reason=reason
-            )
-            if update:
-                level.apply_writes(("resume", k, v) for k, v in update)
-            if cmd is not None and cmd.goto:
-                goto = cmd.goto
-                level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
-            await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
-        except ThreadBusy as exc:
-            await ctx.release()  # the branch commit may have taken the lease
-            if branch_from is None and not isinstance(exc, FencedOut):
-                # Lost the compare-and-set: if someone answered these meanwhile, say what
-                # they recorded rather than that the thread moved.
-                await self._told(thread, targets)
-            raise
-        except BaseException:
-            await ctx.release()
-            raise
-        return await self._drive(level, ctx, call.on_interrupt)
-
-    async def _told(self, thread: str, targets: Targets | object) -> None:
-        """Raise `InterruptAlreadyResolved` if a target was answered since this call read."""
-        level = (await self._open(thread, optimistic=False)).level
-        if level is not None:
-            try:
-                await check_targets(self.store, self.plan.codec, level, thread, targets, {})
-            except InterruptAlreadyResolved:
-                raise
-            except ResumeError:
-                return  # anything else: the thread moved, which the caller reports
-
-    def _finished(
-        self, level: Level, thread: str, opened: Opened, call: _Call
-    ) -> RunResult[StateT]:
-        """The result of a finished thread, as stored; nothing is written."""
-        ctx = self._prepare(level, thread, opened, call)
-        result: RunResult[StateT] = ctx.result(level)
-        if call.emit is not None:
-            call.emit(RunFinishedEvent(result=result))
-        self._keep_warm(ctx, level)
-        return result
-
-    async def _open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
-        """Get the thread's latest level: from this process's cache, or from the store.
-
-        ``optimistic`` returns the cached level without reading the store (and with ``new``,
-        when nothing is cached, assumes a new thread); the caller's first commit verifies that
-        view by compare-and-set.
-        """
-        warm = self._warm.pop(thread, None)
-        if optimistic and warm is not None:
-            warm[1].steps_taken = 0
-            return Opened(*warm, verified=False)
-        if optimistic and new:
-            return Opened(None, None, set(), verified=False)
-        head = await self._io.head(thread)
-        if head is None:
-            return Opened(None, None, set(), verified=True)
-        if warm is not None and warm[0].record.id == head.record.id:
-            # Nobody wrote since this process committed it: skip decoding the delta chain.
-            warm[1].steps_taken = 0
-            return Opened(*warm, verified=True)
-        level, known = await self._io.load(thread, head)
-        return Opened(head, level, known, verified=True)
-
-    def _keep_warm(self, ctx: RunCtx, level: Level) -> None:
-        if ctx.head is None:
-            return
-        self._warm[ctx.thread] = (ctx.head, level, ctx.known)
-        while len(self._warm) > WARM_THREADS:
-            self._warm.popitem(last=False)
-
-    async def _drive(
-        self, level: Level, ctx: RunCtx, on_interrupt: InterruptHandler | None
-    ) -> RunResult[StateT]:
-        while True:
-            result = await ctx.advance(level)
-            if on_interrupt is None or result.status != "interrupted":
-                self._keep_warm(ctx, level)
-                return result
-            answers: dict[str, Any] = {}
-            for i in result.interrupts:
-                if i.kind in ("dynamic", "reconcile"):
-                    answers[i.id] = await on_interrupt(i)
-            # Same checks and commit as App.resume, on the live level.
-            checked = await check_targets(
-                self.store, self.plan.codec, level, ctx.thread, answers, {}
-            )
-            resolutions, decisions = decide(self.plan.codec, level, checked)
-            await ctx.commit(level, "resume", resolutions, decisions=decisions)
 
     def start(
         self,
@@ -701,10 +342,7 @@ class App(Generic[StateT]):
         check_seconds(poll_interval, "poll_interval")
 
         async def begin(control: RunControl) -> RunResult[StateT]:
-            if resume is False:
-                return await self.run(input, thread=thread, control=control, **kwargs)
-            targets = None if resume is True else resume
-            return await self.resume(thread, targets, control=control, **kwargs)
+            return await self._begin(input, thread, resume, control=control, **kwargs)
 
         return RunHandle(
             begin,
@@ -721,36 +359,7 @@ class App(Generic[StateT]):
         """
         check_id(thread, "thread")
         check_flag(forced, "forced")
-        return await self.store.request_pause(thread, forced=forced)
-
-    # -- subgraphs ------------------------------------------------------------------------------
-
-    async def run_nested(
-        self, arg: Any, ctx: TaskContext, address: Address, parent: Level
-    ) -> dict[str, Any] | None:
-        """Run this App as a subgraph inside a parent task (engine use)."""
-        where = str(address)
-        saved = ctx.scratch.children.get(where)
-        if saved is not None:
-            level = level_from_wire(self.plan, saved, thread=ctx.thread, lineage=ctx.lineage)
-        else:
-            level = Level(self.plan, thread=ctx.thread, lineage=ctx.lineage, base=address)
-            level.start(self.plan.schema.values_of(arg))
-            level.origin = {
-                k: len(c.value) for k, c in level.channels.items() if isinstance(c, AppendChannel)
-            }
-        level.base = address
-        level.track_writes = True
-        task = next(t for t in parent.tasks if t.id == ctx.task_id)
-        level.set_run_breakpoints(*parent.child_breakpoints(task.node))
-        level.control = parent.control
-        level.effects = parent.effects
-        status = await level.run(on_step=None, limit=self.recursion_limit)
-        if status == "done":
-            ctx.scratch.children.pop(where, None)
-            return subgraph_output(level, parent.plan.schema.names)
-        ctx.scratch.children[where] = level_to_wire(level, full=True)
-        raise InterruptSignal(level.pending)
+        return await self.store.request_pause(thread, kind="forced" if forced else "planned")
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -780,16 +389,14 @@ class App(Generic[StateT]):
         check_limit(limit, "limit")
         check_id(after, "after", optional=True)
         deadline_before = check_time(deadline_before, "deadline_before")
-        rows = await self.store.pending(
+        where = PendingFilter(
             thread=thread,
             key=key,
             tool=tool,
             older_than=older_than,
-            limit=limit,
-            after=after,
             deadline_before=deadline_before,
         )
-        return self._io.interrupts_of(rows)
+        return await _threads.inbox(self._calls, where, limit=limit, after=after)
 
     async def get_state(
         self, thread: str, checkpoint_id: str | None = None
@@ -797,9 +404,7 @@ class App(Generic[StateT]):
         """Return the thread's state at its latest (or the given) checkpoint."""
         check_id(thread, "thread")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
-        head = await self._io.get(thread, checkpoint_id)
-        level, _ = await self._io.load(thread, head)
-        return self._snapshot(level, head.record, head.meta)
+        return await _threads.get_state(self._calls, thread, checkpoint_id)
 
     async def history(
         self, thread: str, *, limit: int = 20, before: str | None = None
@@ -812,36 +417,7 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_limit(limit, "limit")
         check_id(before, "before", optional=True)
-        before_seq = None
-        if before is not None:
-            before_seq = (await self._io.get(thread, before)).record.seq
-        records = await self.store.list_checkpoints(thread, before_seq=before_seq, limit=limit)
-        if not records and before is None and await self.store.get_thread(thread) is None:
-            raise CheckpointNotFound(thread)
-        loaded = await self._io.load_many(thread, records)
-        return [
-            self._snapshot(level, rec, meta)
-            for (level, meta), rec in zip(loaded, records, strict=True)
-        ]
-
-    def _snapshot(
-        self, level: Level, record: CheckpointRecord, meta: dict[str, Any]
-    ) -> StateSnapshot[StateT]:
-        blocked = level.blocked()
-        return StateSnapshot(
-            thread=record.thread,
-            checkpoint_id=record.id,
-            parent_id=record.parent_id,
-            step=record.step,
-            status=record.status,
-            source=record.source,
-            created_at=record.created_at,
-            state=level.detached_view(),
-            values=level.values(),
-            next=tuple(t.node for t in level.tasks if t.id not in level.results or t.id in blocked),
-            interrupts=[r.interrupt for r in level.pending],
-            metadata=meta,
-        )
+        return await _threads.history(self._calls, thread, limit=limit, before=before)
 
     # -- editing -----------------------------------------------------------------------------------
 
@@ -865,48 +441,8 @@ class App(Generic[StateT]):
         check_id(as_node, "as_node", optional=True)
         check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
         check_id(actor, "actor", optional=True)
-        head = await self._io.head(thread)
-        if head is None:
-            raise CheckpointNotFound(thread)
-        level, known = await self._io.load(thread, head)
-        resolutions: list[Resolution] = []
-        audit: list[AuditEntry] = []
-        if as_node is not None:
-            if as_node not in self.plan.nodes:
-                raise GraphDefinitionError(f"as_node={as_node!r} is not a node of the graph")
-            # The next tasks are replaced: decided ones would go unrun, as with new input.
-            decided = {} if head.record.status == "failed" else decided_unrun(level)
-            if level.pending or decided:
-                if on_pending != "cancel":
-                    ids = [*(r.id for r in level.pending), *decided]
-                    raise ThreadInterrupted(thread, ids, decided=list(decided))
-                resolutions = cancellations(r.id for r in level.pending)
-                level.pending = []
-                if decided:
-                    audit.append(dropped_entry(decided, head.record.id, actor))
-        writer = as_node or "update"
-        level.apply_writes((writer, k, v) for k, v in level.updates_of(writer, values))
-        if as_node is not None:
-            level.results, level.scratch = {}, {}
-            level.plan_after(as_node)
-        ctx = RunCtx(
-            self._io,
-            self.recursion_limit,
-            thread,
-            "sync",
-            None,
-            None,
-            Opened(head, level, known),
-            self.lease,
-        )
-        return await ctx.commit(
-            level,
-            "update",
-            resolutions,
-            actor=actor,
-            final=True,
-            metadata={"as_node": as_node},
-            audit=audit,
+        return await _threads.update_state(
+            self._calls, thread, values, as_node=as_node, on_pending=on_pending, actor=actor
         )
 
     async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
@@ -918,23 +454,7 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
         check_id(new_thread, "new_thread")
-        source = await self._io.get(thread, checkpoint_id)
-        level, _ = await self._io.load(thread, source)
-        if await self._io.head(new_thread) is not None:
-            raise GraphDefinitionError(f"thread {new_thread!r} already exists; pick a new id")
-        level.thread = new_thread
-        self._io.relineage(level, new_id())
-        ctx = RunCtx(
-            self._io,
-            self.recursion_limit,
-            new_thread,
-            "sync",
-            None,
-            None,
-            Opened(None, level, set()),
-            self.lease,
-        )
-        return await ctx.commit(level, "fork", (), final=True)
+        return await _threads.fork(self._calls, thread, checkpoint_id, new_thread)
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -972,12 +492,17 @@ class App(Generic[StateT]):
         kinds = {"finished"}.union(*(MODES[m] for m in modes or MODES))
 
         async def start(emit: Callable[[Event], None]) -> RunResult[StateT]:
-            if resume is False:
-                return await self.run(input, thread=thread, emit=emit, **kwargs)
-            targets = None if resume is True else resume
-            return await self.resume(thread, targets, emit=emit, **kwargs)
+            return await self._begin(input, thread, resume, emit=emit, **kwargs)
 
         return EventStream(start, kinds)
+
+    async def _begin(
+        self, input: Any, thread: str, resume: Targets | bool, **kwargs: Any
+    ) -> RunResult[StateT]:
+        """`run` (``resume=False``) or `resume` (True: no targets; else the targets)."""
+        if resume is False:
+            return await self.run(input, thread=thread, **kwargs)
+        return await self.resume(thread, None if resume is True else resume, **kwargs)
 
     # -- sync twins -----------------------------------------------------------------------
     # Each starts an event loop of its own, which cannot happen inside a running one (a
@@ -1019,13 +544,27 @@ _T = TypeVar("_T")
 
 def _blocking(method: str, call: Callable[[], Awaitable[_T]]) -> _T:
     """Run ``call`` in an event loop of its own, or say why it cannot and what to do instead."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass  # none running: the usual case, and not the context of what `call` raises
-    else:
+    if _in_event_loop():
         raise GraphDefinitionError(
             f"App.{method}_sync() cannot run inside a running event loop (a notebook cell, an "
             f"async function): use `await app.{method}(...)` there instead"
         )
     return anyio.run(call)
+
+
+def _in_event_loop() -> bool:
+    """True inside a running asyncio or trio event loop (anyio runs on either)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # none running: the usual case, and not the context of what `call` raises
+    else:
+        return True
+    trio = sys.modules.get("trio")  # only a program that imported trio can be running it
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import GraphDefinitionError
+from ._recorder import EffectIO
 from ._records import Address, Segment
 from ._signals import Raised
 
@@ -143,8 +144,8 @@ class TaskContext:
     """Interrupts this task raised on its previous pass that are still unanswered."""
     targeted: frozenset[str]
     """Local keys answered for this pass (for `resume_context`)."""
-    engine: Any = None
-    """The graph level running this task (subgraphs read it)."""
+    effects: EffectIO | None = None
+    """Records the task's dangerous calls (None outside an App's run)."""
     counters: dict[str, int] | None = None
     """Call-order counters (matches re-raised interrupts and durable steps to their records)."""
 

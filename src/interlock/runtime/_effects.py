@@ -24,22 +24,16 @@ node). The ``effect_key=`` an idempotent call gets and the ``key`` in a reconcil
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
-
-import msgspec
+from typing import Any, Final, TypeVar
 
 from .._errors import GraphDefinitionError
-from ..serde import Codec
-from ..stores import AuditEntry, EffectRecord, Store
+from ..stores import EffectRecord
 from ._context import TaskContext, current_address, current_task, local_key
 from ._interrupts import answer_or_raise, call_maybe_async
+from ._records import Address
 
-if TYPE_CHECKING:
-    from ._runctx import RunCtx
-
-__all__ = ["RETRY", "EffectIO", "effect", "effect_key", "node_effect"]
+__all__ = ["RETRY", "effect", "effect_key", "node_effect"]
 
 T = TypeVar("T")
 
@@ -52,52 +46,6 @@ _RECONCILE_SCHEMA: Final = {
         {"type": "object", "required": ["result"], "properties": {"result": {}}},
     ]
 }
-
-
-class EffectIO:
-    """What `effect` needs from the run: the store, the codec, the run's lease."""
-
-    __slots__ = ("_ctx", "codec", "store")
-
-    def __init__(self, store: Store, codec: Codec) -> None:
-        self.store = store
-        self.codec = codec
-        # Weak: the run's context holds the level that holds this, and a reference cycle per
-        # call would leave every finished run to the cyclic garbage collector.
-        self._ctx: weakref.ref[RunCtx] | None = None
-
-    @property
-    def ctx(self) -> RunCtx | None:
-        """The call whose lease effects are recorded under (None once it is gone)."""
-        return None if self._ctx is None else self._ctx()
-
-    @ctx.setter
-    def ctx(self, ctx: RunCtx) -> None:
-        self._ctx = weakref.ref(ctx)
-
-    async def begin(
-        self, thread: str, key: str, name: str, *, retry: bool
-    ) -> tuple[bool, EffectRecord]:
-        ctx = self.ctx
-        fence = ctx.held() if ctx is not None else None
-        kind = "effect_retried" if retry else "effect_started"
-        entry = AuditEntry(kind=kind, actor=None, data=_json({"effect": key, "name": name}))
-        return await self.store.begin_effect(
-            thread, key, name=name, fence=fence, retry=retry, audit=[entry]
-        )
-
-    async def finish(
-        self, thread: str, key: str, name: str, result: Any, *, how: str = "effect_done"
-    ) -> None:
-        data = self.codec.encode(result, path=f"effect {name!r} result")
-        ctx = self.ctx
-        fence = ctx.held() if ctx is not None else None
-        entry = AuditEntry(kind=how, actor=None, data=_json({"effect": key, "name": name}))
-        await self.store.finish_effect(thread, key, result=data, fence=fence, audit=[entry])
-
-
-def _json(value: Any) -> bytes:
-    return msgspec.json.encode(value, enc_hook=repr)
 
 
 def effect_key(name: str | None = None) -> str:
@@ -162,7 +110,7 @@ async def effect(
     return result
 
 
-async def node_effect(name: str, fn: Any, arg: Any) -> Any:
+async def node_effect(name: str, fn: Callable[..., Any], arg: Any) -> Any:
     """Run a ``dangerous=True`` node's callable as an at-most-once effect (engine use)."""
     ctx = current_task("a dangerous node")
     key = _key(ctx, "node")
@@ -175,7 +123,7 @@ async def _guarded(
     ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
 ) -> Any:
     """Make a dangerous call at most once under record ``key``; ``shown`` is its effect key."""
-    io: EffectIO | None = getattr(ctx.engine, "effects", None)
+    io = ctx.effects
     if io is None:
         raise GraphDefinitionError(
             f"effect {name!r} runs outside an App's run; run the graph through App.run/resume"
@@ -203,7 +151,7 @@ async def _guarded(
 
 
 def _ask_to_reconcile(
-    ctx: TaskContext, address: Any, question: str, key: str, name: str, record: EffectRecord
+    ctx: TaskContext, address: Address, question: str, key: str, name: str, record: EffectRecord
 ) -> Any:
     info = {
         "type": "reconcile",

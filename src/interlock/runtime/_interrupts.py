@@ -28,7 +28,7 @@ from ._context import (
     local_key,
 )
 from ._jsonschema import check, convert, stored_schema
-from ._records import Address, Interrupt, Segment
+from ._records import Address, Interrupt, OnTimeout, Segment, TimeoutDefault
 from ._signals import InterruptSignal, Raised
 
 __all__ = [
@@ -192,12 +192,12 @@ def answer_or_raise(
     # Checked before this task's scratch changes: a refusal leaves nothing half-recorded.
     stored = _schema_of(schema)
     due = _deadline_of(deadline)
-    if stored is not None and isinstance(on_timeout, tuple):
-        problem = check(on_timeout[1], stored)
+    if stored is not None and isinstance(on_timeout, TimeoutDefault):
+        problem = check(on_timeout.value, stored)
         if problem is not None:
             # The sweep would commit it as the decision, and the node would get it.
             raise GraphDefinitionError(
-                f"on_timeout=timeout_default({on_timeout[1]!r:.60}) gives an answer that "
+                f"on_timeout=timeout_default({on_timeout.value!r:.60}) gives an answer that "
                 f"schema= refuses ({problem}); give a default the schema accepts"
             )
     if state is not None:
@@ -234,19 +234,13 @@ def answer_or_raise(
     )
 
 
-OnTimeout = str | tuple[str, Any]
-"""``"reject"``, ``"escalate"`` or ``timeout_default(value)``."""
+def _valid_policy(policy: object) -> bool:
+    return policy is None or policy in ("reject", "escalate") or isinstance(policy, TimeoutDefault)
 
 
-def _valid_policy(policy: Any) -> bool:
-    if policy is None or policy in ("reject", "escalate"):
-        return True
-    return isinstance(policy, tuple) and len(policy) == 2 and policy[0] == "default"
-
-
-def timeout_default(value: Any) -> tuple[str, Any]:
+def timeout_default(value: Any) -> TimeoutDefault:
     """An ``on_timeout`` policy: when the deadline passes, answer ``value``."""
-    return ("default", value)
+    return TimeoutDefault(value)
 
 
 _YES = ("approve", "approved", "yes", "y", "true", "ok")
@@ -470,7 +464,7 @@ async def gather_children(children: Sequence[Child], *, info: Any = None) -> lis
         def rank(sig: BaseException) -> int:
             assert isinstance(sig, InterruptSignal)
             addr = sig.raised[0].interrupt.address
-            return order.get(str(addr[: len(base) + 1]), 0)
+            return order.get(str(Address(addr[: len(base) + 1])), 0)
 
         composite_interrupt(info, None, sorted(signals, key=rank))
     return results

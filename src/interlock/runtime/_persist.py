@@ -25,13 +25,21 @@ from .._errors import (
     UnregisteredType,
 )
 from ..graph._builder import CompiledGraph, Migration
-from ..stores import AuditEntry, CheckpointRecord, Fence, InterruptRecord, Resolution, Store
+from ..stores import (
+    AuditEntry,
+    AuditKind,
+    CheckpointRecord,
+    Fence,
+    InterruptRecord,
+    Resolution,
+    Store,
+)
 from ._context import interrupt_id
-from ._engine import Level, new_id
+from ._level import Level, new_id
 from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
-from ._wire import apply_channels, level_from_wire, level_to_wire, raised_to_wire
+from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
     "SNAPSHOT_MAX_CHAIN",
@@ -428,7 +436,13 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
             payload_hash=decision.payload_hash,
         )
         actor = decision.actor or actor
-    kind = "decision" if res.status == "resolved" else res.status
+    kind: AuditKind
+    if res.status == "expired":
+        kind = "expired"
+    elif res.status == "cancelled":
+        kind = "cancelled"
+    else:  # "resolved" (a resolution never moves an interrupt back to "pending")
+        kind = "decision"
     return AuditEntry(kind=kind, actor=actor, data=to_json(data))
 
 
@@ -486,7 +500,6 @@ def _rekey(pending: list[Raised], lineage: str, renamed: dict[str, str], thread:
 
 
 def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> dict[str, Any]:
-    from ._wire import raised_from_wire
 
     wire = dict(wire)
     wire["lin"] = lineage
@@ -533,7 +546,7 @@ def _interrupt(row: InterruptRecord, address: Address, info: Any, schema: Any) -
         thread=row.thread,
         key=row.key,
         address=address,
-        kind=row.kind,  # type: ignore[arg-type]
+        kind=row.kind,
         info=info,
         schema=schema,
         created_at=row.created_at,

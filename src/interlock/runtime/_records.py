@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 import msgspec
+
+from ..stores._base import InterruptKind
 
 __all__ = [
     "Address",
@@ -14,19 +16,41 @@ __all__ = [
     "Decision",
     "Interrupt",
     "InterruptKind",
+    "OnTimeout",
     "RunResult",
     "RunStatus",
     "Segment",
     "SegmentKind",
     "Send",
     "StateSnapshot",
+    "TimeoutDefault",
 ]
 
 StateT = TypeVar("StateT")
 
 SegmentKind = Literal["graph", "node", "subgraph", "tool", "agent"]
-InterruptKind = Literal["dynamic", "before", "after", "external", "reconcile"]
+"""What one level of an address is."""
 RunStatus = Literal["done", "interrupted", "paused", "failed"]
+"""How a call ended: finished, waiting on answers, paused, or failed in a node."""
+
+ANSWERABLE: Final[frozenset[InterruptKind]] = frozenset({"dynamic", "reconcile"})
+"""The interrupt kinds that wait for an answer; the others (breakpoints, external pauses) are
+continued with ``app.resume(thread)`` and take none."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutDefault:
+    """An ``on_timeout`` policy: once the deadline passed, answer ``value`` (`timeout_default`)."""
+
+    value: Any
+    """The answer the sweeper records."""
+
+
+OnTimeout = Literal["reject", "escalate"] | TimeoutDefault
+"""What `App.sweep` does with an interrupt whose deadline passed: answer False (``reject``),
+ask again without a deadline (``escalate``), or answer a given value (`timeout_default`)."""
+
+_SEGMENT_KINDS: Final[dict[str, SegmentKind]] = {k: k for k in get_args(SegmentKind)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +74,10 @@ class Segment:
         """Parse ``kind:name[:sub_id]`` back into a segment."""
         kind, _, rest = text.partition(":")
         name, _, sub = rest.partition(":")
-        if kind not in ("graph", "node", "subgraph", "tool", "agent") or not name:
+        known = _SEGMENT_KINDS.get(kind)
+        if known is None or not name:
             raise ValueError(f"not an address segment: {text!r}")
-        return cls(kind, name, sub)  # type: ignore[arg-type]
+        return cls(known, name, sub)
 
 
 class Address(tuple[Segment, ...]):
@@ -115,6 +140,11 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
     """Unix time after which it expires, if any."""
     status: Literal["pending", "resolved", "expired", "cancelled"] = "pending"
     """Lifecycle state."""
+
+    @property
+    def needs_answer(self) -> bool:
+        """True for a question (``dynamic``, ``reconcile``); False for a pause."""
+        return self.kind in ANSWERABLE
 
     def __repr__(self) -> str:
         return (

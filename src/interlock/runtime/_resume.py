@@ -12,10 +12,11 @@ import msgspec
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
 from ..serde import Codec
 from ..stores import InterruptRecord, Resolution, Store
+from ._answers import deliver
 from ._context import interrupt_id
-from ._engine import ESCALATE, Level
 from ._interrupts import lookup_validator
 from ._jsonschema import check
+from ._level import ESCALATE, Level
 from ._records import Command, Decision
 from ._signals import Raised
 from ._wire import level_from_wire
@@ -64,9 +65,7 @@ async def check_targets(
     else:
         mapping = _single(level, thread, targets, "app.resume(thread, answer)")
     if mapping is None:
-        return {
-            r.id: None for r in level.pending if r.interrupt.kind not in ("dynamic", "reconcile")
-        }
+        return {r.id: None for r in level.pending if not r.interrupt.needs_answer}
     answers: dict[str, Any] = {}
     for target, value in mapping.items():
         target = renamed.get(target, target)
@@ -185,7 +184,7 @@ def decide(
         )
         for d in decisions
     ]
-    level.answer(answers)
+    deliver(level, answers)
     return resolutions, decisions
 
 

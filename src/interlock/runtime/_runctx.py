@@ -7,20 +7,21 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import anyio
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
-from ..stores import AuditEntry, Fence, Resolution
-from ._engine import Level
+from ..graph._builder import Durability
+from ..stores import AuditEntry, CheckpointSource, Fence, Resolution
+from ._control import RunControl
+from ._engine import Engine, StepHook
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
 from ._keeper import KEEPER, Watch
+from ._level import Level
 from ._persist import Head, ThreadIO
-from ._records import Decision, RunResult
-
-if TYPE_CHECKING:
-    from ..graph._builder import Durability
+from ._recorder import EffectIO
+from ._records import Decision, RunResult, RunStatus
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 
@@ -87,14 +88,16 @@ class RunCtx:
 
     def __init__(
         self,
+        *,
         io: ThreadIO,
-        recursion_limit: int,
         thread: str,
-        durability: Durability,
-        metadata: Mapping[str, Any] | None,
-        emit: Callable[[Event], None] | None,
         opened: Opened,
         lease: LeasePolicy,
+        recursion_limit: int,
+        durability: Durability = "sync",
+        metadata: Mapping[str, Any] | None = None,
+        emit: Callable[[Event], None] | None = None,
+        control: RunControl | None = None,
     ) -> None:
         self.io = io
         self.recursion_limit = recursion_limit
@@ -110,6 +113,10 @@ class RunCtx:
         self.token: int | None = None
         """The fencing token of the lease this call holds (None: it holds none)."""
         self._fence: Fence | None = None
+        self.engine = Engine(
+            effects=EffectIO(io.store, io.codec, holder=self), control=control, emit=emit
+        )
+        """Runs the call's levels; its effect records carry this call's lease."""
 
     def fence(self, *, release: bool = False) -> Fence:
         """The `Fence` of this call's next write."""
@@ -128,7 +135,7 @@ class RunCtx:
     async def commit(
         self,
         level: Level,
-        source: Any,
+        source: CheckpointSource,
         resolutions: Sequence[Resolution],
         *,
         actor: str | None = None,
@@ -203,7 +210,6 @@ class RunCtx:
 
     async def advance(self, level: Level) -> RunResult[Any]:
         on_step = self._on_step if self.durability == "sync" else None
-        level.emit = self.emit
         try:
             try:
                 await self._run_leased(level, on_step)
@@ -221,14 +227,14 @@ class RunCtx:
             self.emit(RunFinishedEvent(result=result))
         return result
 
-    async def _run_leased(self, level: Level, on_step: Any) -> None:
+    async def _run_leased(self, level: Level, on_step: StepHook | None) -> None:
         """Run the level; while it runs, renew the lease every ttl / 3.
 
         The renewals come from this call's event loop; the process's `LeaseKeeper` watches
         too, and renews from its own thread when a node blocks the loop (see `_keeper`).
         """
         if self.token is None:
-            await level.run(on_step=on_step, limit=self.recursion_limit)
+            await self.engine.run(level, on_step=on_step, limit=self.recursion_limit)
             return
         watch = KEEPER.watch(self.io.store, self.thread, self.fence())
         try:
@@ -238,13 +244,15 @@ class RunCtx:
                 return
             renewer = _Renewer(self, loop, watch)
             try:
-                await level.run(on_step=on_step, limit=self.recursion_limit)
+                await self.engine.run(level, on_step=on_step, limit=self.recursion_limit)
             finally:
                 await renewer.aclose()
         finally:
             await KEEPER.unwatch(watch)
 
-    async def _run_renewing_in_task_group(self, level: Level, on_step: Any, watch: Watch) -> None:
+    async def _run_renewing_in_task_group(
+        self, level: Level, on_step: StepHook | None, watch: Watch
+    ) -> None:
         """`_run_leased` under an event loop other than asyncio: a renewer task beside it."""
         done = anyio.Event()
         failure: list[BaseException] = []
@@ -266,7 +274,7 @@ class RunCtx:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(renew)
                 try:
-                    await level.run(on_step=on_step, limit=self.recursion_limit)
+                    await self.engine.run(level, on_step=on_step, limit=self.recursion_limit)
                 except Exception as exc:  # re-raised below, not wrapped in an exception group
                     error = exc
                 finally:
@@ -332,10 +340,12 @@ class RunCtx:
         await self.commit(level, "loop", ())
 
     def result(self, level: Level) -> RunResult[Any]:
+        """The call's result: the level's state as this call leaves it."""
         status = level.status()
+        run_status: RunStatus = "done" if status == "ready" else status
         return RunResult(
             thread=self.thread,
-            status="done" if status in ("done", "ready") else status,  # type: ignore[arg-type]
+            status=run_status,
             state=level.detached_view(),
             values=level.values(),
             interrupts=[r.interrupt for r in level.pending],

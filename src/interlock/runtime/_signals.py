@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._records import Interrupt
+from ._records import Interrupt, OnTimeout
 
 __all__ = ["InterruptSignal", "Raised"]
 
@@ -25,8 +25,8 @@ class Raised:
     """Registered name of the validator the answer must pass, if any."""
     has_default: bool = False
     """True when the code supplies a default, so an empty answer is acceptable."""
-    on_timeout: Any = None
-    """What to do when the deadline passes (kept for the sweeper)."""
+    on_timeout: OnTimeout | None = None
+    """What to do when the deadline passes (kept for the sweeper; None: ``reject``)."""
     task: str = ""
     """Id of the innermost task that raised it ("" for a pause between steps)."""
     local: str = ""

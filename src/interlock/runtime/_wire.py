@@ -6,14 +6,14 @@ checks the shape and turns any mismatch into `CheckpointCorrupt`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, get_args
 
 from .._errors import CheckpointCorrupt
 from ..graph._builder import CompiledGraph
 from ..graph._channels import MISSING, AppendChannel
 from ._context import Scratch
-from ._engine import Level, TaskResult, TaskState
-from ._records import Address, Interrupt, Send
+from ._level import Level, TaskResult, TaskState
+from ._records import Address, Interrupt, InterruptKind, OnTimeout, Send, TimeoutDefault
 from ._signals import Raised
 
 __all__ = [
@@ -25,6 +25,28 @@ __all__ = [
 ]
 
 WIRE_VERSION = 1
+
+_KINDS: Final[dict[str, InterruptKind]] = {k: k for k in get_args(InterruptKind)}
+_TIMEOUT_DEFAULT: Final = "default"
+"""The tag of a `TimeoutDefault` on the wire: ``["default", value]``."""
+
+
+def _timeout_to_wire(policy: OnTimeout | None) -> Any:
+    if isinstance(policy, TimeoutDefault):
+        return [_TIMEOUT_DEFAULT, policy.value]
+    return policy
+
+
+def _timeout_from_wire(w: Any) -> OnTimeout | None:
+    if w is None:
+        return None
+    if w == "reject":
+        return "reject"
+    if w == "escalate":
+        return "escalate"
+    if isinstance(w, list) and len(w) == 2 and w[0] == _TIMEOUT_DEFAULT:
+        return TimeoutDefault(w[1])
+    raise ValueError(f"unknown on_timeout policy {w!r}")
 
 
 def raised_to_wire(r: Raised) -> list[Any]:
@@ -41,7 +63,7 @@ def raised_to_wire(r: Raised) -> list[Any]:
         i.deadline,
         r.validator,
         r.has_default,
-        r.on_timeout,
+        _timeout_to_wire(r.on_timeout),
         r.task,
         r.local,
         r.owner,
@@ -68,7 +90,8 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         raise ValueError(f"a pending interrupt has {len(w)} fields, not 14")
     (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
     task, local, owner = w[11:14]
-    if kind not in ("dynamic", "before", "after", "external", "reconcile"):
+    known = _KINDS.get(kind) if isinstance(kind, str) else None
+    if known is None:
         raise ValueError(f"unknown interrupt kind {kind!r}")
     for value, kinds, what in (
         (iid, str, "interrupt id"),
@@ -89,7 +112,7 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         thread=thread,
         key=key,
         address=Address.parse(addr),
-        kind=kind,
+        kind=known,
         info=info,
         schema=schema,
         created_at=float(created),
@@ -99,7 +122,7 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         record,
         validator=vname,
         has_default=bool(has_default),
-        on_timeout=on_timeout,
+        on_timeout=_timeout_from_wire(on_timeout),
         task=str(task),
         local=str(local),
         owner=owner,
@@ -180,8 +203,6 @@ def level_from_wire(
         _expect(body, dict, "a checkpoint body")
         if body["v"] != WIRE_VERSION:
             raise ValueError(f"unsupported checkpoint version {body['v']!r}")
-        from ._records import Address as _A
-
         _expect(body["lin"], str, "lineage")
         _expect(body["step"], int, "step")
         _expect(body["ch"], dict, "channels")
@@ -189,7 +210,7 @@ def level_from_wire(
         for part in ("res", "scr", "org"):
             _expect(body.get(part, {}), dict, part)
         _expect(body.get("pend", []), list, "pend")
-        level = Level(plan, thread=thread, lineage=lineage or body["lin"], base=_A())
+        level = Level(plan, thread=thread, lineage=lineage or body["lin"], base=Address())
         level.step = body["step"]
         if channels:
             apply_channels(level, body["ch"])
@@ -206,11 +227,17 @@ def level_from_wire(
             if not isinstance(node, str) or node not in plan.nodes:
                 raise ValueError(f"checkpoint names unknown node {node!r}")
             level.tasks.append(
-                TaskState(str(tid), str(node), str(sub), arg if has_arg else MISSING, bool(passed))
+                TaskState(
+                    id=str(tid),
+                    node=str(node),
+                    sub=str(sub),
+                    arg=arg if has_arg else MISSING,
+                    passed_before=bool(passed),
+                )
             )
         for tid, (writes, goto) in body.get("res", {}).items():
             level.results[str(tid)] = TaskResult(
-                [(str(k), v) for k, v in writes], [_goto_from_wire(g) for g in goto]
+                writes=[(str(k), v) for k, v in writes], goto=[_goto_from_wire(g) for g in goto]
             )
         for tid, s in body.get("scr", {}).items():
             level.scratch[str(tid)] = Scratch.from_wire(s)

@@ -15,6 +15,7 @@ from ._audit import AuditReport as AuditReport
 from ._audit import audit_hash as audit_hash
 from ._audit import verify_audit as verify_audit
 from ._base import AuditEntry as AuditEntry
+from ._base import AuditKind as AuditKind
 from ._base import AuditRecord as AuditRecord
 from ._base import CheckpointRecord as CheckpointRecord
 from ._base import CheckpointSource as CheckpointSource
@@ -22,9 +23,11 @@ from ._base import CheckpointStatus as CheckpointStatus
 from ._base import EffectRecord as EffectRecord
 from ._base import EffectStatus as EffectStatus
 from ._base import Fence as Fence
+from ._base import InterruptKind as InterruptKind
 from ._base import InterruptRecord as InterruptRecord
 from ._base import InterruptStatus as InterruptStatus
 from ._base import PauseKind as PauseKind
+from ._base import PendingFilter as PendingFilter
 from ._base import Resolution as Resolution
 from ._base import Store as Store
 from ._base import ThreadRecord as ThreadRecord
@@ -50,6 +53,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AuditEntry",
+    "AuditKind",
     "AuditProblem",
     "AuditRecord",
     "AuditReport",
@@ -59,10 +63,12 @@ __all__ = [
     "EffectRecord",
     "EffectStatus",
     "Fence",
+    "InterruptKind",
     "InterruptRecord",
     "InterruptStatus",
     "MemoryStore",
     "PauseKind",
+    "PendingFilter",
     "PostgresStore",
     "Resolution",
     "SqliteStore",

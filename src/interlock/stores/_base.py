@@ -20,12 +20,18 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
 
 __all__ = [
+    "AUDIT_KINDS",
+    "INTERRUPT_KINDS",
+    "INTERRUPT_STATUSES",
+    "PAUSE_KINDS",
     "AuditEntry",
+    "AuditKind",
     "AuditRecord",
     "CheckpointRecord",
     "CheckpointSource",
@@ -33,9 +39,11 @@ __all__ = [
     "EffectRecord",
     "EffectStatus",
     "Fence",
+    "InterruptKind",
     "InterruptRecord",
     "InterruptStatus",
     "PauseKind",
+    "PendingFilter",
     "Resolution",
     "Store",
     "ThreadRecord",
@@ -53,12 +61,60 @@ pause with no answer needed; ``done``: no more tasks; ``failed``: a node raised.
 """
 
 InterruptStatus = Literal["pending", "resolved", "expired", "cancelled"]
+"""Where an interrupt is in its life: waiting for an answer, or out of ``pending`` for good."""
+
+InterruptKind = Literal["dynamic", "before", "after", "external", "reconcile"]
+"""What raised an interrupt.
+
+``dynamic``: a node asked (`interlock.interrupt`, `interlock.approve`...); ``before`` and
+``after``: a static breakpoint before or after a node; ``external``: a pause asked for from
+outside the run; ``reconcile``: an effect whose outcome is unknown waits for a person to say
+what happened. A store refuses to write any other kind, and reports a row read back with
+another as damage (`CheckpointCorrupt`).
+"""
+
+AuditKind = Literal[
+    "interrupt",
+    "decision",
+    "expired",
+    "cancelled",
+    "edit",
+    "dropped",
+    "effect_started",
+    "effect_retried",
+    "effect_done",
+    "effect_reconciled",
+    "thread_deleted",
+]
+"""What an audit entry records.
+
+``interrupt``: an interrupt was raised; ``decision``: one was answered (resolved);
+``expired``: its deadline passed and a policy answered it; ``cancelled``: it was withdrawn
+without an answer (a new turn dropped it, or the task that raised it is gone); ``edit``: a
+person changed the state (``update_state``); ``dropped``: decided interrupts whose tasks were
+dropped before they ran; ``effect_started``: a dangerous call is about to be made;
+``effect_retried``: it is made again after a person said retry; ``effect_done``: its outcome
+was recorded; ``effect_reconciled``: a person recorded the outcome of a call that may or may
+not have happened; ``thread_deleted``: the thread was deleted or expired (the log's last
+entry). A store refuses to write any other kind, and reports a row read back with another as
+damage (`CheckpointCorrupt`).
+"""
 
 PauseKind = Literal["planned", "forced"]
 """A pause request: stop at the next step boundary, or also cancel running tasks."""
 
 EffectStatus = Literal["started", "done"]
 """An effect is ``started`` before its call and ``done`` once its outcome is recorded."""
+
+# The closed sets as values, for the checks of what is written and what is read back.
+INTERRUPT_STATUSES: Final[frozenset[str]] = frozenset(get_args(InterruptStatus))
+"""Every `InterruptStatus`."""
+INTERRUPT_KINDS: Final[frozenset[str]] = frozenset(get_args(InterruptKind))
+"""Every `InterruptKind`."""
+AUDIT_KINDS: Final[frozenset[str]] = frozenset(get_args(AuditKind))
+"""Every `AuditKind`."""
+PAUSE_KINDS: Final[frozenset[str]] = frozenset(get_args(PauseKind))
+"""Every `PauseKind`."""
 
 
 class Fence(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,8 +175,8 @@ class InterruptRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Optional user key."""
     address: str
     """Rendered address, e.g. ``node:review/tool:execute:call_1``."""
-    kind: str
-    """``dynamic``, ``before``, ``after``, ``external`` or ``reconcile``."""
+    kind: InterruptKind
+    """What raised it."""
     status: InterruptStatus
     """Lifecycle state."""
     created_at: float
@@ -174,9 +230,8 @@ class EffectRecord(msgspec.Struct, frozen=True, kw_only=True):
 class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
     """An audit event to append to a thread's log, written with the change it describes."""
 
-    kind: str
-    """``interrupt``, ``decision``, ``edit``, ``effect_started``, ``effect_done``,
-    ``expired``, ``cancelled``, ``thread_deleted``..."""
+    kind: AuditKind
+    """What it records (see `AuditKind`)."""
     actor: str | None
     """Who caused it, if known."""
     data: bytes
@@ -192,8 +247,8 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
     """1-based position in the thread's log."""
     at: float
     """Unix time it was written."""
-    kind: str
-    """See `AuditEntry.kind`."""
+    kind: AuditKind
+    """What it records (see `AuditKind`)."""
     actor: str | None
     """Who caused it."""
     data: bytes
@@ -217,6 +272,39 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Status of the latest checkpoint."""
     updated_at: float
     """Unix time of the latest append (that checkpoint's ``created_at``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingFilter:
+    """Which pending interrupts `Store.pending` returns: those that match every field given.
+
+    A field left None does not filter. To add a filter, add a field here, a clause to
+    `matches`, and a condition to each backend's inbox query.
+    """
+
+    thread: str | None = None
+    """Only this thread's."""
+    key: str | None = None
+    """Only those with this key."""
+    tool: str | None = None
+    """Only those gating this tool."""
+    older_than: float | None = None
+    """Only those raised before this Unix time."""
+    deadline_before: float | None = None
+    """Only those with a deadline before this Unix time."""
+
+    def matches(self, interrupt: InterruptRecord) -> bool:
+        """Whether ``interrupt`` passes every filter given (its status is not looked at)."""
+        return (
+            (self.thread is None or interrupt.thread == self.thread)
+            and (self.key is None or interrupt.key == self.key)
+            and (self.tool is None or interrupt.tool == self.tool)
+            and (self.older_than is None or interrupt.created_at < self.older_than)
+            and (
+                self.deadline_before is None
+                or (interrupt.deadline is not None and interrupt.deadline < self.deadline_before)
+            )
+        )
 
 
 @runtime_checkable
@@ -293,27 +381,19 @@ class Store(Protocol):
         ...
 
     async def pending(
-        self,
-        *,
-        thread: str | None = None,
-        key: str | None = None,
-        tool: str | None = None,
-        older_than: float | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        deadline_before: float | None = None,
+        self, where: PendingFilter | None = None, /, *, limit: int = 100, after: str | None = None
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first, through an index (cost grows with the result).
 
         Args:
-            thread: Only this thread's.
-            key: Only those with this key.
-            tool: Only those gating this tool.
-            older_than: Only those raised before this Unix time.
+            where: Only those that match it (None: all of them).
             limit: At most this many.
             after: The id of the last interrupt of the previous page (the cursor): continue
                 after it.
-            deadline_before: Only those with a deadline before this Unix time.
+
+        Raises:
+            TypeError: ``where`` is not a `PendingFilter`, or a text filter is not a str.
+            ValueError: A text filter holds a lone surrogate.
         """
         ...
 
@@ -376,11 +456,14 @@ class Store(Protocol):
         """Return audit records ordered by (thread, seq), after the ``(thread, seq)`` cursor."""
         ...
 
-    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+    async def request_pause(self, thread: str, *, kind: PauseKind = "planned") -> bool:
         """Ask whoever runs ``thread`` to pause it; False if the thread does not exist.
 
-        A forced request replaces a planned one, never the other way round. The request stays
-        until an executor takes it.
+        A ``forced`` request replaces a ``planned`` one, never the other way round. The request
+        stays until an executor takes it.
+
+        Raises:
+            ValueError: ``kind`` is not a `PauseKind`.
         """
         ...
 

@@ -10,12 +10,24 @@ from collections.abc import Sequence
 from typing import Final
 
 from .._errors import FencedOut, StoreError, ThreadBusy
-from ._base import AuditEntry, CheckpointRecord, EffectRecord, Fence, InterruptRecord, Resolution
+from ._base import (
+    AUDIT_KINDS,
+    INTERRUPT_KINDS,
+    PAUSE_KINDS,
+    AuditEntry,
+    CheckpointRecord,
+    EffectRecord,
+    Fence,
+    InterruptRecord,
+    PendingFilter,
+    Resolution,
+)
 
 __all__ = [
     "FREE",
     "Lease",
     "check_append_args",
+    "check_pause_kind",
     "check_pending_args",
     "check_renewal",
     "check_text",
@@ -60,21 +72,61 @@ def check_text(name: str, value: object, *, optional: bool = False) -> None:
     check_text(name, str(value), optional=optional)  # a str subclass: check its text
 
 
-def check_pending_args(
-    *, thread: str | None, key: str | None, tool: str | None, after: str | None
-) -> None:
-    """Refuse inbox filters no backend can match (see `check_text`)."""
-    check_text("thread", thread, optional=True)
-    check_text("key", key, optional=True)
-    check_text("tool", tool, optional=True)
+_EVERYTHING: Final = PendingFilter()
+
+
+def check_pending_args(where: PendingFilter | None, after: str | None) -> PendingFilter:
+    """Refuse inbox filters no backend can match (see `check_text`); return the filter.
+
+    Returns:
+        ``where``, or a filter that matches everything when it is None.
+
+    Raises:
+        TypeError: ``where`` is not a `PendingFilter`, or a text filter is not a str.
+        ValueError: A text filter holds a lone surrogate.
+    """
+    if where is None:
+        where = _EVERYTHING
+    elif not isinstance(where, PendingFilter):
+        raise TypeError(
+            f"the inbox filter must be a PendingFilter or None, not {type(where).__name__} "
+            f"{where!r:.80}; pass e.g. pending(PendingFilter(thread=...))"
+        )
+    check_text("where.thread", where.thread, optional=True)
+    check_text("where.key", where.key, optional=True)
+    check_text("where.tool", where.tool, optional=True)
     check_text("after", after, optional=True)
+    return where
+
+
+def check_pause_kind(kind: object) -> None:
+    """Refuse a pause request that is not a `PauseKind`.
+
+    Raises:
+        ValueError: ``kind`` is neither ``planned`` nor ``forced``.
+    """
+    if not (isinstance(kind, str) and kind in PAUSE_KINDS):
+        raise ValueError(
+            f"a pause request's kind must be one of {sorted(PAUSE_KINDS)}, not {kind!r:.80}"
+        )
 
 
 def check_write(fence: Fence | None, audit: Sequence[AuditEntry] = ()) -> None:
-    """Refuse a lease owner or audit actor no backend can store (see `check_text`)."""
+    """Refuse a lease owner, audit kind or audit actor no backend can store.
+
+    Raises:
+        TypeError: A text is not a str (see `check_text`).
+        ValueError: An audit entry's kind is not an `AuditKind` (it could not be read back),
+            or a text holds a lone surrogate.
+    """
     if fence is not None:
         check_text("fence.owner", fence.owner)
     for entry in audit:
+        if not (isinstance(entry.kind, str) and entry.kind in AUDIT_KINDS):
+            raise ValueError(
+                f"audit kind {entry.kind!r:.80} is not one of {sorted(AUDIT_KINDS)}; the audit "
+                "log records only these"
+            )
         check_text("audit actor", entry.actor, optional=True)
 
 
@@ -102,7 +154,9 @@ def check_append_args(
     Raises:
         TypeError: A text field of a record is not a str.
         ValueError: A resolution moves an interrupt to ``pending``, a new interrupt belongs
-            to another thread or checkpoint than ``record``, or a text holds a lone surrogate.
+            to another thread or checkpoint than ``record`` or has a kind that is not an
+            `InterruptKind`, an audit entry's kind is not an `AuditKind`, or a text holds a
+            lone surrogate.
     """
     check_text("record.thread", record.thread)
     check_text("record.id", record.id)
@@ -120,6 +174,11 @@ def check_append_args(
         check_text("interrupt key", new.key, optional=True)
         check_text("interrupt address", new.address)
         check_text("interrupt tool", new.tool, optional=True)
+        if not (isinstance(new.kind, str) and new.kind in INTERRUPT_KINDS):
+            raise ValueError(
+                f"interrupt {new.id!r} has kind {new.kind!r:.80}, which is not one of "
+                f"{sorted(INTERRUPT_KINDS)}"
+            )
         if new.thread != record.thread or new.checkpoint_id != record.id:
             raise ValueError(
                 f"interrupt {new.id!r} names thread {new.thread!r} and checkpoint "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -18,12 +18,14 @@ from ._base import (
     Fence,
     InterruptRecord,
     PauseKind,
+    PendingFilter,
     Resolution,
     ThreadRecord,
 )
 from ._checks import (
     Lease,
     check_append_args,
+    check_pause_kind,
     check_pending_args,
     check_renewal,
     check_text,
@@ -44,9 +46,15 @@ class MemoryStore(StoreLifecycle):
     appends, interrupts leave ``pending`` once), so tests written against it hold for them.
     Safe for concurrent tasks of one event loop: every method decides and mutates without
     awaiting in between; none of them awaits at all. Bodies are kept as given, not copied.
+
+    Args:
+        clock: The store's time in Unix seconds: when leases expire, and when audit entries
+            and effects are written. Tests pass a clock they move themselves
+            (`interlock.testing.FakeClock`) rather than waiting for a lease to run out.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._closed = False
         self._threads: dict[str, ThreadRecord] = {}
         # Invariant: _checkpoints[t][i].seq == i + 1 (seqs are contiguous from 1).
@@ -107,10 +115,10 @@ class MemoryStore(StoreLifecycle):
                 else (
                     fence.owner,
                     current[1],
-                    time.time() + fence.ttl,
+                    self._clock() + fence.ttl,
                 )
             )
-        return lease_after(thread, current, fence, time.time())
+        return lease_after(thread, current, fence, self._clock())
 
     def _chained(self, thread: str, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         """The audit records ``entries`` become (may fail: nothing is changed yet)."""
@@ -118,7 +126,7 @@ class MemoryStore(StoreLifecycle):
             return []
         log = self._audit.get(thread)
         tail = (log[-1].seq, log[-1].hash) if log else None
-        return chain(thread, tail, entries, time.time())
+        return chain(thread, tail, entries, self._clock())
 
     def _extend(self, thread: str, records: list[AuditRecord]) -> None:
         if records:
@@ -151,7 +159,7 @@ class MemoryStore(StoreLifecycle):
         found = self._effects.get((thread, key))
         if found is not None and not (retry and found.status == "started"):
             return False, found
-        now = time.time()
+        now = self._clock()
         record = EffectRecord(
             thread=thread,
             key=key,
@@ -187,7 +195,9 @@ class MemoryStore(StoreLifecycle):
             if refused is None:
                 return  # the same outcome recorded again (a retried call)
             raise refused
-        done = msgspec.structs.replace(found, status="done", finished_at=time.time(), result=result)
+        done = msgspec.structs.replace(
+            found, status="done", finished_at=self._clock(), result=result
+        )
         entries = self._chained(thread, audit)
         self._effects[(thread, key)] = done
         self._leases[thread] = lease
@@ -240,7 +250,8 @@ class MemoryStore(StoreLifecycle):
         for res in resolutions:
             current = resolved.get(res.id) or self._interrupts.get(res.id)
             if current is None or current.thread != thread:
-                pending = [i.id for i in self._oldest_pending(thread, None, len(self._pending))]
+                mine = PendingFilter(thread=thread)
+                pending = [i.id for i in self._oldest_pending(mine, len(self._pending))]
                 raise UnknownInterrupt(res.id, pending, thread=thread)
             if current.status != "pending":
                 raise InterruptAlreadyResolved(res.id, status=current.status)
@@ -329,33 +340,15 @@ class MemoryStore(StoreLifecycle):
         return self._interrupts.get(id)
 
     async def pending(
-        self,
-        *,
-        thread: str | None = None,
-        key: str | None = None,
-        tool: str | None = None,
-        older_than: float | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        deadline_before: float | None = None,
+        self, where: PendingFilter | None = None, /, *, limit: int = 100, after: str | None = None
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order)."""
-        check_pending_args(thread=thread, key=key, tool=tool, after=after)
+        where = check_pending_args(where, after)
         self._check_open()
-        return self._oldest_pending(
-            thread, key, limit, after, deadline_before, tool=tool, older_than=older_than
-        )
+        return self._oldest_pending(where, limit, after)
 
     def _oldest_pending(
-        self,
-        thread: str | None,
-        key: str | None,
-        limit: int,
-        after: str | None = None,
-        deadline_before: float | None = None,
-        *,
-        tool: str | None = None,
-        older_than: float | None = None,
+        self, where: PendingFilter, limit: int, after: str | None = None
     ) -> list[InterruptRecord]:
         start: tuple[float, int] | None = None
         if after is not None:
@@ -367,25 +360,19 @@ class MemoryStore(StoreLifecycle):
         matches = (
             i
             for i in self._pending.values()
-            if (thread is None or i.thread == thread)
-            and (key is None or i.key == key)
-            and (tool is None or i.tool == tool)
-            and (older_than is None or i.created_at < older_than)
-            and (
-                deadline_before is None or (i.deadline is not None and i.deadline < deadline_before)
-            )
-            and (start is None or (i.created_at, order[i.id]) > start)
+            if where.matches(i) and (start is None or (i.created_at, order[i.id]) > start)
         )
         return heapq.nsmallest(max(limit, 0), matches, key=lambda i: (i.created_at, order[i.id]))
 
-    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+    async def request_pause(self, thread: str, *, kind: PauseKind = "planned") -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
         check_text("thread", thread)
+        check_pause_kind(kind)
         self._check_open()
         if thread not in self._threads:
             return False
-        if forced or self._pauses.get(thread) != "forced":
-            self._pauses[thread] = "forced" if forced else "planned"
+        if kind == "forced" or self._pauses.get(thread) != "forced":
+            self._pauses[thread] = kind
         return True
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:

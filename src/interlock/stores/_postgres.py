@@ -4,7 +4,7 @@ How it keeps the `Store` invariants:
 
 * Every write is one short READ COMMITTED transaction that locks the thread's ``threads`` row
   first and checks the head under that lock, so exactly one writer wins per head. An append is
-  a single call of the ``interlock_append`` function (schema version 4), one round trip: it
+  a single call of the ``interlock_append`` function (see `_postgres_schema`), one round trip: it
   checks the lease and the head, moves both, resolves, inserts and chains the audit entries,
   and refuses with SQLSTATE IL001 (rolling everything back) where a typed error is due.
 * Every transaction locks the thread's ``threads`` row before any other row of the thread
@@ -15,12 +15,15 @@ How it keeps the `Store` invariants:
 * The driver is psycopg's blocking API with a thread-safe pool: a call runs on the event
   loop's thread when the calling task is alone on its loop (nothing else could run meanwhile,
   and it saves the loop's costly wake-up), in a worker thread otherwise.
+
+This module is the store's edge: the pool, migrating on first use, where a call runs, and the
+translation of driver errors. What each operation does in the database is in `_postgres_ops`,
+the SQL it runs in `_postgres_sql`, the schema in `_postgres_schema`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -28,25 +31,15 @@ from typing import Any, Final, TypeVar
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import msgspec
 import psycopg
 import psycopg.errors
 from psycopg import Connection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .._errors import (
-    CheckpointCorrupt,
-    FencedOut,
-    InterruptAlreadyResolved,
-    StoreClosed,
-    StoreError,
-    ThreadBusy,
-    UnknownInterrupt,
-)
-from . import _postgres_schema as sql
-from . import _rows as conv
-from ._audit import chain, thread_deleted
+from .._errors import StoreClosed, StoreError
+from . import _postgres_ops as ops
+from . import _postgres_schema as schema
 from ._base import (
     AuditEntry,
     AuditRecord,
@@ -55,26 +48,25 @@ from ._base import (
     Fence,
     InterruptRecord,
     PauseKind,
+    PendingFilter,
     Resolution,
     ThreadRecord,
 )
 from ._checks import (
     check_append_args,
+    check_pause_kind,
     check_pending_args,
     check_renewal,
     check_text,
     check_write,
-    finish_refused,
-    head_mismatch,
-    lease_after,
 )
+from ._idle import loop_is_idle
 from ._lifecycle import StoreLifecycle
-from ._worker import _alone
+from ._postgres_ops import Conn
 
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
-Conn = Connection[Any]
 
 _CONNECT_TIMEOUT: Final = 10.0
 """Seconds to wait for a new connection, or for a free one from the pool."""
@@ -102,10 +94,21 @@ class PostgresStore(StoreLifecycle):
             parsing and planning each time). Behind a transaction-pooling proxy that does not
             track prepared statements (PgBouncer before 1.21), pass False: the store then keeps
             no session state at all.
+        clock: The store's time in Unix seconds: when leases expire (the server stores
+            what the client computes from it), and when audit entries, effects and pause
+            requests are written. Every process sharing the database should agree on it.
+            Tests pass a clock they move themselves (`interlock.testing.FakeClock`) rather
+            than waiting for a lease to run out; it may be read on a worker thread.
     """
 
     def __init__(
-        self, dsn: str, *, min_size: int = 1, max_size: int = 10, prepare: bool = True
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        prepare: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if min_size < 0 or max_size < max(min_size, 1):
             raise ValueError(
@@ -113,6 +116,7 @@ class PostgresStore(StoreLifecycle):
                 f"and max_size={max_size!r}"
             )
         self._dsn = dsn
+        self._clock = clock
         self._options = {
             **_CONNECTION_OPTIONS,
             "prepare_threshold": _PREPARE_AFTER if prepare else None,
@@ -132,7 +136,7 @@ class PostgresStore(StoreLifecycle):
 
     async def open(self) -> None:
         """Connect now rather than on first use: a bad location fails here."""
-        await self._run(_nothing)
+        await self._run(ops.nothing)
 
     async def migrate(self) -> list[int]:
         """Create or migrate the schema now; return the versions this call applied.
@@ -166,7 +170,7 @@ class PostgresStore(StoreLifecycle):
             nonlocal attempts
             attempts += 1
             retried = attempts > 1
-            return _append(
+            return ops.append(
                 c,
                 record,
                 expected_head,
@@ -174,8 +178,9 @@ class PostgresStore(StoreLifecycle):
                 resolutions,
                 fence,
                 audit,
-                retried,
-                durable,
+                self._clock(),
+                retried=retried,
+                durable=durable,
             )
 
         return await self._run(append)
@@ -184,7 +189,7 @@ class PostgresStore(StoreLifecycle):
         """Extend or release a held lease (see `Store.renew_lease`)."""
         check_text("thread", thread)
         check_renewal(fence)
-        await self._run(lambda c: _renew(c, thread, fence))
+        await self._run(lambda c: ops.renew(c, thread, fence, self._clock()))
 
     async def begin_effect(
         self,
@@ -201,7 +206,9 @@ class PostgresStore(StoreLifecycle):
         check_text("key", key)
         check_text("name", name)
         check_write(fence, audit)
-        return await self._run(lambda c: _begin_effect(c, thread, key, name, fence, retry, audit))
+        return await self._run(
+            lambda c: ops.begin_effect(c, thread, key, name, fence, retry, audit, self._clock())
+        )
 
     async def finish_effect(
         self,
@@ -216,14 +223,15 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("key", key)
         check_write(fence, audit)
-        await self._run(lambda c: _finish_effect(c, thread, key, result, fence, audit))
+        await self._run(
+            lambda c: ops.finish_effect(c, thread, key, result, fence, audit, self._clock())
+        )
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:
         """Return one effect record, or None."""
         check_text("thread", thread)
         check_text("key", key)
-        row = await self._run(lambda c: _fetchone(c, sql.SELECT_EFFECT, (thread, key)))
-        return None if row is None else conv.checked_effect(row, thread, key)
+        return await self._run(lambda c: ops.effect(c, thread, key))
 
     async def audit_log(
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
@@ -232,91 +240,64 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread, optional=True)
         if after is not None:
             check_text("after[0]", after[0])
-        return await self._run(lambda c: _audit_log(c, thread, after, max(limit, 0)))
+        return await self._run(lambda c: ops.audit_log(c, thread, after, max(limit, 0)))
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""
         check_text("thread", thread)
         check_text("id", id, optional=True)
         if id is None:
-            return await self._run(lambda c: _head(c, thread))
-        return await self._run(lambda c: _one(c, thread, id))
+            return await self._run(lambda c: ops.head_checkpoint(c, thread))
+        return await self._run(lambda c: ops.checkpoint(c, thread, id))
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
         check_text("thread", thread)
-        rows = await self._run(lambda c: _fetchall(c, sql.SELECT_RANGE, (lo, hi, thread)))
-        head_seq, records = _with_head(rows, thread)
-        return conv.checked_range(records, head_seq, thread, lo, hi)
+        return await self._run(lambda c: ops.checkpoint_range(c, thread, lo, hi))
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
         """Return up to ``limit`` checkpoints with ``seq < before_seq``, newest first."""
         check_text("thread", thread)
-        before = 2**63 - 1 if before_seq is None else before_seq
-        params = (before, max(limit, 0), thread)
-        rows = await self._run(lambda c: _fetchall(c, sql.SELECT_PAGE, params))
-        head_seq, records = _with_head(rows, thread)
-        return conv.checked_page(records, head_seq, thread, before_seq, max(limit, 0))
+        return await self._run(lambda c: ops.checkpoint_page(c, thread, before_seq, max(limit, 0)))
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
         check_text("thread", thread)
-        return await self._run(lambda c: _thread(c, thread))
+        return await self._run(lambda c: ops.thread_record(c, thread))
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         check_text("id", id)
-        row = await self._run(lambda c: _fetchone(c, sql.SELECT_INTERRUPT, (id,)))
-        return None if row is None else conv.interrupt_from_row(row, id=id)
+        return await self._run(lambda c: ops.interrupt(c, id))
 
     async def pending(
-        self,
-        *,
-        thread: str | None = None,
-        key: str | None = None,
-        tool: str | None = None,
-        older_than: float | None = None,
-        limit: int = 100,
-        after: str | None = None,
-        deadline_before: float | None = None,
+        self, where: PendingFilter | None = None, /, *, limit: int = 100, after: str | None = None
     ) -> list[InterruptRecord]:
         """Return pending interrupts, oldest first (ties in insertion order), through an index."""
-        check_pending_args(thread=thread, key=key, tool=tool, after=after)
-        query, params = sql.pending_query(
-            thread, key, max(limit, 0), after, deadline_before, tool, older_than
-        )
-        rows = await self._run(lambda c: _fetchall(c, query, params))
-        return conv.pending_from_rows(
-            rows,
-            thread=thread,
-            key=key,
-            tool=tool,
-            older_than=older_than,
-            deadline_before=deadline_before,
-        )
+        checked = check_pending_args(where, after)
+        return await self._run(lambda c: ops.pending(c, checked, max(limit, 0), after))
 
-    async def request_pause(self, thread: str, *, forced: bool = False) -> bool:
+    async def request_pause(self, thread: str, *, kind: PauseKind = "planned") -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
         check_text("thread", thread)
-        params = {"thread": thread, "kind": "forced" if forced else "planned", "at": time.time()}
-        return await self._run(lambda c: _changed(c, sql.REQUEST_PAUSE, params))
+        check_pause_kind(kind)
+        return await self._run(lambda c: ops.request_pause(c, thread, kind, self._clock()))
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
         check_text("thread", thread)
-        row = await self._run(lambda c: _fetchone(c, sql.TAKE_PAUSE, (thread,)))
-        return None if row is None else row[0]
+        return await self._run(lambda c: ops.take_pause(c, thread))
 
     async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
         """Delete finished threads last written before ``older_than`` (see `Store.expire`)."""
-        return await self._run(lambda c: _expire(c, older_than, max(limit, 0)))
+        return await self._run(lambda c: ops.expire(c, older_than, max(limit, 0), self._clock()))
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints, its interrupts and its pause request."""
         check_text("thread", thread)
-        await self._run(lambda c: _delete(c, thread))
+        await self._run(lambda c: ops.delete(c, thread, self._clock()))
 
     async def close(self) -> None:
         """Close the pool and its connections. Idempotent; later calls raise `StoreClosed`."""
@@ -335,7 +316,7 @@ class PostgresStore(StoreLifecycle):
         """Run ``fn`` on a pooled connection, opening the pool first if needed.
 
         The driver calls block. When the calling task is the only thing its event loop has to
-        do (see `_alone`), they run right here: nothing else could run while they wait, and
+        do (see `loop_is_idle`), they run right here: nothing else could run while they wait, and
         this saves the thread hop and the loop's wake-up (together more than a local query
         takes). Otherwise they run in a worker thread, so other tasks go on meanwhile.
         """
@@ -349,7 +330,7 @@ class PostgresStore(StoreLifecycle):
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is not None and _alone(loop):
+        if loop is not None and loop_is_idle(loop):
             return call()
         # Shielded: psycopg cannot abandon a query half-way and keep the connection, so a
         # cancelled caller's operation finishes (committed or rolled back as a whole) first.
@@ -379,7 +360,7 @@ class PostgresStore(StoreLifecycle):
             raise StoreError(
                 f"PostgreSQL {self._where} failed: {type(exc).__name__}: {exc}"
             ) from exc
-        except sql.SchemaMismatch as exc:
+        except schema.SchemaMismatch as exc:
             raise StoreError(f"cannot use {self._where} as an interlock store: {exc}") from exc
         except UnicodeEncodeError as exc:
             # Arguments are checked before they get here; this is the last line.
@@ -424,7 +405,7 @@ class PostgresStore(StoreLifecycle):
     def _migrate_now(self) -> list[int]:
         with Connection.connect(self._dsn, **self._options) as conn:
             _configure(conn)
-            return sql.migrate(conn)
+            return schema.migrate(conn)
 
 
 def _attempt(pool: ConnectionPool[Conn], fn: Callable[[Conn], T]) -> T:
@@ -463,312 +444,3 @@ def _describe(dsn: str) -> str:
 def _configure(conn: Conn) -> None:
     # Client side: psycopg writes it into each BEGIN, so no session setting is needed.
     conn.isolation_level = IsolationLevel.READ_COMMITTED
-
-
-def _nothing(conn: Conn) -> None:
-    return None
-
-
-def _append(
-    conn: Conn,
-    record: CheckpointRecord,
-    expected_head: str | None,
-    new_interrupts: Sequence[InterruptRecord],
-    resolutions: Sequence[Resolution],
-    fence: Fence | None,
-    audit: Sequence[AuditEntry],
-    retried: bool = False,
-    durable: bool = True,
-) -> int | None:
-    """One statement, one round trip: ``interlock_append`` does the whole append server-side."""
-    thread = record.thread
-    now = time.time()
-    new = new_interrupts
-    # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
-    res = (
-        [
-            [r.id for r in resolutions],
-            [r.status for r in resolutions],
-            [r.resolved_at for r in resolutions],
-            [r.resolution for r in resolutions],
-        ]
-        if resolutions
-        else [None] * 4
-    )
-    rows = (
-        [
-            [i.id for i in new],
-            [i.key for i in new],
-            [i.address for i in new],
-            [i.kind for i in new],
-            [i.status for i in new],
-            [i.created_at for i in new],
-            [i.deadline for i in new],
-            [i.body for i in new],
-            [i.resolved_at for i in new],
-            [i.resolution for i in new],
-            [i.tool for i in new],
-            [conv.interrupt_digest(i) for i in new],
-        ]
-        if new
-        else [None] * 12
-    )
-    params = (
-        *conv.checkpoint_row(record),
-        conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
-        expected_head,
-        fence is not None,
-        None if fence is None else fence.owner,
-        None if fence is None else fence.token,
-        None if fence is None else fence.ttl,
-        fence is not None and fence.release,
-        now,
-        retried,
-        *res,
-        *rows,
-        *_audit_params(thread, audit, now),
-    )
-    try:
-        row = _fetchone(conn, sql.APPEND if durable else sql.APPEND_LAZILY, params)
-    except psycopg.errors.UniqueViolation as exc:
-        raise StoreError(
-            f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
-            f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
-            "unique across the store"
-        ) from exc
-    except psycopg.DatabaseError as exc:
-        if exc.diag.sqlstate != sql.APPEND_REFUSED:
-            raise
-        raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
-    return None if fence is None else int(row[0])
-
-
-def _audit_params(
-    thread: str, entries: Sequence[AuditEntry], at: float
-) -> tuple[
-    bytes | None, list[str] | None, list[str | None] | None, list[bytes] | None, list[bytes] | None
-]:
-    """The audit entries for ``interlock_append``, their content encoded around ``seq``.
-
-    An entry's content is ``msgpack([thread, seq, at, kind, actor, data])``: a fixarray header,
-    then each element's own encoding. All but ``seq`` is known here; the server encodes ``seq``.
-    """
-    if not entries:
-        return None, None, None, None, None
-    encode = msgspec.msgpack.encode
-    prefix = b"\x96" + encode(thread)
-    suffixes = [encode(at) + encode(e.kind) + encode(e.actor) + encode(e.data) for e in entries]
-    return (
-        prefix,
-        [e.kind for e in entries],
-        [e.actor for e in entries],
-        [e.data for e in entries],
-        suffixes,
-    )
-
-
-def _refusal(
-    record: CheckpointRecord,
-    expected_head: str | None,
-    fence: Fence | None,
-    now: float,
-    message: str | None,
-) -> Exception:
-    """The typed error for a refusal of ``interlock_append`` (its JSON message)."""
-    thread = record.thread
-    details = json.loads(message or "{}")
-    error = details.get("error")
-    if error == "lease":
-        expires = float(details["expires"])
-        return ThreadBusy(
-            thread, f"its lease runs {expires - now:.1f}s more", holder=details["owner"]
-        )
-    if error == "fenced" and fence is not None and fence.token is not None:
-        return FencedOut(thread, token=fence.token, current=int(details["current"]))
-    if error == "head":
-        head_id = details["head_id"]
-        head = None if head_id is None else (head_id, int(details["head_seq"]))
-        busy = head_mismatch(record, expected_head, head)
-        if busy is not None:
-            return busy
-    if error == "created":
-        return ThreadBusy(thread, "another executor created it at the same time")
-    if error == "resolved":
-        return InterruptAlreadyResolved(details["id"], status=details["status"])
-    if error == "corrupt":
-        return CheckpointCorrupt(
-            f"{details.get('what')} of thread {thread!r} does not match its digest: the "
-            "database was damaged. Restore it from a backup",
-            thread=thread,
-        )
-    if error == "unknown":
-        if details["id"] in details["pending"]:  # its id index lost it: the data is damaged
-            return conv.lost_interrupt(details["id"], thread)
-        return UnknownInterrupt(details["id"], list(details["pending"]), thread=thread)
-    return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
-
-
-def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
-    """Append entries to the thread's audit chain (the caller holds the thread's row lock)."""
-    if entries:
-        tail = _fetchone(conn, sql.AUDIT_TAIL, (thread,))
-        rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
-        with conn.cursor() as cur:
-            cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
-
-
-def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
-    """Lock the thread's row and check (and move) its lease for a write that is no checkpoint."""
-    row = _fetchone(conn, sql.SELECT_LEASE, (thread,))
-    current = None if row is None else conv.lease_from_row(row, thread)
-    lease = lease_after(thread, current, fence, now)
-    if current is not None and current != lease:
-        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
-
-
-def _renew(conn: Conn, thread: str, fence: Fence) -> None:
-    with conn.transaction():
-        _fenced(conn, thread, fence, time.time())
-
-
-def _begin_effect(
-    conn: Conn,
-    thread: str,
-    key: str,
-    name: str,
-    fence: Fence | None,
-    retry: bool,
-    audit: Sequence[AuditEntry],
-) -> tuple[bool, EffectRecord]:
-    now = time.time()
-    with conn.transaction():
-        _fenced(conn, thread, fence, now)
-        row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
-        if row is None:
-            found = conv.checked_effect(
-                _fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key
-            )
-            if not (retry and found.status == "started"):
-                return False, found
-            row = _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
-        _log(conn, thread, audit, now)
-    return True, conv.checked_effect(row, thread, key)
-
-
-def _finish_effect(
-    conn: Conn,
-    thread: str,
-    key: str,
-    result: bytes | None,
-    fence: Fence | None,
-    audit: Sequence[AuditEntry],
-) -> None:
-    now = time.time()
-    with conn.transaction():
-        _fenced(conn, thread, fence, now)
-        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
-            row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
-            refused = finish_refused(
-                thread, key, None if row is None else conv.checked_effect(row, thread, key), result
-            )
-            if refused is None:
-                return  # the same outcome recorded again (a retried call)
-            raise refused
-        _log(conn, thread, audit, now)
-
-
-def _audit_log(
-    conn: Conn, thread: str | None, after: tuple[str, int] | None, limit: int
-) -> list[AuditRecord]:
-    if thread is not None:
-        seq = after[1] if after is not None and after[0] == thread else 0
-        rows = _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
-    else:
-        rows = _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
-    return [conv.audit_from_row(row) for row in rows]
-
-
-def _expire(conn: Conn, older_than: float, limit: int) -> list[str]:
-    with conn.transaction():
-        rows = _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
-        # A damaged row must not delete a thread that is not finished.
-        gone = [conv.thread_from_row(row, row[0]).thread for row in rows]
-        for thread in gone:
-            _delete_rows(conn, thread)
-    return gone
-
-
-def _delete(conn: Conn, thread: str) -> None:
-    with conn.transaction():
-        _delete_rows(conn, thread)
-
-
-def _delete_rows(conn: Conn, thread: str) -> None:
-    first, *rest = sql.DELETE_THREAD  # the threads row: it locks the thread
-    if _changed(conn, first, (thread,)):
-        _log(conn, thread, [thread_deleted()], time.time())
-    for statement in rest:
-        conn.execute(statement, (thread,))
-
-
-def _changed(conn: Conn, statement: str, params: Any) -> bool:
-    with conn.cursor() as cur:
-        cur.execute(statement, params)
-        return cur.rowcount > 0
-
-
-def _fetchone(conn: Conn, query: str, params: Any) -> Any:
-    with conn.cursor() as cur:
-        cur.execute(query, params)
-        return cur.fetchone()
-
-
-def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
-    with conn.cursor() as cur:
-        cur.execute(query, params)
-        return cur.fetchall()
-
-
-def _head(conn: Conn, thread: str) -> CheckpointRecord | None:
-    row = _fetchone(conn, sql.SELECT_HEAD_CHECKPOINT, (thread,))
-    if row is None:
-        _no_thread(conn, thread)
-        return None
-    return conv.head_checkpoint_from_row(row, thread)
-
-
-def _no_thread(conn: Conn, thread: str) -> None:
-    """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
-    if _fetchone(conn, sql.HAS_CHECKPOINTS, (thread,)) is not None:
-        # Under READ COMMITTED each statement sees its own snapshot: a thread whose first
-        # append committed between the two reads is new, not damaged.
-        if _fetchone(conn, sql.SELECT_THREAD, (thread,)) is not None:
-            return
-        raise CheckpointCorrupt(
-            f"thread {thread!r} has checkpoints but no head: the database was damaged. "
-            "Restore it from a backup; the other threads can still be read",
-            thread=thread,
-        )
-
-
-def _thread(conn: Conn, thread: str) -> ThreadRecord | None:
-    row = _fetchone(conn, sql.SELECT_THREAD, (thread,))
-    if row is None:
-        _no_thread(conn, thread)
-        return None
-    return conv.thread_from_row(row, thread)
-
-
-def _one(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
-    row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))
-    return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
-
-
-def _with_head(rows: list[Any], thread: str) -> tuple[int | None, list[CheckpointRecord]]:
-    """Split rows of ``head_seq`` + checkpoint columns (all NULL when there are none)."""
-    if not rows:
-        return None, []
-    records = [
-        conv.checkpoint_from_row(row[1:], thread=thread) for row in rows if row[1] is not None
-    ]
-    return int(rows[0][0]), records

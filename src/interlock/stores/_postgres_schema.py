@@ -1,4 +1,5 @@
-"""The PostgreSQL schema of `PostgresStore`, its migrations and the SQL it runs.
+"""The PostgreSQL schema of `PostgresStore` and its migrations (the statements it runs:
+`_postgres_sql`).
 
 The applied versions are rows of ``schema_version``. To change the schema, append a step to
 `MIGRATIONS`: the step at index ``i`` takes a database from version ``i`` to ``i + 1``. All
@@ -6,6 +7,11 @@ pending steps run in one transaction that first takes a transaction-scoped advis
 concurrent migrators queue up and exactly one of them applies each step. Nothing here needs
 session state (no session locks, no prepared statements): it works behind a transaction-pooling
 proxy.
+
+Why this module is long: it is the schema's history. A step, once released, is never edited
+(databases out there were migrated by its exact text), so each version's SQL stays here
+verbatim, including the server-side ``interlock_append`` of version 4 that version 5 replaces.
+Splitting it would only scatter one ordered list.
 """
 
 from __future__ import annotations
@@ -15,16 +21,7 @@ from typing import Any, Final
 
 from psycopg import Connection
 
-from ._rows import (
-    AUDIT_COLUMNS,
-    CHECKPOINT_COLUMNS,
-    EFFECT_COLUMNS,
-    INTERRUPT_COLUMNS,
-    THREAD_COLUMNS,
-    pending_filters,
-)
-
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
 
 MIGRATION_LOCK: Final = 0x494C4B31
 """Key of the ``pg_advisory_xact_lock`` that serialises migrations (ASCII ``ILK1``)."""
@@ -632,138 +629,3 @@ def migrate(conn: Connection[Any]) -> list[int]:
             )
             applied.append(version)
     return applied
-
-
-_APPEND_TYPES: Final = (
-    # The checkpoint row, its digest, the thread's head digest.
-    *("text", "bigint", "text", "text", "bigint", "bigint", "float8", "text", "text", "bytea"),
-    *("bytea", "bytea"),
-    # Expected head, fence (present, owner, token, ttl, release), now, retried.
-    *("text", "boolean", "text", "bigint", "float8", "boolean", "float8", "boolean"),
-    # Resolutions.
-    *("text[]", "text[]", "float8[]", "bytea[]"),
-    # New interrupts.
-    *("text[]", "text[]", "text[]", "text[]", "text[]", "float8[]", "float8[]", "bytea[]"),
-    *("float8[]", "bytea[]", "text[]", "bytea[]"),
-    # Audit entries.
-    *("bytea", "text[]", "text[]", "bytea[]", "bytea[]"),
-)
-APPEND: Final = "SELECT interlock_append(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
-"""One append_checkpoint: see the function in `_V4` for its parameters."""
-APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit', 'off', true)"
-"""`APPEND` for a non-durable append: this transaction's commit does not wait for the WAL flush
-(a later synchronous commit flushes it with its own)."""
-APPEND_REFUSED: Final = "IL001"
-"""The SQLSTATE of ``interlock_append``'s refusals; the message is JSON with the details."""
-
-SELECT_LEASE: Final = (
-    "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads "
-    "WHERE thread = %s FOR UPDATE"
-)
-SET_LEASE: Final = (
-    "UPDATE threads SET lease_owner = %s, lease_token = %s, lease_expires = %s, "
-    "lease_digest = %s WHERE thread = %s"
-)
-SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = %s AND key = %s"
-INSERT_EFFECT: Final = (
-    f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (%s, %s, %s, 'started', 1, %s, NULL, NULL) "
-    f"ON CONFLICT (thread, key) DO NOTHING RETURNING {EFFECT_COLUMNS}"
-)
-RESTART_EFFECT: Final = (
-    "UPDATE effects SET attempt = attempt + 1, started_at = %s "
-    f"WHERE thread = %s AND key = %s AND status = 'started' RETURNING {EFFECT_COLUMNS}"
-)
-FINISH_EFFECT: Final = (
-    "UPDATE effects SET status = 'done', finished_at = %s, result = %s "
-    "WHERE thread = %s AND key = %s AND status = 'started'"
-)
-AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = %s ORDER BY seq DESC LIMIT 1"
-INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-AUDIT_ALL: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (%s, %s) "
-    "ORDER BY thread, seq LIMIT %s"
-)
-AUDIT_OF_THREAD: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = %s AND seq > %s ORDER BY seq LIMIT %s"
-)
-SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = %s"
-HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = %s LIMIT 1"
-
-_C: Final = ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
-# The thread's row and its head checkpoint, to check one against the other.
-SELECT_HEAD_CHECKPOINT: Final = (
-    f"SELECT {_C}, "
-    + ", ".join(f"t.{column.strip()}" for column in THREAD_COLUMNS.split(","))
-    + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
-    "WHERE t.thread = %s"
-)
-SELECT_CHECKPOINT: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = %s AND thread = %s"
-)
-# With the thread's head seq, read in the same statement (one snapshot): the rows must be
-# exactly the seqs the head says exist.
-SELECT_RANGE: Final = (
-    f"SELECT t.head_seq, {_C} FROM threads t LEFT JOIN LATERAL ("
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = t.thread AND seq >= %s AND seq <= %s) c ON true "
-    "WHERE t.thread = %s ORDER BY c.seq"
-)
-SELECT_PAGE: Final = (
-    f"SELECT t.head_seq, {_C} FROM threads t LEFT JOIN LATERAL ("
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE thread = t.thread AND seq < %s ORDER BY seq DESC LIMIT %s) c ON true "
-    "WHERE t.thread = %s ORDER BY c.seq DESC"
-)
-SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = %s"
-
-# One statement per filter combination; each matches one index in (created_at, ord) order.
-_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS}, ord FROM interrupts WHERE "
-
-
-def pending_query(
-    thread: str | None,
-    key: str | None,
-    limit: int,
-    after: str | None,
-    deadline_before: float | None,
-    tool: str | None = None,
-    older_than: float | None = None,
-) -> tuple[str, tuple[object, ...]]:
-    """The inbox query for these filters (the partial indexes serve it)."""
-    where, params = pending_filters(
-        thread=thread,
-        key=key,
-        after=after,
-        deadline_before=deadline_before,
-        mark="%s",
-        tiebreak="ord",
-        tool=tool,
-        older_than=older_than,
-    )
-    query = f"{_PENDING}{' AND '.join(where)} ORDER BY created_at, ord LIMIT %s"
-    return query, (*params, limit)
-
-
-REQUEST_PAUSE: Final = """
-    INSERT INTO pause_requests (thread, kind, requested_at)
-    SELECT %(thread)s, %(kind)s, %(at)s
-    WHERE EXISTS (SELECT 1 FROM threads WHERE thread = %(thread)s)
-    ON CONFLICT (thread) DO UPDATE SET
-        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
-        requested_at = excluded.requested_at
-"""
-TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = %s RETURNING kind"
-
-EXPIRED_THREADS: Final = (
-    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < %s "
-    "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED"
-)
-
-DELETE_THREAD: Final = (
-    # The threads row first, as every append locks it first: one lock order, no deadlock.
-    "DELETE FROM threads WHERE thread = %s",
-    "DELETE FROM pause_requests WHERE thread = %s",
-    "DELETE FROM effects WHERE thread = %s",
-    "DELETE FROM interrupts WHERE thread = %s",
-    "DELETE FROM checkpoints WHERE thread = %s",
-)

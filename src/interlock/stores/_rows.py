@@ -23,10 +23,14 @@ import msgspec
 
 from .._errors import CheckpointCorrupt
 from ._base import (
+    AUDIT_KINDS,
+    INTERRUPT_KINDS,
+    INTERRUPT_STATUSES,
     AuditRecord,
     CheckpointRecord,
     EffectRecord,
     InterruptRecord,
+    PendingFilter,
     ThreadRecord,
 )
 
@@ -267,18 +271,30 @@ def _matches(stored: Any, values: tuple[Any, ...]) -> bool:
         return False  # a damaged column of a type that does not even encode
 
 
+def _known(value: Any, vocabulary: frozenset[str]) -> bool:
+    """Whether a column read back holds a word of its closed set."""
+    return isinstance(value, str) and value in vocabulary
+
+
 def interrupt_from_row(
     row: Any, *, id: str | None = None, thread: str | None = None
 ) -> InterruptRecord:
     """The interrupt in ``row``, checked against its digests and against what was asked.
 
     Raises:
-        CheckpointCorrupt: The row is damaged, or is not ``id`` (or not of ``thread``).
+        CheckpointCorrupt: The row is damaged (its digest, status or kind), or is not ``id``
+            (or not of ``thread``).
     """
-    r_id, r_thread, status = row[0], row[1], row[6]
-    if not _matches(row[13], _INTERRUPT_VALUES(row)) or status not in _STATUSES:
+    r_id, r_thread, kind, status = row[0], row[1], row[5], row[6]
+    if not _matches(row[13], _INTERRUPT_VALUES(row)):
         raise _corrupt(
             f"interrupt {id or r_id} of thread {r_thread!r} does not match its digest", thread
+        )
+    if not _known(status, INTERRUPT_STATUSES) or not _known(kind, INTERRUPT_KINDS):
+        raise _corrupt(
+            f"interrupt {id or r_id} of thread {r_thread!r} has status {status!r:.40} and kind "
+            f"{kind!r:.40}, which interlock never writes",
+            thread,
         )
     if (id is not None and r_id != id) or (thread is not None and r_thread != thread):
         raise _corrupt(
@@ -291,7 +307,7 @@ def interrupt_from_row(
         checkpoint_id=row[2],
         key=row[3],
         address=row[4],
-        kind=row[5],
+        kind=kind,
         status=status,
         created_at=row[7],
         deadline=row[8],
@@ -302,37 +318,20 @@ def interrupt_from_row(
     )
 
 
-_STATUSES: Final = frozenset(("pending", "resolved", "expired", "cancelled"))
-
-
-def pending_from_rows(
-    rows: Sequence[Any],
-    *,
-    thread: str | None,
-    key: str | None,
-    tool: str | None,
-    older_than: float | None,
-    deadline_before: float | None,
-) -> list[InterruptRecord]:
+def pending_from_rows(rows: Sequence[Any], where: PendingFilter) -> list[InterruptRecord]:
     """An inbox page from rows of INTERRUPT_COLUMNS plus the tiebreak, each one checked.
 
-    Every row must be pending, match every filter and come after the one before it: an index
+    Every row must be pending, match ``where`` and come after the one before it: an index
     that a damaged file mixed up cannot slip in a decided interrupt or another thread's.
     """
-    out = [interrupt_from_row(row, thread=thread) for row in rows]
+    out = [interrupt_from_row(row, thread=where.thread) for row in rows]
     last: tuple[float, int] | None = None
     for record, row in zip(out, rows, strict=True):
         order = (record.created_at, row[14])
         if (
             record.status != "pending"
             or (last is not None and not last < order)
-            or (key is not None and record.key != key)
-            or (tool is not None and record.tool != tool)
-            or (older_than is not None and not record.created_at < older_than)
-            or (
-                deadline_before is not None
-                and not (record.deadline is not None and record.deadline < deadline_before)
-            )
+            or not where.matches(record)
         ):
             raise _corrupt(
                 f"the inbox index returned interrupt {record.id}, which does not belong there",
@@ -379,12 +378,18 @@ def audit_row(r: AuditRecord) -> tuple[object, ...]:
 def audit_from_row(row: Any) -> AuditRecord:
     # The log is read to check it for tampering: take whatever types an edit left behind.
     thread, seq, at, kind, actor, data, prev, digest = row
+    if not _known(kind, AUDIT_KINDS):
+        raise _corrupt(
+            f"audit entry {seq!r} of thread {thread!r} has kind {kind!r:.40}, which interlock "
+            "never writes",
+            str(thread),
+        )
     try:
         return AuditRecord(
             thread=str(thread),
             seq=int(seq),
             at=float(at),
-            kind=str(kind),
+            kind=kind,
             actor=None if actor is None else str(actor),
             data=_blob(data),
             prev=_blob(prev),
@@ -442,38 +447,33 @@ def lease_from_row(row: Any, thread: str) -> tuple[str | None, int, float]:
 
 
 def pending_filters(
-    *,
-    thread: str | None,
-    key: str | None,
-    after: str | None,
-    deadline_before: float | None,
-    mark: str,
-    tiebreak: str,
-    tool: str | None = None,
-    older_than: float | None = None,
+    where: PendingFilter, after: str | None, *, mark: str, tiebreak: str
 ) -> tuple[list[str], list[object]]:
-    """The WHERE conditions and parameters of an inbox query (``mark``: the placeholder)."""
-    where = ["status = 'pending'"]
+    """The WHERE conditions and parameters of an inbox query (``mark``: the placeholder).
+
+    The conditions are `PendingFilter.matches` in SQL; the two must agree.
+    """
+    conditions = ["status = 'pending'"]
     params: list[object] = []
-    if thread is not None:
-        where.insert(0, f"thread = {mark}")
-        params.append(thread)
-    if key is not None:
-        where.append(f"key = {mark}")
-        params.append(key)
-    if tool is not None:
-        where.append(f"tool = {mark}")
-        params.append(tool)
-    if older_than is not None:
-        where.append(f"created_at < {mark}")
-        params.append(older_than)
-    if deadline_before is not None:
-        where.append(f"deadline IS NOT NULL AND deadline < {mark}")
-        params.append(deadline_before)
+    if where.thread is not None:
+        conditions.insert(0, f"thread = {mark}")
+        params.append(where.thread)
+    if where.key is not None:
+        conditions.append(f"key = {mark}")
+        params.append(where.key)
+    if where.tool is not None:
+        conditions.append(f"tool = {mark}")
+        params.append(where.tool)
+    if where.older_than is not None:
+        conditions.append(f"created_at < {mark}")
+        params.append(where.older_than)
+    if where.deadline_before is not None:
+        conditions.append(f"deadline IS NOT NULL AND deadline < {mark}")
+        params.append(where.deadline_before)
     if after is not None:
-        where.append(
+        conditions.append(
             f"(created_at, {tiebreak}) > "
             f"(SELECT created_at, {tiebreak} FROM interrupts WHERE id = {mark})"
         )
         params.append(after)
-    return where, params
+    return conditions, params

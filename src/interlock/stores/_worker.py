@@ -8,11 +8,11 @@ back to `anyio.to_thread`.
 
 Waking an event loop that sleeps in ``epoll`` from another thread still costs ~100 µs on a
 virtual machine, and even a hand-off over a plain queue costs two thread switches (~40 µs).
-So when the loop has nothing else to do — the calling task is its only task, and no callback,
-timer or I/O watcher is registered — the call simply runs on the caller's thread. Nothing else
-could have run during that wait, so it blocks nobody; as soon as anything else is registered,
-the worker thread is used.
-(Timers due more than a second away do not count: at worst they fire a moment late.)
+So when the loop has nothing else to do (`loop_is_idle`: the calling task is its only task,
+and no callback, near timer or I/O watcher is registered) the call simply runs on the
+caller's thread. Nothing else could have run during that wait, so it blocks nobody; as soon as
+anything else is registered, or the loop is one `loop_is_idle` cannot look inside, the worker
+thread is used.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
+
+from ._idle import loop_is_idle
 
 __all__ = ["ThreadWorker"]
 
 T = TypeVar("T")
-
-_FAR_TIMER = 1.0
-"""Seconds: a timer due later than this does not stop a lone caller from waiting directly."""
 
 _Item = (
     tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
@@ -48,36 +48,6 @@ def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -
         fut.set_exception(error)
     else:
         fut.set_result(value)
-
-
-def _alone(loop: asyncio.AbstractEventLoop) -> bool:
-    """True when nothing but the calling task could run on ``loop`` while it waits.
-
-    Reads asyncio's private bookkeeping; any surprise means "not alone".
-    """
-    try:
-        if loop._ready:  # type: ignore[attr-defined]
-            return False
-        # A timer due soon may have work to do; one due later (a lease renewal) does not mind
-        # firing after a store call that blocks the loop for a moment.
-        scheduled = loop._scheduled  # type: ignore[attr-defined]
-        if scheduled and scheduled[0].when() < loop.time() + _FAR_TIMER:
-            return False
-        # The loop's own wake-up pipe is always registered; anything more is someone's I/O.
-        if len(loop._selector.get_map()) > 1:  # type: ignore[attr-defined]
-            return False
-        # asyncio's registry of live tasks (of all loops) is cheap to measure; when it holds
-        # more than the caller, count this loop's unfinished tasks properly.
-        registry = getattr(asyncio.tasks, "_all_tasks", None)
-        if (
-            registry is not None
-            and getattr(asyncio.tasks, "_eager_tasks", None) is None
-            and len(registry) <= 1
-        ):
-            return True
-        return len(asyncio.all_tasks(loop)) <= 1
-    except (AttributeError, TypeError, RuntimeError):
-        return False
 
 
 class ThreadWorker:
@@ -98,8 +68,11 @@ class ThreadWorker:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return await anyio.to_thread.run_sync(fn)
-        if _alone(loop):
+            result = await anyio.to_thread.run_sync(fn)
+            # Under trio the call returns to a caller cancelled while it ran: raise it now.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            return result
+        if loop_is_idle(loop):
             # Nothing else could run while we wait, so wait right here: no thread hand-off.
             return fn()
         self._ensure_started()

@@ -1,0 +1,454 @@
+"""The machinery behind `App`'s calls: open a thread, prepare a call, commit, drive a run.
+
+`App` is the facade: it checks a caller's arguments and hands the call to `Calls`, which holds
+what every call of one App shares — the plan, the store, the checkpoint I/O, the lease policy
+and the cache of levels this process committed last. A call opens the thread (from the cache
+when the store's head is still the checkpoint it wrote, optimistically when its first commit
+will verify the view by compare-and-set), applies its options, commits its first record, and
+drives the engine until the run stops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from .._errors import (
+    CheckpointNotFound,
+    FencedOut,
+    InterruptAlreadyResolved,
+    InvalidResume,
+    ResumeError,
+    ThreadBusy,
+    ThreadInterrupted,
+)
+from ..graph._builder import CompiledGraph, Durability
+from ..stores import AuditEntry, PendingFilter, Resolution, Store
+from ._control import RunControl
+from ._events import Event, RunFinishedEvent
+from ._level import ESCALATE, Level, new_id
+from ._persist import Head, ThreadIO, cancellations, dropped_entry
+from ._records import Address, Command, Decision, Interrupt, RunResult, Send, TimeoutDefault
+from ._resume import (
+    Targets,
+    check_targets,
+    decide,
+    decided_unrun,
+    payload_hash,
+    recorded_decision,
+)
+from ._runctx import LeasePolicy, Opened, RunCtx, Stale
+
+__all__ = ["CallOptions", "Calls", "InterruptHandler", "OnPending"]
+
+StateT = TypeVar("StateT")
+
+InterruptHandler = Callable[[Interrupt], Awaitable[Any]]
+"""An ``on_interrupt`` handler: receives a pending interrupt, returns its answer."""
+OnPending = Literal["raise", "cancel"]
+"""What `App.run` does on a thread that still waits on interrupts."""
+WARM_THREADS: Final = 256
+"""Threads whose last committed level this process keeps (least recently used goes first)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallOptions:
+    """The options of one `App.run` or `App.resume` call (the defaults: a plain commit)."""
+
+    interrupt_before: Sequence[str] = ()
+    """Extra breakpoints for this call (``"sub/inner"`` reaches into a subgraph)."""
+    interrupt_after: Sequence[str] = ()
+    """Same, after the node."""
+    on_interrupt: InterruptHandler | None = None
+    """Answers interrupts in-process."""
+    durability: Durability = "sync"
+    """When the call commits: every superstep, or only when it stops."""
+    metadata: Mapping[str, Any] | None = None
+    """Stored with the call's checkpoints."""
+    emit: Callable[[Event], None] | None = None
+    """Receives the call's events."""
+    control: RunControl | None = None
+    """Lets a run handle pause the call."""
+
+
+class _Lost(Exception):
+    """A decision's commit lost its compare-and-set; `Calls.decide` reads the thread again."""
+
+    def __init__(self, error: ThreadBusy | InterruptAlreadyResolved) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Calls(Generic[StateT]):
+    """What the calls of one App share, and the steps they are made of."""
+
+    def __init__(
+        self,
+        plan: CompiledGraph,
+        *,
+        store: Store,
+        io: ThreadIO,
+        lease: LeasePolicy,
+        recursion_limit: int,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.io = io
+        self.lease = lease
+        self.recursion_limit = recursion_limit
+        # Levels this process committed last, by thread: the next call on the thread reuses
+        # one when the store's head is still the checkpoint it wrote.
+        self._warm: OrderedDict[str, tuple[Head, Level, set[str]]] = OrderedDict()
+
+    # -- opening and preparing -----------------------------------------------------------
+
+    async def open(self, thread: str, *, optimistic: bool, new: bool = False) -> Opened:
+        """Get the thread's latest level: from this process's cache, or from the store.
+
+        ``optimistic`` returns the cached level without reading the store (and with ``new``,
+        when nothing is cached, assumes a new thread); the caller's first commit verifies that
+        view by compare-and-set.
+        """
+        warm = self._warm.pop(thread, None)
+        if optimistic and warm is not None:
+            warm[1].steps_taken = 0
+            return Opened(*warm, verified=False)
+        if optimistic and new:
+            return Opened(None, None, set(), verified=False)
+        head = await self.io.head(thread)
+        if head is None:
+            return Opened(None, None, set(), verified=True)
+        if warm is not None and warm[0].record.id == head.record.id:
+            # Nobody wrote since this process committed it: skip decoding the delta chain.
+            warm[1].steps_taken = 0
+            return Opened(*warm, verified=True)
+        level, known = await self.io.load(thread, head)
+        return Opened(head, level, known, verified=True)
+
+    async def verified(
+        self,
+        thread: str,
+        *,
+        optimistic: bool,
+        new: bool,
+        call: Callable[[Opened], Awaitable[RunResult[StateT]]],
+    ) -> RunResult[StateT]:
+        """Run ``call`` on the thread as `open` finds it; once more from the store if stale."""
+        try:
+            return await call(await self.open(thread, optimistic=optimistic, new=new))
+        except Stale:
+            return await call(await self.open(thread, optimistic=False))
+
+    def prepare(
+        self, level: Level, thread: str, opened: Opened, options: CallOptions = CallOptions()
+    ) -> RunCtx:
+        """Apply a call's options to the level; return the context that commits for it."""
+        level.set_run_breakpoints(options.interrupt_before, options.interrupt_after)
+        return RunCtx(
+            io=self.io,
+            thread=thread,
+            opened=opened,
+            lease=self.lease,
+            recursion_limit=self.recursion_limit,
+            durability=options.durability,
+            metadata=options.metadata,
+            emit=options.emit,
+            control=options.control,
+        )
+
+    def keep_warm(self, ctx: RunCtx, level: Level) -> None:
+        """Remember the level the call committed last, for the thread's next call."""
+        if ctx.head is None:
+            return
+        self._warm[ctx.thread] = (ctx.head, level, ctx.known)
+        while len(self._warm) > WARM_THREADS:
+            self._warm.popitem(last=False)
+
+    async def drive(
+        self, level: Level, ctx: RunCtx, on_interrupt: InterruptHandler | None
+    ) -> RunResult[StateT]:
+        """Run the level until it stops; answer its interrupts with ``on_interrupt`` if given."""
+        while True:
+            result: RunResult[StateT] = await ctx.advance(level)
+            if on_interrupt is None or result.status != "interrupted":
+                self.keep_warm(ctx, level)
+                return result
+            answers: dict[str, Any] = {}
+            for i in result.interrupts:
+                if i.needs_answer:
+                    answers[i.id] = await on_interrupt(i)
+            # Same checks and commit as App.resume, on the live level.
+            checked = await check_targets(
+                self.store, self.plan.codec, level, ctx.thread, answers, {}
+            )
+            resolutions, decisions = decide(self.plan.codec, level, checked)
+            await ctx.commit(level, "resume", resolutions, decisions=decisions)
+
+    # -- run -------------------------------------------------------------------------------
+
+    async def run(
+        self, opened: Opened, input: Any, thread: str, on_pending: OnPending, options: CallOptions
+    ) -> RunResult[StateT]:
+        """`App.run` on the thread as opened: apply the input, commit it, drive the run."""
+        level = opened.level
+        resolutions: list[Resolution] = []
+        audit: list[AuditEntry] = []
+        if level is None:
+            level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
+        else:
+            # A failed run did continue its decided tasks; its leftovers go (decision 9).
+            failed = opened.head is not None and opened.head.record.status == "failed"
+            decided = {} if failed else decided_unrun(level)
+            if level.pending or decided:
+                if on_pending != "cancel":
+                    ids = [*(r.id for r in level.pending), *decided]
+                    opened.check(ThreadInterrupted(thread, ids, decided=list(decided)))
+                resolutions = cancellations(r.id for r in level.pending)
+                if decided and opened.head is not None:
+                    audit.append(dropped_entry(decided, opened.head.record.id))
+        level.start(self.plan.schema.values_of(input))
+        ctx = self.prepare(level, thread, opened, options)
+        if ctx.durability == "sync" or resolutions or audit:
+            await ctx.commit(level, "input", resolutions, audit=audit)
+        return await self.drive(level, ctx, options.on_interrupt)
+
+    # -- resume ----------------------------------------------------------------------------
+
+    async def resume(
+        self,
+        opened: Opened,
+        thread: str,
+        targets: Targets | object,
+        checkpoint_id: str | None,
+        who: tuple[str | None, str | None],
+        options: CallOptions,
+    ) -> RunResult[StateT]:
+        """`App.resume` on the thread as opened: check, commit the answers, drive the run."""
+        actor, reason = who
+        head, level = opened.head, opened.level
+        if head is None or level is None:
+            raise CheckpointNotFound(thread)
+        renamed: dict[str, str] = {}
+        branch_from: Head | None = None
+        if checkpoint_id is not None and checkpoint_id != head.record.id:
+            branch_from = await self.io.get(thread, checkpoint_id)
+            level, opened.known = await self.io.load(thread, branch_from)
+            renamed = self.io.relineage(level, new_id())
+        cmd = targets if isinstance(targets, Command) else None
+        try:
+            answers = await check_targets(
+                self.store, self.plan.codec, level, thread, targets, renamed
+            )
+        except ResumeError as exc:
+            opened.check(exc)
+            raise
+        runnable = {t.id for t in level.tasks} - level.blocked() - set(level.results)
+        if not answers and not runnable and cmd is None and level.pending:
+            waiting = level.dynamic_pending()
+            opened.check(
+                InvalidResume(
+                    f"thread {thread!r} waits on {len(waiting)} interrupt(s) that need an "
+                    f"answer ({', '.join(r.id for r in waiting)}); "
+                    "pass {id_or_key: answer} or Command(resume=...)"
+                )
+            )
+        edits = cmd is not None and bool(cmd.update or cmd.goto)
+        if not (answers or runnable or edits or level.pending or branch_from):
+            # Finished: nothing to answer, nothing to run. Report the end as it is and write
+            # nothing, so that repeating a resume is harmless (see decisions).
+            if not opened.verified:
+                raise Stale
+            return self.finished(level, thread, opened, options)
+        update = level.updates_of("resume", cmd.update) if cmd is not None and cmd.update else []
+        ctx = self.prepare(level, thread, opened, options)
+        try:
+            if branch_from is not None:
+                # The branch starts at the chosen checkpoint, whatever it waits on: the new
+                # lineage's first checkpoint has it as parent, not the old head.
+                ctx.parent = branch_from
+                await ctx.commit(level, "fork", ())
+            resolutions, decisions = decide(
+                self.plan.codec, level, answers, actor=actor, reason=reason
+            )
+            if update:
+                level.apply_writes(("resume", k, v) for k, v in update)
+            if cmd is not None and cmd.goto:
+                goto = cmd.goto
+                level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
+            await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
+        except ThreadBusy as exc:
+            await ctx.release()  # the branch commit may have taken the lease
+            if branch_from is None and not isinstance(exc, FencedOut):
+                # Lost the compare-and-set: if someone answered these meanwhile, say what
+                # they recorded rather than that the thread moved.
+                await self._told(thread, targets)
+            raise
+        except BaseException:
+            await ctx.release()
+            raise
+        return await self.drive(level, ctx, options.on_interrupt)
+
+    async def _told(self, thread: str, targets: Targets | object) -> None:
+        """Raise `InterruptAlreadyResolved` if a target was answered since this call read."""
+        level = (await self.open(thread, optimistic=False)).level
+        if level is not None:
+            try:
+                await check_targets(self.store, self.plan.codec, level, thread, targets, {})
+            except InterruptAlreadyResolved:
+                raise
+            except ResumeError:
+                return  # anything else: the thread moved, which the caller reports
+
+    def finished(
+        self, level: Level, thread: str, opened: Opened, options: CallOptions
+    ) -> RunResult[StateT]:
+        """The result of a finished thread, as stored; nothing is written."""
+        ctx = self.prepare(level, thread, opened, options)
+        result: RunResult[StateT] = ctx.result(level)
+        if options.emit is not None:
+            options.emit(RunFinishedEvent(result=result))
+        self.keep_warm(ctx, level)
+        return result
+
+    # -- decide ----------------------------------------------------------------------------
+
+    async def decide(
+        self,
+        thread: str,
+        answers: Mapping[str, Any],
+        *,
+        actor: str | None,
+        reason: str | None,
+        nonce: str | None,
+        seen: Mapping[str, str] | None,
+    ) -> list[Decision]:
+        """`App.decide` with its arguments checked: record answers by compare-and-set."""
+        busy: ThreadBusy | None = None
+        while True:
+            opened = await self.open(thread, optimistic=False)
+            if opened.level is None:
+                raise CheckpointNotFound(thread)
+            try:
+                return await self._decide_once(
+                    opened, thread, answers, actor, reason, nonce, seen, busy
+                )
+            except _Lost as lost:
+                # Someone wrote since the read: read again, and what they recorded decides
+                # (the same decision again, or a refusal carrying theirs). A run holding the
+                # lease only makes this wait when it left the targets pending.
+                error = lost.error
+                busy = error if isinstance(error, ThreadBusy) and error.holder else None
+
+    async def _decide_once(
+        self,
+        opened: Opened,
+        thread: str,
+        answers: Mapping[str, Any],
+        actor: str | None,
+        reason: str | None,
+        nonce: str | None,
+        seen: Mapping[str, str] | None,
+        busy: ThreadBusy | None,
+    ) -> list[Decision]:
+        """One attempt of `decide` on the thread as read; `_Lost` when its commit was refused.
+
+        ``busy``: a run held the lease at the last attempt; raised once the targets are checked.
+        """
+        level = opened.level
+        assert level is not None
+        try:
+            checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
+        except InterruptAlreadyResolved:
+            replayed = await self._replayed(thread, answers, nonce)
+            if replayed is None:
+                raise
+            return replayed
+        by_id = {r.id: r for r in level.pending}
+        for iid, shown in (seen or {}).items():
+            r = by_id.get(iid)
+            if r is not None and shown != payload_hash(self.plan.codec, r.interrupt.info):
+                raise InvalidResume(
+                    f"interrupt {iid} changed since it was shown; show it again and decide",
+                    interrupt_id=iid,
+                )
+        if busy is not None:
+            raise busy
+        ctx = self.prepare(level, thread, opened)
+        resolutions, decisions = decide(
+            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
+        )
+        try:
+            await ctx.commit(
+                level, "resume", resolutions, actor=actor, final=True, decisions=decisions
+            )
+        except (ThreadBusy, InterruptAlreadyResolved) as exc:
+            raise _Lost(exc) from exc
+        self.keep_warm(ctx, level)
+        return decisions
+
+    async def _replayed(
+        self, thread: str, answers: Mapping[str, Any], nonce: str | None
+    ) -> list[Decision] | None:
+        """The recorded decisions, when every target was already decided with ``nonce``."""
+        if nonce is None:
+            return None
+        found: list[Decision] = []
+        for target in answers:
+            stored = await self.store.get_interrupt(target)
+            decision = None if stored is None else recorded_decision(self.plan.codec, stored)
+            if stored is None or stored.thread != thread or decision is None:
+                return None
+            if decision.nonce != nonce:
+                return None
+            found.append(decision)
+        return found
+
+    # -- sweep -----------------------------------------------------------------------------
+
+    async def sweep(
+        self, *, now: float | None, limit: int, durability: Durability
+    ) -> list[RunResult[StateT]]:
+        """`App.sweep` with its arguments checked."""
+        now = time.time() if now is None else now
+        rows = await self.store.pending(PendingFilter(deadline_before=now), limit=limit)
+        results: list[RunResult[StateT]] = []
+        for thread in dict.fromkeys(r.thread for r in rows):
+            due = {r.id for r in rows if r.thread == thread}
+            try:
+                results.append(await self._expire(thread, due, durability))
+            except (ThreadBusy, InterruptAlreadyResolved):
+                continue  # another process acted on the thread; a later sweep looks again
+        return results
+
+    async def _expire(
+        self, thread: str, due: set[str], durability: Durability
+    ) -> RunResult[StateT]:
+        opened = await self.open(thread, optimistic=False)
+        level = opened.level
+        if level is None:
+            raise CheckpointNotFound(thread)
+        answers: dict[str, Any] = {}
+        for r in level.pending:
+            if r.id not in due:
+                continue
+            policy = r.on_timeout
+            if isinstance(policy, TimeoutDefault):
+                answers[r.id] = policy.value
+            elif policy == "escalate":
+                answers[r.id] = ESCALATE
+            else:  # "reject", the default
+                answers[r.id] = False
+        ctx = self.prepare(level, thread, opened, CallOptions(durability=durability))
+        resolutions, decisions = decide(
+            self.plan.codec,
+            level,
+            answers,
+            actor="sweeper",
+            reason="deadline passed",
+            status="expired",
+        )
+        await ctx.commit(level, "resume", resolutions, actor="sweeper", decisions=decisions)
+        return await self.drive(level, ctx, None)

@@ -1,0 +1,438 @@
+"""What each `PostgresStore` operation does on a pooled connection.
+
+Every write is one short transaction that locks the thread's ``threads`` row first; an append
+is a single call of the server-side ``interlock_append``. Each function takes the store's
+clock reading (``now``) from the caller. Driver errors are left to `PostgresStore`, which
+translates them at its edge; only the refusals of ``interlock_append`` become typed errors here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import psycopg
+import psycopg.errors
+from psycopg import Connection
+
+from .._errors import (
+    CheckpointCorrupt,
+    FencedOut,
+    InterruptAlreadyResolved,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
+from . import _postgres_sql as sql
+from . import _rows as conv
+from ._audit import chain, thread_deleted
+from ._base import (
+    AuditEntry,
+    AuditRecord,
+    CheckpointRecord,
+    EffectRecord,
+    Fence,
+    InterruptRecord,
+    PauseKind,
+    PendingFilter,
+    Resolution,
+    ThreadRecord,
+)
+from ._checks import finish_refused, head_mismatch, lease_after
+
+__all__ = [
+    "Conn",
+    "append",
+    "audit_log",
+    "begin_effect",
+    "checkpoint",
+    "checkpoint_page",
+    "checkpoint_range",
+    "delete",
+    "effect",
+    "expire",
+    "finish_effect",
+    "head_checkpoint",
+    "interrupt",
+    "nothing",
+    "pending",
+    "renew",
+    "request_pause",
+    "take_pause",
+    "thread_record",
+]
+
+Conn = Connection[Any]
+
+
+def nothing(conn: Conn) -> None:
+    """Do nothing (opening the pool is the point)."""
+    return None
+
+
+def append(
+    conn: Conn,
+    record: CheckpointRecord,
+    expected_head: str | None,
+    new_interrupts: Sequence[InterruptRecord],
+    resolutions: Sequence[Resolution],
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+    now: float,
+    *,
+    retried: bool = False,
+    durable: bool = True,
+) -> int | None:
+    """`Store.append_checkpoint` in one statement, one round trip: ``interlock_append`` does
+    the whole append server-side (the lease expires at ``now`` + ttl, as the client says)."""
+    thread = record.thread
+    new = new_interrupts
+    # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
+    res = (
+        [
+            [r.id for r in resolutions],
+            [r.status for r in resolutions],
+            [r.resolved_at for r in resolutions],
+            [r.resolution for r in resolutions],
+        ]
+        if resolutions
+        else [None] * 4
+    )
+    rows = (
+        [
+            [i.id for i in new],
+            [i.key for i in new],
+            [i.address for i in new],
+            [i.kind for i in new],
+            [i.status for i in new],
+            [i.created_at for i in new],
+            [i.deadline for i in new],
+            [i.body for i in new],
+            [i.resolved_at for i in new],
+            [i.resolution for i in new],
+            [i.tool for i in new],
+            [conv.interrupt_digest(i) for i in new],
+        ]
+        if new
+        else [None] * 12
+    )
+    params = (
+        *conv.checkpoint_row(record),
+        conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
+        expected_head,
+        fence is not None,
+        None if fence is None else fence.owner,
+        None if fence is None else fence.token,
+        None if fence is None else fence.ttl,
+        fence is not None and fence.release,
+        now,
+        retried,
+        *res,
+        *rows,
+        *_audit_params(thread, audit, now),
+    )
+    try:
+        row = _fetchone(conn, sql.APPEND if durable else sql.APPEND_LAZILY, params)
+    except psycopg.errors.UniqueViolation as exc:
+        raise StoreError(
+            f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
+            f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
+            "unique across the store"
+        ) from exc
+    except psycopg.DatabaseError as exc:
+        if exc.diag.sqlstate != sql.APPEND_REFUSED:
+            raise
+        raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
+    return None if fence is None else int(row[0])
+
+
+def _audit_params(
+    thread: str, entries: Sequence[AuditEntry], at: float
+) -> tuple[
+    bytes | None, list[str] | None, list[str | None] | None, list[bytes] | None, list[bytes] | None
+]:
+    """The audit entries for ``interlock_append``, their content encoded around ``seq``.
+
+    An entry's content is ``msgpack([thread, seq, at, kind, actor, data])``: a fixarray header,
+    then each element's own encoding. All but ``seq`` is known here; the server encodes ``seq``.
+    """
+    if not entries:
+        return None, None, None, None, None
+    encode = msgspec.msgpack.encode
+    prefix = b"\x96" + encode(thread)
+    suffixes = [encode(at) + encode(e.kind) + encode(e.actor) + encode(e.data) for e in entries]
+    return (
+        prefix,
+        [e.kind for e in entries],
+        [e.actor for e in entries],
+        [e.data for e in entries],
+        suffixes,
+    )
+
+
+def _refusal(
+    record: CheckpointRecord,
+    expected_head: str | None,
+    fence: Fence | None,
+    now: float,
+    message: str | None,
+) -> Exception:
+    """The typed error for a refusal of ``interlock_append`` (its JSON message)."""
+    thread = record.thread
+    details = json.loads(message or "{}")
+    error = details.get("error")
+    if error == "lease":
+        expires = float(details["expires"])
+        return ThreadBusy(
+            thread, f"its lease runs {expires - now:.1f}s more", holder=details["owner"]
+        )
+    if error == "fenced" and fence is not None and fence.token is not None:
+        return FencedOut(thread, token=fence.token, current=int(details["current"]))
+    if error == "head":
+        head_id = details["head_id"]
+        head = None if head_id is None else (head_id, int(details["head_seq"]))
+        busy = head_mismatch(record, expected_head, head)
+        if busy is not None:
+            return busy
+    if error == "created":
+        return ThreadBusy(thread, "another executor created it at the same time")
+    if error == "resolved":
+        return InterruptAlreadyResolved(details["id"], status=details["status"])
+    if error == "corrupt":
+        return CheckpointCorrupt(
+            f"{details.get('what')} of thread {thread!r} does not match its digest: the "
+            "database was damaged. Restore it from a backup",
+            thread=thread,
+        )
+    if error == "unknown":
+        if details["id"] in details["pending"]:  # its id index lost it: the data is damaged
+            return conv.lost_interrupt(details["id"], thread)
+        return UnknownInterrupt(details["id"], list(details["pending"]), thread=thread)
+    return StoreError(f"cannot append checkpoint {record.id!r} to thread {thread!r}: {message}")
+
+
+def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
+    """Append entries to the thread's audit chain (the caller holds the thread's row lock)."""
+    if entries:
+        tail = _fetchone(conn, sql.AUDIT_TAIL, (thread,))
+        rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
+        with conn.cursor() as cur:
+            cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
+
+
+def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
+    """Lock the thread's row and check (and move) its lease for a write that is no checkpoint."""
+    row = _fetchone(conn, sql.SELECT_LEASE, (thread,))
+    current = None if row is None else conv.lease_from_row(row, thread)
+    lease = lease_after(thread, current, fence, now)
+    if current is not None and current != lease:
+        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
+
+
+def renew(conn: Conn, thread: str, fence: Fence, now: float) -> None:
+    """`Store.renew_lease`."""
+    with conn.transaction():
+        _fenced(conn, thread, fence, now)
+
+
+def begin_effect(
+    conn: Conn,
+    thread: str,
+    key: str,
+    name: str,
+    fence: Fence | None,
+    retry: bool,
+    audit: Sequence[AuditEntry],
+    now: float,
+) -> tuple[bool, EffectRecord]:
+    """`Store.begin_effect`."""
+    with conn.transaction():
+        _fenced(conn, thread, fence, now)
+        row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
+        if row is None:
+            found = conv.checked_effect(
+                _fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key
+            )
+            if not (retry and found.status == "started"):
+                return False, found
+            row = _fetchone(conn, sql.RESTART_EFFECT, (now, thread, key))
+        _log(conn, thread, audit, now)
+    return True, conv.checked_effect(row, thread, key)
+
+
+def finish_effect(
+    conn: Conn,
+    thread: str,
+    key: str,
+    result: bytes | None,
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+    now: float,
+) -> None:
+    """`Store.finish_effect`."""
+    with conn.transaction():
+        _fenced(conn, thread, fence, now)
+        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
+            row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+            refused = finish_refused(
+                thread, key, None if row is None else conv.checked_effect(row, thread, key), result
+            )
+            if refused is None:
+                return  # the same outcome recorded again (a retried call)
+            raise refused
+        _log(conn, thread, audit, now)
+
+
+def audit_log(
+    conn: Conn, thread: str | None, after: tuple[str, int] | None, limit: int
+) -> list[AuditRecord]:
+    """`Store.audit_log`."""
+    if thread is not None:
+        seq = after[1] if after is not None and after[0] == thread else 0
+        rows = _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
+    else:
+        rows = _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
+    return [conv.audit_from_row(row) for row in rows]
+
+
+def expire(conn: Conn, older_than: float, limit: int, now: float) -> list[str]:
+    """`Store.expire`."""
+    with conn.transaction():
+        rows = _fetchall(conn, sql.EXPIRED_THREADS, (older_than, limit))
+        # A damaged row must not delete a thread that is not finished.
+        gone = [conv.thread_from_row(row, row[0]).thread for row in rows]
+        for thread in gone:
+            _delete_rows(conn, thread, now)
+    return gone
+
+
+def delete(conn: Conn, thread: str, now: float) -> None:
+    """`Store.delete_thread`."""
+    with conn.transaction():
+        _delete_rows(conn, thread, now)
+
+
+def _delete_rows(conn: Conn, thread: str, now: float) -> None:
+    first, *rest = sql.DELETE_THREAD  # the threads row: it locks the thread
+    if _changed(conn, first, (thread,)):
+        _log(conn, thread, [thread_deleted()], now)
+    for statement in rest:
+        conn.execute(statement, (thread,))
+
+
+def _changed(conn: Conn, statement: str, params: Any) -> bool:
+    """Run a write; whether it changed any row."""
+    with conn.cursor() as cur:
+        cur.execute(statement, params)
+        return cur.rowcount > 0
+
+
+def _fetchone(conn: Conn, query: str, params: Any) -> Any:
+    """Run a query; its first row (None if none)."""
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        return cur.fetchone()
+
+
+def _fetchall(conn: Conn, query: str, params: Any) -> list[Any]:
+    """Run a query; all its rows."""
+    with conn.cursor() as cur:
+        cur.execute(query, params)
+        return cur.fetchall()
+
+
+def head_checkpoint(conn: Conn, thread: str) -> CheckpointRecord | None:
+    """The thread's head checkpoint (`Store.get_checkpoint` without an id)."""
+    row = _fetchone(conn, sql.SELECT_HEAD_CHECKPOINT, (thread,))
+    if row is None:
+        _no_thread(conn, thread)
+        return None
+    return conv.head_checkpoint_from_row(row, thread)
+
+
+def _no_thread(conn: Conn, thread: str) -> None:
+    """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
+    if _fetchone(conn, sql.HAS_CHECKPOINTS, (thread,)) is not None:
+        # Under READ COMMITTED each statement sees its own snapshot: a thread whose first
+        # append committed between the two reads is new, not damaged.
+        if _fetchone(conn, sql.SELECT_THREAD, (thread,)) is not None:
+            return
+        raise CheckpointCorrupt(
+            f"thread {thread!r} has checkpoints but no head: the database was damaged. "
+            "Restore it from a backup; the other threads can still be read",
+            thread=thread,
+        )
+
+
+def thread_record(conn: Conn, thread: str) -> ThreadRecord | None:
+    """`Store.get_thread`."""
+    row = _fetchone(conn, sql.SELECT_THREAD, (thread,))
+    if row is None:
+        _no_thread(conn, thread)
+        return None
+    return conv.thread_from_row(row, thread)
+
+
+def checkpoint(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
+    """One checkpoint by id (`Store.get_checkpoint`)."""
+    row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))
+    return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
+
+
+def _with_head(rows: list[Any], thread: str) -> tuple[int | None, list[CheckpointRecord]]:
+    """Split rows of ``head_seq`` + checkpoint columns (all NULL when there are none)."""
+    if not rows:
+        return None, []
+    records = [
+        conv.checkpoint_from_row(row[1:], thread=thread) for row in rows if row[1] is not None
+    ]
+    return int(rows[0][0]), records
+
+
+def checkpoint_range(conn: Conn, thread: str, lo: int, hi: int) -> list[CheckpointRecord]:
+    """`Store.checkpoint_range`."""
+    head_seq, records = _with_head(_fetchall(conn, sql.SELECT_RANGE, (lo, hi, thread)), thread)
+    return conv.checked_range(records, head_seq, thread, lo, hi)
+
+
+def checkpoint_page(
+    conn: Conn, thread: str, before_seq: int | None, limit: int
+) -> list[CheckpointRecord]:
+    """`Store.list_checkpoints`."""
+    before = 2**63 - 1 if before_seq is None else before_seq
+    rows = _fetchall(conn, sql.SELECT_PAGE, (before, limit, thread))
+    head_seq, records = _with_head(rows, thread)
+    return conv.checked_page(records, head_seq, thread, before_seq, limit)
+
+
+def effect(conn: Conn, thread: str, key: str) -> EffectRecord | None:
+    """`Store.get_effect`."""
+    row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+    return None if row is None else conv.checked_effect(row, thread, key)
+
+
+def interrupt(conn: Conn, id: str) -> InterruptRecord | None:
+    """`Store.get_interrupt`."""
+    row = _fetchone(conn, sql.SELECT_INTERRUPT, (id,))
+    return None if row is None else conv.interrupt_from_row(row, id=id)
+
+
+def pending(
+    conn: Conn, where: PendingFilter, limit: int, after: str | None
+) -> list[InterruptRecord]:
+    """`Store.pending`."""
+    query, params = sql.pending_query(where, limit, after)
+    return conv.pending_from_rows(_fetchall(conn, query, params), where)
+
+
+def request_pause(conn: Conn, thread: str, kind: PauseKind, now: float) -> bool:
+    """`Store.request_pause`."""
+    return _changed(conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": now})
+
+
+def take_pause(conn: Conn, thread: str) -> PauseKind | None:
+    """`Store.take_pause_request`."""
+    row = _fetchone(conn, sql.TAKE_PAUSE, (thread,))
+    return None if row is None else row[0]

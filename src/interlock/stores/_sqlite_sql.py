@@ -1,0 +1,155 @@
+"""The SQL statements `SqliteStore` runs (its schema and migrations: `_sqlite_schema`).
+
+Each statement is a constant reused verbatim, so sqlite3's statement cache prepares it once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._base import PendingFilter
+from ._rows import (
+    AUDIT_COLUMNS,
+    CHECKPOINT_COLUMNS,
+    EFFECT_COLUMNS,
+    INTERRUPT_COLUMNS,
+    THREAD_COLUMNS,
+    pending_filters,
+)
+
+INSERT_THREAD: Final = (
+    "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, digest, lease_owner, "
+    "lease_token, lease_expires, lease_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (thread) DO NOTHING"
+)
+SELECT_HEAD_AND_LEASE: Final = (
+    f"SELECT {THREAD_COLUMNS}, lease_owner, lease_token, lease_expires, lease_digest "
+    "FROM threads WHERE thread = ?"
+)
+MOVE_HEAD: Final = (
+    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, digest = ?, "
+    "lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? WHERE thread = ?"
+)
+SELECT_LEASE: Final = (
+    "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads WHERE thread = ?"
+)
+SET_LEASE: Final = (
+    "UPDATE threads SET lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? "
+    "WHERE thread = ?"
+)
+SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = ? AND key = ?"
+INSERT_EFFECT: Final = (
+    f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?, ?, ?, 'started', 1, ?, NULL, NULL)"
+)
+RESTART_EFFECT: Final = (
+    "UPDATE effects SET attempt = attempt + 1, started_at = ? "
+    "WHERE thread = ? AND key = ? AND status = 'started'"
+)
+FINISH_EFFECT: Final = (
+    "UPDATE effects SET status = 'done', finished_at = ?, result = ? "
+    "WHERE thread = ? AND key = ? AND status = 'started'"
+)
+AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = ? ORDER BY seq DESC LIMIT 1"
+INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+AUDIT_ALL: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (?, ?) ORDER BY thread, seq LIMIT ?"
+)
+AUDIT_OF_THREAD: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = ?"
+HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = ? LIMIT 1"
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Resolving rewrites the row's digest; the old one must still be there (checked when read).
+RESOLVE: Final = (
+    "UPDATE interrupts SET status = ?, resolved_at = ?, resolution = ?, digest = ? "
+    "WHERE id = ? AND thread = ? AND status = 'pending' AND digest = ?"
+)
+INSERT_INTERRUPT: Final = (
+    f"INSERT INTO interrupts ({INTERRUPT_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+)
+SELECT_INTERRUPT_OF_THREAD: Final = (
+    f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ? AND thread = ?"
+)
+
+# The thread's row and its head checkpoint, to check one against the other.
+SELECT_HEAD_CHECKPOINT: Final = (
+    "SELECT "
+    + ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
+    + ", "
+    + ", ".join(f"t.{column.strip()}" for column in THREAD_COLUMNS.split(","))
+    + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
+    "WHERE t.thread = ?"
+)
+SELECT_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
+)
+# Each row starts with the thread's head seq, read in the same statement (one snapshot): the
+# rows must be exactly the seqs the head says exist.
+_HEAD_SEQ: Final = "(SELECT t.head_seq FROM threads t WHERE t.thread = :thread)"
+SELECT_RANGE: Final = (
+    f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = :thread AND seq >= :lo AND seq <= :hi ORDER BY seq"
+)
+SELECT_PAGE: Final = (
+    f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = :thread AND seq < :before ORDER BY seq DESC LIMIT :limit"
+)
+SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ?"
+
+# One statement per filter combination, each answered by one index in created_at order
+# (rowid, the index's hidden last column, breaks ties).
+_PENDING: Final = f"SELECT {INTERRUPT_COLUMNS}, rowid FROM interrupts INDEXED BY "
+
+
+def pending_query(
+    where: PendingFilter, limit: int, after: str | None
+) -> tuple[str, tuple[object, ...]]:
+    """The inbox query for these filters, through the partial index that fits them."""
+    conditions, params = pending_filters(where, after, mark="?", tiebreak="rowid")
+    if where.thread is not None:
+        index = "interrupts_thread"
+    elif where.key is not None:
+        index = "interrupts_pending_key"
+    elif where.tool is not None:
+        index = "interrupts_pending_tool"
+    else:
+        index = "interrupts_pending"
+    query = f"{_PENDING}{index} WHERE {' AND '.join(conditions)} ORDER BY created_at, rowid LIMIT ?"
+    return query, (*params, limit)
+
+
+PENDING_ALL: Final = pending_query(PendingFilter(), 0, None)[0]
+PENDING_BY_THREAD: Final = pending_query(PendingFilter(thread=""), 0, None)[0]
+PENDING_BY_KEY: Final = pending_query(PendingFilter(key=""), 0, None)[0]
+PENDING_BY_THREAD_AND_KEY: Final = pending_query(PendingFilter(thread="", key=""), 0, None)[0]
+
+PENDING_IDS_OF_THREAD: Final = (
+    "SELECT id FROM interrupts INDEXED BY interrupts_thread "
+    "WHERE thread = ? AND status = 'pending' ORDER BY created_at, rowid"
+)
+
+REQUEST_PAUSE: Final = """
+    INSERT INTO pause_requests (thread, kind, requested_at)
+    SELECT :thread, :kind, :at WHERE EXISTS (SELECT 1 FROM threads WHERE thread = :thread)
+    ON CONFLICT (thread) DO UPDATE SET
+        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
+        requested_at = excluded.requested_at
+"""
+PEEK_PAUSE: Final = "SELECT kind FROM pause_requests WHERE thread = ?"
+TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
+
+EXPIRED_THREADS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < ? "
+    "ORDER BY updated_at LIMIT ?"
+)
+
+DELETE_THREAD: Final = (
+    "DELETE FROM pause_requests WHERE thread = ?",
+    "DELETE FROM effects WHERE thread = ?",
+    "DELETE FROM interrupts WHERE thread = ?",
+    "DELETE FROM checkpoints WHERE thread = ?",
+    "DELETE FROM threads WHERE thread = ?",
+)

@@ -1,0 +1,161 @@
+"""The import graph of `interlock`: one-way layers and no cycle (see docs/architecture.md).
+
+Every ``import`` of every module counts — at module level, inside functions and under
+``TYPE_CHECKING`` alike: a lazy import hides a dependency, it does not remove it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "interlock"
+
+# Lowest first. A module may import from its own layer and the layers below it, never above.
+LAYERS: dict[str, int] = {
+    "_errors": 0,  # the error tree and the argument checks everything shares
+    "_args": 0,
+    "serde": 1,
+    "stores": 1,
+    "graph": 2,
+    "runtime": 3,
+    "agents": 4,
+    "cli": 5,
+    "server": 5,
+    "testing": 5,  # the store conformance kit: used by tests, imported by nothing
+}
+FACADE = "interlock"  # the public namespace re-exports every layer; nothing imports it
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ["interlock", *path.relative_to(PACKAGE).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[str]:
+    """The interlock modules ``name`` imports (a ``from pkg import sub`` names ``pkg.sub``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.split(".")[0] == "interlock")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "interlock":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield sub if sub in MODULES else target
+
+
+GRAPH: dict[str, set[str]] = {
+    name: {t for t in _imports(name, path) if t != name} for name, path in MODULES.items()
+}
+
+
+def _layer(module: str) -> tuple[str, int]:
+    if module == FACADE:
+        return FACADE, max(LAYERS.values()) + 1
+    top = module.split(".")[1]
+    if top not in LAYERS:
+        pytest.fail(
+            f"module {module} is in no layer: add {top!r} to LAYERS in tests/test_layers.py "
+            "and to docs/architecture.md",
+            pytrace=False,
+        )
+    return top, LAYERS[top]
+
+
+def test_every_import_is_resolved() -> None:
+    unknown = sorted(
+        f"{source} -> {target}"
+        for source, targets in GRAPH.items()
+        for target in targets
+        if target not in MODULES
+    )
+    assert not unknown, f"imports of modules that do not exist: {unknown}"
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = []
+    for source, targets in sorted(GRAPH.items()):
+        src_name, src_rank = _layer(source)
+        for target in sorted(targets):
+            dst_name, dst_rank = _layer(target)
+            if dst_rank > src_rank:
+                upward.append(f"{source} ({src_name}) imports {target} ({dst_name})")
+    assert not upward, "imports that go up a layer:\n" + "\n".join(upward)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    # A package's __init__ importing its own modules is the usual re-export, not a cycle, as
+    # long as those modules do not import the package back.
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_import_reader_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from interlock.runtime import _app\n"
+        "def f():\n"
+        "    from interlock.graph._builder import NodeSpec\n"
+    )
+    found = set(_imports("interlock.stores.m", module))
+    assert found == {"interlock.runtime._app", "interlock.graph._builder"}
