@@ -31,7 +31,7 @@ from ._control import RunControl
 from ._events import Event, RunFinishedEvent
 from ._level import ESCALATE, Level, new_id
 from ._persist import Head, ThreadIO, cancellations, dropped_entry
-from ._records import Address, Command, Decision, Interrupt, RunResult, Send, TimeoutDefault
+from ._records import Address, Command, Decision, Interrupt, RunResult, TimeoutDefault
 from ._resume import (
     Targets,
     check_targets,
@@ -277,7 +277,9 @@ class Calls(Generic[StateT]):
                 level.apply_writes(("resume", k, v) for k, v in update)
             if cmd is not None and cmd.goto:
                 goto = cmd.goto
-                level.add_goto([goto] if isinstance(goto, str | Send) else list(goto))
+                # Anything but a list is one target; one that is not a node is InvalidUpdate.
+                targets: list[Any] = list(goto) if isinstance(goto, list | tuple) else [goto]
+                level.add_goto(targets)
             await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
         except ThreadBusy as exc:
             await ctx.release()  # the branch commit may have taken the lease
