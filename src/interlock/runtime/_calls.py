@@ -278,8 +278,8 @@ class Calls(Generic[StateT]):
             if cmd is not None and cmd.goto:
                 goto = cmd.goto
                 # Anything but a list is one target; one that is not a node is InvalidUpdate.
-                targets: list[Any] = list(goto) if isinstance(goto, list | tuple) else [goto]
-                level.add_goto(targets)
+                extra: list[Any] = list(goto) if isinstance(goto, list | tuple) else [goto]
+                level.add_goto(extra)
             await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
         except ThreadBusy as exc:
             await ctx.release()  # the branch commit may have taken the lease
