@@ -63,18 +63,36 @@ class App(Generic[StateT]):
             raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
         if not lease_ttl > 0:
             raise GraphDefinitionError(f"lease_ttl must be > 0 seconds, not {lease_ttl!r}")
-        self.plan = plan
-        self.store: Store = store if store is not None else MemoryStore()
         self.durability = durability
-        self.recursion_limit = recursion_limit
-        self.lease = LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl)
+        """The default of each call's ``durability=``."""
+        bound = store if store is not None else MemoryStore()
         self._calls: Calls[StateT] = Calls(
             plan,
-            store=self.store,
-            io=ThreadIO(self.store, plan, migrations or {}),
-            lease=self.lease,
+            store=bound,
+            io=ThreadIO(bound, plan, migrations or {}),
+            lease=LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl),
             recursion_limit=recursion_limit,
         )
+
+    @property
+    def plan(self) -> CompiledGraph:
+        """The compiled graph this App runs."""
+        return self._calls.plan
+
+    @property
+    def store(self) -> Store:
+        """Where the App's checkpoints, interrupts and audit log go."""
+        return self._calls.store
+
+    @property
+    def recursion_limit(self) -> int:
+        """Most supersteps one call may take."""
+        return self._calls.recursion_limit
+
+    @property
+    def lease(self) -> LeasePolicy:
+        """How the App's calls hold their threads' leases."""
+        return self._calls.lease
 
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
@@ -128,20 +146,11 @@ class App(Generic[StateT]):
         """
         check_id(thread, "thread")
         check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
-        check_options(
+        options = self._options(
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             on_interrupt=on_interrupt,
             durability=durability,
-            metadata=metadata,
-            emit=emit,
-        )
-        check_instance(control, RunControl, "control", optional=True)
-        options = CallOptions(
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            on_interrupt=on_interrupt,
-            durability=durability or self.durability,
             metadata=metadata,
             emit=emit,
             control=control,
@@ -156,6 +165,37 @@ class App(Generic[StateT]):
             optimistic=options.durability == "sync",
             new=True,
             call=lambda opened: self._calls.run(opened, input, thread, on_pending, options),
+        )
+
+    def _options(
+        self,
+        *,
+        interrupt_before: Sequence[str],
+        interrupt_after: Sequence[str],
+        on_interrupt: InterruptHandler | None,
+        durability: Durability | None,
+        metadata: Mapping[str, Any] | None,
+        emit: Callable[[Event], None] | None,
+        control: RunControl | None,
+    ) -> CallOptions:
+        """Check the options `run` and `resume` share; return them with the App's defaults."""
+        check_options(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability,
+            metadata=metadata,
+            emit=emit,
+        )
+        check_instance(control, RunControl, "control", optional=True)
+        return CallOptions(
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            on_interrupt=on_interrupt,
+            durability=durability or self.durability,
+            metadata=metadata,
+            emit=emit,
+            control=control,
         )
 
     async def decide(
@@ -280,28 +320,19 @@ class App(Generic[StateT]):
         check_id(checkpoint_id, "checkpoint_id", optional=True)
         check_id(actor, "actor", optional=True)
         check_text(reason, "reason")
-        check_options(
+        options = self._options(
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             on_interrupt=on_interrupt,
             durability=durability,
             metadata=metadata,
             emit=emit,
+            control=control,
         )
-        check_instance(control, RunControl, "control", optional=True)
         # The decision commit comes before any task runs; it verifies a cached view of the
         # thread by compare-and-set, so the read can be skipped (see `run`).
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=True))
-        options = CallOptions(
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            on_interrupt=on_interrupt,
-            durability=durability or self.durability,
-            metadata=metadata,
-            emit=emit,
-            control=control,
-        )
         return await self._calls.verified(
             thread,
             optimistic=True,
