@@ -38,6 +38,7 @@ from .graph._chunks import ToolCallChunk as ToolCallChunk
 from .graph._concat import register_concat as register_concat
 from .runtime._events import CheckpointEvent as CheckpointEvent
 from .runtime._events import ChunkEvent as ChunkEvent
+from .runtime._events import CustomEvent as CustomEvent
 from .runtime._events import Event as Event
 from .runtime._events import EventStream as EventStream
 from .runtime._events import InterruptEvent as InterruptEvent
@@ -56,6 +57,7 @@ from .runtime._interrupts import approve as approve
 from .runtime._interrupts import ask as ask
 from .runtime._interrupts import choose as choose
 from .runtime._interrupts import composite_interrupt as composite_interrupt
+from .runtime._interrupts import emit_event as emit_event
 from .runtime._interrupts import gather_children as gather_children
 from .runtime._interrupts import interrupt as interrupt
 from .runtime._interrupts import interrupt_state as interrupt_state
@@ -97,6 +99,7 @@ from ._errors import InterlockError as InterlockError
 from ._errors import InterruptAlreadyResolved as InterruptAlreadyResolved
 from ._errors import InvalidResume as InvalidResume
 from ._errors import InvalidUpdate as InvalidUpdate
+from ._errors import ModelError as ModelError
 from ._errors import NodeError as NodeError
 from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import RecursionLimit as RecursionLimit
@@ -107,6 +110,7 @@ from ._errors import StoreClosed as StoreClosed
 from ._errors import StoreError as StoreError
 from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadInterrupted as ThreadInterrupted
+from ._errors import ToolError as ToolError
 from ._errors import UnknownInterrupt as UnknownInterrupt
 from ._errors import UnregisteredType as UnregisteredType
 
@@ -157,6 +161,7 @@ __all__ = [
     # events and streaming
     "CheckpointEvent",
     "ChunkEvent",
+    "CustomEvent",
     "Event",
     "EventStream",
     "InterruptEvent",
@@ -177,6 +182,7 @@ __all__ = [
     "child_scope",
     "choose",
     "composite_interrupt",
+    "emit_event",
     "gather_children",
     "interrupt",
     "interrupt_state",
@@ -209,6 +215,7 @@ __all__ = [
     "InterruptAlreadyResolved",
     "InvalidResume",
     "InvalidUpdate",
+    "ModelError",
     "NodeError",
     "PayloadTooLarge",
     "RecursionLimit",
@@ -219,6 +226,7 @@ __all__ = [
     "StoreError",
     "ThreadBusy",
     "ThreadInterrupted",
+    "ToolError",
     "UnknownInterrupt",
     "UnregisteredType",
 ]

@@ -23,7 +23,12 @@ kept apart from failures of a run, and both apart from storage problems::
     └── RunError                    a run failed
         ├── NodeError               a node raised; the original exception is chained
         ├── InvalidUpdate           a node returned an update the state cannot take
-        └── RecursionLimit          the run took more supersteps than allowed
+        ├── RecursionLimit          the run took more supersteps than allowed
+        ├── ModelError              a chat model's endpoint failed or answered nonsense
+        └── ToolError               a tool failed (only when the agent is told to raise)
+
+`interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol),
+an `InterlockError` defined beside the MCP client, which needs the ``mcp`` extra.
 
 Interrupt *signals* are not errors: they derive from `BaseException` (see
 `interlock.runtime._signals`) so that `except Exception` in user code cannot swallow them.
@@ -44,6 +49,7 @@ __all__ = [
     "InterruptAlreadyResolved",
     "InvalidResume",
     "InvalidUpdate",
+    "ModelError",
     "NodeError",
     "PayloadTooLarge",
     "RecursionLimit",
@@ -54,6 +60,7 @@ __all__ = [
     "StoreError",
     "ThreadBusy",
     "ThreadInterrupted",
+    "ToolError",
     "UnknownInterrupt",
     "UnregisteredType",
 ]
@@ -339,3 +346,33 @@ class RecursionLimit(RunError):
             f"probably loops forever. Raise the limit with recursion_limit= if the loop is intended"
         )
         self.limit = limit
+
+
+class ModelError(RunError):
+    """Raised when a chat model cannot give a reply: its endpoint failed, or the reply is malformed.
+
+    Attributes:
+        endpoint: Where the model lives (a base URL, or the model's name for local models).
+        status: The HTTP status the endpoint answered, if it answered one.
+    """
+
+    def __init__(self, message: str, *, endpoint: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.status = status
+
+
+class ToolError(RunError):
+    """Raised when a tool call fails and its agent was told to raise (``tool_errors="raise"``).
+
+    By default a failing tool call is answered to the model as an error message instead.
+
+    Attributes:
+        tool: The tool's name.
+        call_id: The id of the model's tool call.
+    """
+
+    def __init__(self, message: str, *, tool: str, call_id: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.call_id = call_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -18,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from interlock import SqliteStore
+from interlock.agents import Message, Runner, ToolMessage
 from interlock.cli import cli
-from interlock.cli._demo import APPROVAL_KEY, build_demo_app
-from interlock.stores import PendingFilter
+from interlock.cli._demo import build_demo_agent
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -36,55 +37,113 @@ def interlock(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedPro
     )
 
 
-def pending_threads(db: Path) -> list[str]:
+def pending_sessions(db: Path) -> list[str]:
     async def pending() -> list[str]:
         async with SqliteStore(db) as store:
-            return [i.thread for i in await store.pending(PendingFilter(key=APPROVAL_KEY))]
+            return [i.thread for i in await store.pending()]
 
     return anyio.run(pending)
 
 
-def final_values(db: Path, thread: str) -> dict[str, object]:
-    async def values() -> dict[str, object]:
+def conversation(db: Path, session: str) -> list[Message]:
+    async def read() -> list[Message]:
         async with SqliteStore(db) as store:
-            return dict((await build_demo_app(store).get_state(thread)).values)
+            return await Runner(build_demo_agent(), store).messages(session)
 
-    return anyio.run(values)
+    return anyio.run(read)
+
+
+def tool_message(db: Path, session: str) -> ToolMessage:
+    (answer,) = [m for m in conversation(db, session) if isinstance(m, ToolMessage)]
+    return answer
+
+
+def audit(db: Path, session: str) -> list[tuple[str, str | None, dict[str, object]]]:
+    """``(kind, actor, data)`` of the session's audit log, oldest first."""
+
+    async def read() -> list[tuple[str, str | None, dict[str, object]]]:
+        async with SqliteStore(db) as store:
+            log = await store.audit_log(thread=session)
+            return [(e.kind, e.actor, json.loads(e.data)) for e in log]
+
+    return anyio.run(read)
+
+
+def kinds(db: Path, session: str) -> list[str]:
+    return [kind for kind, _, _ in audit(db, session)]
 
 
 def test_demo_waits_then_another_process_resumes(tmp_path: Path) -> None:
     first = interlock("demo", "--no-wait", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     db = tmp_path / "interlock-demo.db"
+    assert "ops wants to run: echo hello" in first.stdout
+    assert "approval needed at node:tools/agent:ops/tool:execute:" in first.stdout
+    assert "rule: every command" in first.stdout
     # The way back names the file, so it works from any folder.
-    assert "needs approval" in first.stdout
     assert f"interlock demo --resume --db {db}" in first.stdout
-    (thread,) = pending_threads(db)
+    (session,) = pending_sessions(db)
+    assert "effect_started" not in kinds(db, session)  # nothing ran before the approval
 
     second = interlock("demo", "--resume", "--decide", "approve", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert f"Resuming thread {thread}" in second.stdout
-    assert "Order processed" in second.stdout
-    assert pending_threads(db) == []
-    values = final_values(db, thread)
-    assert values["decision"] == "approve" and values["outcome"] == "processed"
-    log = values["log"]
-    assert isinstance(log, list) and log[-1].endswith("processed and paid")
+    assert f"Resuming session {session}" in second.stdout
+    assert "✓ execute ok: hello" in second.stdout  # the real echo's output
+    assert "ops: Done. `echo hello` printed: hello" in second.stdout
+    assert f"The command ran. Session {session} is done." in second.stdout
+    assert pending_sessions(db) == []
+    answer = tool_message(db, session)
+    assert (answer.status, answer.content) == ("ok", "hello\n")
+    log = audit(db, session)
+    decision = next(data for kind, _, data in log if kind == "decision")
+    assert decision["answer"] == {"action": "approve"}
+    assert [k for k, _, _ in log if k.startswith("effect")] == ["effect_started", "effect_done"]
 
 
-def test_demo_interactive_reject_and_nothing_to_resume(tmp_path: Path) -> None:
-    done = interlock("demo", "--amount", "120", cwd=tmp_path, stdin="reject\n")
+def test_interactive_reject_tells_the_agent_why_and_runs_nothing(tmp_path: Path) -> None:
+    done = interlock("demo", cwd=tmp_path, stdin="reject\nnot on a Friday\n")
     assert done.returncode == 0, done.stderr
-    assert "¥120 needs approval" in done.stdout and "Order cancelled" in done.stdout
+    assert "Your decision" in done.stdout and "Why?" in done.stdout
+    assert "✗ execute rejected: not on a Friday" in done.stdout
+    assert "Sorry, I did not run `echo hello`: not on a Friday." in done.stdout
+    assert "The command did not run." in done.stdout
+    db = tmp_path / "interlock-demo.db"
+    session = re.search(r"Starting session (shell-\d+)", done.stdout)
+    assert session is not None
+    assert tool_message(db, session[1]).status == "rejected"
+    log = audit(db, session[1])
+    assert not [k for k, _, _ in log if k.startswith("effect")]  # the command never ran
+    decision = next((actor, data) for kind, actor, data in log if kind == "decision")
+    assert decision[0] == "demo-user"
+    assert decision[1]["reason"] == "not on a Friday"
+    assert decision[1]["answer"] == {"action": "reject", "message": "not on a Friday"}
+
     nothing = interlock("demo", "--resume", cwd=tmp_path)
     assert nothing.returncode == 1
-    assert f"Nothing is pending in {tmp_path / 'interlock-demo.db'}" in nothing.stdout
+    assert f"Nothing is pending in {db}" in nothing.stdout
 
 
-@pytest.mark.parametrize("bad", [["--decide", "maybe"], ["--amount", "lots"]])
-def test_demo_rejects_bad_options_with_usage(tmp_path: Path, bad: list[str]) -> None:
+def test_decide_reject_in_a_script_gives_the_default_reason(tmp_path: Path) -> None:
+    db = tmp_path / "ops.db"
+    out = interlock("demo", "--db", str(db), "--decide", "reject", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Your decision" not in out.stdout
+    assert "Sorry, I did not run `echo hello`: The user rejected this tool call." in out.stdout
+    assert pending_sessions(db) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (["--decide", "maybe"], "Invalid value for '--decide'"),
+        (["--db", "."], "Invalid value for '--db'"),
+        (["--amount", "5000"], "No such option '--amount'"),  # the old order demo's
+    ],
+)
+def test_demo_rejects_bad_options_with_usage(tmp_path: Path, bad: list[str], said: str) -> None:
     out = interlock("demo", *bad, cwd=tmp_path)
-    assert out.returncode == 2 and "Invalid value" in out.stderr
+    assert out.returncode == 2 and said in out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 class Terminal:
@@ -114,6 +173,9 @@ class Terminal:
             self.screen += ANSI.sub("", chunk.decode(errors="replace")).replace("\r", "")
         return self.screen
 
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -121,30 +183,45 @@ class Terminal:
         os.close(self.fd)
 
 
-def test_ctrl_c_at_the_question_commits_nothing_and_leaves_it_pending(tmp_path: Path) -> None:
-    db = tmp_path / "interlock-demo.db"
+def interrupt_at(tmp_path: Path, prompt: str, *answers: str) -> tuple[int, str]:
+    """Run the demo on a terminal, type ``answers``, press Ctrl-C at ``prompt``."""
     term = Terminal("demo", cwd=tmp_path)
     try:
-        assert "Your decision" in term.read_until("Your decision"), term.screen
-        (thread,) = pending_threads(db)
+        for answer in answers:
+            assert "Your decision" in term.read_until("Your decision"), term.screen
+            term.send(answer)
+        assert prompt in term.read_until(prompt), term.screen
         term.proc.send_signal(signal.SIGINT)
         screen = term.read_until("--resume --db")
         try:
             status = term.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"Ctrl-C at the question did not stop the demo:\n{screen}")
+            pytest.fail(f"Ctrl-C at {prompt!r} did not stop the demo:\n{screen}")
     finally:
         term.close()
+    return status, screen
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answers"),
+    [("Your decision", ()), ("Why?", ("reject\n",))],
+    ids=["at the decision", "at the reason"],
+)
+def test_ctrl_c_at_a_question_commits_nothing_and_leaves_it_pending(
+    tmp_path: Path, prompt: str, answers: tuple[str, ...]
+) -> None:
+    db = tmp_path / "interlock-demo.db"
+    status, screen = interrupt_at(tmp_path, prompt, *answers)
+    (session,) = pending_sessions(db)
     assert status == 130, screen
     assert "Interrupted: nothing was decided" in screen
-    assert f"Thread {thread} is still waiting for approval" in screen
-    assert "Aborted!" not in screen
-    assert pending_threads(db) == [thread]
-    assert "decision" not in final_values(db, thread)
+    assert f"Session {session} is still waiting for approval" in screen
+    assert "Aborted!" not in screen and "Traceback" not in screen
+    assert "decision" not in kinds(db, session)
     # No lease left behind: another process finishes it at once.
-    later = interlock("demo", "--resume", "--decide", "reject", cwd=tmp_path)
+    later = interlock("demo", "--resume", "--decide", "approve", cwd=tmp_path)
     assert later.returncode == 0, later.stdout + later.stderr
-    assert f"Resuming thread {thread}" in later.stdout and "Order cancelled" in later.stdout
+    assert f"Resuming session {session}" in later.stdout and "The command ran" in later.stdout
 
 
 def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -153,43 +230,26 @@ def invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
 
 
 def test_bare_enter_asks_again_and_never_approves(tmp_path: Path) -> None:
-    db = tmp_path / "orders.db"
+    db = tmp_path / "ops.db"
     code, out, err = invoke("--db", str(db), stdin="\n\n")
     assert code == 1, out + err
     assert out.count("Your decision") == 3  # asked again after each bare Enter
     assert "No answer: nothing was decided" in err
-    (thread,) = pending_threads(db)
-    assert "decision" not in final_values(db, thread)
+    (session,) = pending_sessions(db)
+    assert "decision" not in kinds(db, session)
 
     code, out, err = invoke("--db", str(db), "--resume", stdin="\napprove\n")
     assert code == 0, out + err
-    assert out.count("Your decision") == 2 and "Order processed" in out
-    assert final_values(db, thread)["decision"] == "approve"
+    assert out.count("Your decision") == 2 and "The command ran" in out
+    assert tool_message(db, session).status == "ok"
 
 
 def test_decide_with_no_wait_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    db = tmp_path / "orders.db"
+    db = tmp_path / "ops.db"
     code, _, err = invoke("--db", str(db), "--no-wait", "--decide", "reject")
     assert code == 2
     assert "--decide answers the approval and --no-wait leaves it pending" in err
     assert not db.exists()
-
-
-@pytest.mark.parametrize("amount", ["-5", "0", str(10**12)])
-def test_amount_must_be_a_sane_positive_number(tmp_path: Path, amount: str) -> None:
-    db = tmp_path / "orders.db"
-    code, _, err = invoke("--db", str(db), "--amount", amount, "--decide", "approve")
-    assert code == 2
-    assert f"Invalid value for '--amount': {amount} is not in the range" in err
-    assert not db.exists()
-
-
-def test_amount_with_resume_is_refused(tmp_path: Path) -> None:
-    db = tmp_path / "orders.db"
-    assert invoke("--db", str(db), "--no-wait")[0] == 0
-    code, _, err = invoke("--db", str(db), "--resume", "--amount", "7", "--decide", "approve")
-    assert code == 2 and "--amount sets a new order's amount" in err
-    assert len(pending_threads(db)) == 1
 
 
 def test_resume_without_a_database_names_the_file_and_creates_none(tmp_path: Path) -> None:
@@ -199,3 +259,14 @@ def test_resume_without_a_database_names_the_file_and_creates_none(tmp_path: Pat
     assert out.returncode == 1
     assert f"no demo database at {elsewhere / 'interlock-demo.db'}" in out.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+def test_resume_answers_the_oldest_pending_session_first(tmp_path: Path) -> None:
+    db = tmp_path / "ops.db"
+    assert invoke("--db", str(db), "--no-wait")[0] == 0
+    (first,) = pending_sessions(db)
+    assert invoke("--db", str(db), "--no-wait")[0] == 0
+    second = next(s for s in pending_sessions(db) if s != first)
+    code, out, _ = invoke("--db", str(db), "--resume", "--decide", "approve")
+    assert code == 0 and f"Resuming session {first}" in out
+    assert pending_sessions(db) == [second]

@@ -1,10 +1,20 @@
-"""``interlock demo``: an order approval that really stops, persists, and resumes.
+"""``interlock demo``: an agent's shell command that really stops for a person, and resumes.
 
-The command works in three phases, each a short event loop of its own: start the order (or find
-the pending one), ask the person, then commit the answer and finish. The question is asked with
-no event loop running, so Ctrl-C there is a plain `KeyboardInterrupt` that commits nothing:
-inside a loop, asyncio would turn the first Ctrl-C into a cancellation of whatever runs next,
-the very commit the person meant to stop.
+An ops agent is asked to ``run echo hello``. Its policy makes every ``execute`` call wait for
+approval, so the run stops, and the question is committed to an SQLite file before anyone is
+asked. Approved, the command runs (the tool really runs only ``echo``, ``ls``, ``pwd`` and
+``date``, without a shell; anything else it only reports); rejected, the agent is told why and
+apologises. The model is a scripted one: the demo never leaves the machine.
+
+The command works in three phases, each a short event loop of its own: start the session (or
+find the pending one), ask the person, then commit the answer and finish through a new store
+connection and a new agent, as another process would. The question is asked with no event loop
+running, so Ctrl-C there is a plain `KeyboardInterrupt` that commits nothing: inside a loop,
+asyncio would turn the first Ctrl-C into a cancellation of whatever runs next, the very commit
+the person meant to stop.
+
+The agent is built here rather than shared with ``examples/shell_approval.py``: the package
+cannot import the examples, and the example is meant to be read (and copied) on its own.
 """
 
 from __future__ import annotations
@@ -12,80 +22,118 @@ from __future__ import annotations
 import secrets
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, TypedDict
+from typing import Final, Literal
 
 import anyio
 import click
-from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 
 from .._errors import InterlockError
-from ..graph import END, START, append
-from ..runtime._app import App
-from ..runtime._events import Event, NodeOutputEvent
-from ..runtime._graph import Graph
-from ..runtime._interrupts import choose
-from ..runtime._records import Interrupt, RunResult
+from ..agents import (
+    AgentEvent,
+    AgentFinished,
+    ApprovalPolicy,
+    Approve,
+    AssistantMessage,
+    AssistantTurn,
+    Message,
+    Reject,
+    Runner,
+    ScriptedModel,
+    ToolAgent,
+    ToolCall,
+    ToolDecision,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+    call,
+    deny,
+    matches,
+    require_approval,
+    tool,
+)
+from ..runtime._records import Interrupt
 from ..stores import SqliteStore
 
-__all__ = ["MAX_AMOUNT", "build_demo_app", "demo"]
+__all__ = ["DEMO_REQUEST", "DEMO_TOOL", "build_demo_agent", "demo"]
 
-APPROVAL_KEY: Final = "request_approval"
-MAX_AMOUNT: Final = 100_000_000
-"""The largest order the demo takes, in ¥: anything above is a typo, not an order."""
+DEMO_REQUEST: Final = "run echo hello"
+"""What the user asks the agent."""
+DEMO_TOOL: Final = "execute"
+"""The gated tool."""
+REALLY_RUN: Final = frozenset({"echo", "ls", "pwd", "date"})
+"""The only programs the tool starts; any other command is reported as "would run"."""
 INTERRUPTED: Final = 130
 """Exit status after Ctrl-C, as shells report a process ended by SIGINT."""
-OPTIONS: Final = ("approve", "reject")
+Choice = Literal["approve", "reject"]
+OPTIONS: Final[tuple[Choice, ...]] = ("approve", "reject")
+
+POLICY: Final = ApprovalPolicy(
+    {
+        DEMO_TOOL: [
+            deny(
+                "Wiping the filesystem is never allowed.",
+                when=matches("command", r"\brm\s+-\w+\s+/\*?\s*$|\bmkfs\b"),
+                name="catastrophic",
+            ),
+            require_approval(
+                when=matches("command", r"\b(rm|sudo|chmod|chown|dd|kill|mv)\b"),
+                name="destructive",
+            ),
+            require_approval(name="every command"),
+        ]
+    }
+)
 
 
-class Order(TypedDict, total=False):
-    """State of the demo workflow."""
+@tool(name=DEMO_TOOL)
+async def execute(command: str) -> str:
+    """Run a shell command and return what it printed.
 
-    order_id: str
-    amount: int
-    decision: str
-    outcome: str
-    log: Annotated[list[str], append]
-
-
-def prepare_order(s: Order) -> dict[str, Any]:
-    return {"log": [f"order #{s['order_id']} for ¥{s['amount']} prepared"]}
-
-
-def request_approval(s: Order) -> dict[str, Any]:
-    decision = choose(
-        f"Order #{s['order_id']} for ¥{s['amount']} needs approval",
-        list(OPTIONS),
-        key=APPROVAL_KEY,
-    )
-    return {"decision": decision, "log": [f"decision: {decision}"]}
+    Args:
+        command: The command line, such as "ls -l".
+    """
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return f"cannot parse {command!r}: {exc}"
+    if not argv or argv[0] not in REALLY_RUN:
+        return f"would run: {command} (the demo runs only {', '.join(sorted(REALLY_RUN))})"
+    with anyio.fail_after(10):
+        done = await anyio.run_process(argv, check=False)  # a list: no shell involved
+    out = (done.stdout + done.stderr).decode(errors="replace")
+    return out if done.returncode == 0 else f"exit status {done.returncode}\n{out}"
 
 
-def process_order(s: Order) -> dict[str, Any]:
-    return {"outcome": "processed", "log": [f"order #{s['order_id']} processed and paid"]}
+def scripted_reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str | ToolCall:
+    """The demo's model: "run X" becomes a call of execute; its result becomes the answer."""
+    last = messages[-1]
+    if isinstance(last, UserMessage):
+        if last.content.startswith("run "):
+            return call(DEMO_TOOL, {"command": last.content.removeprefix("run ")})
+        return "Ask me to run a command: 'run ls'."
+    if not isinstance(last, ToolMessage):
+        return "How can I help?"
+    asked = next(m for m in reversed(messages) if isinstance(m, AssistantMessage))
+    command = asked.tool_calls[0].arguments.get("command") if asked.tool_calls else None
+    if last.status == "ok":
+        return f"Done. `{command}` printed: {last.content.strip()}"
+    if last.status == "rejected":
+        return f"Sorry, I did not run `{command}`: {last.content.rstrip('.')}. I won't retry it."
+    if last.status == "denied":
+        return f"I can't run `{command}`: {last.content}"
+    return f"`{command}` failed: {last.content}"
 
 
-def cancel_order(s: Order) -> dict[str, Any]:
-    return {"outcome": "cancelled", "log": [f"order #{s['order_id']} cancelled"]}
-
-
-def build_demo_app(store: SqliteStore) -> App[Order]:
-    """The demo graph: prepare → request_approval (interrupt) → process or cancel."""
-    g = Graph(Order, name="order-approval")
-    g.add_node("prepare_order", prepare_order)
-    g.add_node("request_approval", request_approval)
-    g.add_node("process_order", process_order)
-    g.add_node("cancel_order", cancel_order)
-    g.add_edge(START, "prepare_order").add_edge("prepare_order", "request_approval")
-    g.add_conditional_edges(
-        "request_approval",
-        lambda s: "process_order" if s["decision"] == "approve" else "cancel_order",
-    )
-    g.add_edge("process_order", END).add_edge("cancel_order", END)
-    return g.compile(store=store)
+def build_demo_agent() -> ToolAgent:
+    """The demo's agent: ``ops``, with the gated ``execute`` tool and a scripted model."""
+    return ToolAgent("ops", ScriptedModel(scripted_reply, name="ops"), [execute], policy=POLICY)
 
 
 @click.command()
@@ -95,7 +143,7 @@ def build_demo_app(store: SqliteStore) -> App[Order]:
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("interlock-demo.db"),
     show_default=True,
-    help="SQLite file that holds the checkpoints.",
+    help="SQLite file that holds the sessions.",
 )
 @click.option("--no-wait", is_flag=True, help="Stop at the approval and leave it pending.")
 @click.option(
@@ -106,44 +154,26 @@ def build_demo_app(store: SqliteStore) -> App[Order]:
     type=click.Choice(OPTIONS),
     help="Answer without asking (for scripts); not with --no-wait.",
 )
-@click.option(
-    "--amount",
-    type=click.IntRange(1, MAX_AMOUNT),
-    default=5000,
-    show_default=True,
-    help="Order amount in ¥ (a new order only).",
-)
-@click.pass_context
-def demo(
-    ctx: click.Context,
-    db_path: Path,
-    no_wait: bool,
-    resume_: bool,
-    decide: str | None,
-    amount: int,
-) -> None:
-    """Run an order-approval workflow that stops for a person's decision.
+def demo(db_path: Path, no_wait: bool, resume_: bool, decide: Choice | None) -> None:
+    """Run an agent whose shell command stops for a person's approval.
 
-    The run stops at request_approval; its state is committed to the SQLite file before you are
-    asked. With --no-wait the question stays pending, and `interlock demo --resume` (in a new
-    process, or on another day) finishes it. Ctrl-C at the question decides nothing: the order
-    stays pending for --resume.
+    The agent is asked to `run echo hello`; its policy makes the command wait for approval,
+    and the question is committed to the SQLite file before you are asked. With --no-wait the
+    question stays pending, and `interlock demo --resume` (in a new process, or on another day)
+    finishes it. Ctrl-C at the question decides nothing: it stays pending for --resume. The
+    model is scripted: nothing leaves the machine.
     """
     # Options that would be ignored are refused: a script that passes them means something.
     if no_wait and decide is not None:
         raise click.UsageError(
             "--decide answers the approval and --no-wait leaves it pending: pass one of them."
         )
-    if resume_ and ctx.get_parameter_source("amount") is not ParameterSource.DEFAULT:
-        raise click.UsageError(
-            "--amount sets a new order's amount; --resume finishes an order that has one."
-        )
     demo_run = _Demo(
         out=Console(highlight=False, soft_wrap=True),
         err=Console(stderr=True, highlight=False, soft_wrap=True),
         db_path=db_path,
     )
-    sys.exit(demo_run.main(no_wait=no_wait, resume_=resume_, decide=decide, amount=amount))
+    sys.exit(demo_run.main(no_wait=no_wait, resume_=resume_, decide=decide))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,13 +192,14 @@ class _Demo:
         # The absolute path, so that the command works from any folder.
         return f"interlock demo --resume --db {shlex.quote(str(self.db_path.resolve()))}"
 
-    def main(self, *, no_wait: bool, resume_: bool, decide: str | None, amount: int) -> int:
+    def main(self, *, no_wait: bool, resume_: bool, decide: Choice | None) -> int:
         where = self.db_path.resolve()
         if resume_ and not self.db_path.exists():
             # SQLite would create an empty file here and report nothing pending in it.
             self.err.print(
-                f"[red]error:[/red] no demo database at {where}, so nothing to resume. Run "
-                "--resume in the folder where `interlock demo --no-wait` ran, or pass --db PATH."
+                f"[red]error:[/red] no demo database at {escape(str(where))}, so nothing to "
+                "resume. Run --resume in the folder where `interlock demo --no-wait` ran, or "
+                "pass --db PATH."
             )
             return 1
         try:
@@ -176,97 +207,138 @@ class _Demo:
                 pending = anyio.run(self._find)
                 if pending is None:
                     self.out.print(
-                        f"Nothing is pending in {where}. Start one with: interlock demo --no-wait"
+                        f"Nothing is pending in {escape(str(where))}. Start one with: "
+                        "interlock demo --no-wait"
                     )
                     return 1
             else:
-                pending = anyio.run(self._start, amount)
+                pending = anyio.run(self._start)
         except InterlockError as exc:
-            self.err.print(f"[red]error:[/red] {exc}")
+            self.err.print(f"[red]error:[/red] {escape(str(exc))}")
             return 1
         except KeyboardInterrupt:
-            self.err.print(f"\nInterrupted. What was committed stays in {where}.")
+            self.err.print(f"\nInterrupted. What was committed stays in {escape(str(where))}.")
             return INTERRUPTED
         _show_request(self.out, pending)
         if no_wait:
             self.out.print(
                 "The run is stopped and its state is on disk. Finish it later with:\n"
-                f"  {self.resume_command}"
+                f"  {escape(self.resume_command)}"
             )
             return 0
+        reason: str | None = None
         if decide is None:
             try:
-                # No default: a bare Enter must not move money, so it asks again.
+                # No default: a bare Enter must not run a command, so it asks again.
                 decide = click.prompt("Your decision", type=click.Choice(OPTIONS))
+                if decide == "reject":
+                    reason = click.prompt(
+                        "Why? (the agent is told; Enter for no reason)",
+                        default="",
+                        show_default=False,
+                    ).strip()
             except click.Abort as stop:
                 # click turns Ctrl-C and end of input into Abort; the cause tells them apart.
                 by_signal = isinstance(stop.__context__, KeyboardInterrupt)
                 self.err.print(
                     f"\n{'Interrupted' if by_signal else 'No answer'}: nothing was decided. "
-                    f"Thread {pending.thread} is still waiting for approval; finish it with:\n"
-                    f"  {self.resume_command}"
+                    f"Session {pending.thread} is still waiting for approval; finish it with:\n"
+                    f"  {escape(self.resume_command)}"
                 )
                 return INTERRUPTED if by_signal else 1
+        answer: ToolDecision = Approve() if decide == "approve" else _reject(reason)
         try:
-            done = anyio.run(self._finish, pending, decide)
+            done = anyio.run(self._finish, pending, answer, reason)
         except InterlockError as exc:
-            self.err.print(f"[red]error:[/red] {exc}")
+            self.err.print(f"[red]error:[/red] {escape(str(exc))}")
             return 1
         except KeyboardInterrupt:
             self.err.print(
-                f"\nInterrupted while recording the decision. See whether it is still "
-                f"pending with:\n  {self.resume_command}"
+                "\nInterrupted while recording the decision. See whether it is still "
+                f"pending with:\n  {escape(self.resume_command)}"
             )
             return INTERRUPTED
         _show_outcome(self.out, done)
         return 0
 
-    def _show(self, event: Event) -> None:
-        if isinstance(event, NodeOutputEvent):
-            for line in event.update.get("log", []):
-                self.out.print(f"  [green]✓[/green] {event.node}: {line}")
+    def _show(self, event: AgentEvent) -> None:
+        if isinstance(event, AssistantTurn):
+            for c in event.message.tool_calls:
+                command = escape(str(c.arguments.get("command", c.arguments)))
+                self.out.print(f"  [cyan]{event.agent}[/cyan] wants to run: [bold]{command}[/bold]")
+            if event.message.content:
+                self.out.print(f"  [cyan]{event.agent}:[/cyan] {escape(event.message.content)}")
+        elif isinstance(event, ToolResult):
+            mark = "[green]✓[/green]" if event.status == "ok" else "[yellow]✗[/yellow]"
+            self.out.print(f"  {mark} {event.tool} {event.status}: {escape(event.content.strip())}")
 
-    async def _start(self, amount: int) -> Interrupt:
-        thread = f"order-{secrets.randbelow(90000) + 10000}"
-        self.out.print(f"Starting thread [bold]{thread}[/bold] in {self.db_path}")
+    async def _run(self, runner: Runner, session: str) -> AgentFinished:
+        async with runner.run(DEMO_REQUEST, session=session) as events:
+            async for event in events:
+                self._show(event)
+        assert events.finished is not None
+        return events.finished
+
+    async def _start(self) -> Interrupt:
+        session = f"shell-{secrets.randbelow(90000) + 10000}"
+        self.out.print(f"Starting session [bold]{session}[/bold] in {escape(str(self.db_path))}")
+        self.out.print(f"  [magenta]user:[/magenta] {DEMO_REQUEST}")
         async with SqliteStore(self.db_path) as store:
-            result = await build_demo_app(store).run(
-                {"order_id": thread.removeprefix("order-"), "amount": amount},
-                thread=thread,
-                emit=self._show,
-            )
-        return result.interrupt(APPROVAL_KEY)
+            finished = await self._run(Runner(build_demo_agent(), store), session)
+        (pending,) = finished.result.interrupts
+        return pending
 
     async def _find(self) -> Interrupt | None:
         async with SqliteStore(self.db_path) as store:
-            waiting = await build_demo_app(store).inbox(key=APPROVAL_KEY, limit=1)
+            waiting = [i for i in await Runner(build_demo_agent(), store).app.inbox() if _gates(i)]
         if not waiting:
             return None
-        self.out.print(f"Resuming thread [bold]{waiting[0].thread}[/bold] from {self.db_path}")
+        self.out.print(
+            f"Resuming session [bold]{waiting[0].thread}[/bold] from {escape(str(self.db_path))}"
+        )
         return waiting[0]
 
-    async def _finish(self, pending: Interrupt, answer: str) -> RunResult[Order]:
+    async def _finish(
+        self, pending: Interrupt, answer: ToolDecision, reason: str | None
+    ) -> AgentFinished:
+        # A new connection and a new agent: all the run needs to go on is in the file.
         async with SqliteStore(self.db_path) as store:
-            return await build_demo_app(store).resume(
-                pending.thread, {pending.id: answer}, actor="demo-user", emit=self._show
-            )
+            runner = Runner(build_demo_agent(), store)
+            decisions = {pending.id: answer}
+            async with runner.resume(
+                pending.thread, decisions, actor="demo-user", reason=reason or None
+            ) as events:
+                async for event in events:
+                    self._show(event)
+        assert events.finished is not None
+        return events.finished
+
+
+def _reject(reason: str | None) -> Reject:
+    return Reject(message=reason) if reason else Reject()
+
+
+def _gates(interrupt: Interrupt) -> bool:
+    """Whether a pending interrupt is the demo's question: a call of execute, waiting."""
+    return any(seg.kind == "tool" and seg.name == DEMO_TOOL for seg in interrupt.address)
 
 
 def _show_request(console: Console, interrupt: Interrupt) -> None:
     info = interrupt.info
     console.print(
         Panel(
-            f"{info['question']}\noptions: {', '.join(info['options'])}\n"
-            f"interrupt id: {interrupt.id}",
-            title=f"approval needed at {interrupt.address}",
+            f"{escape(info['question'])}\nrule: {escape(info['rule'])}\n"
+            f"options: {', '.join(OPTIONS)}\ninterrupt id: {interrupt.id}",
+            title=f"approval needed at {escape(str(interrupt.address))}",
             expand=False,
         )
     )
 
 
-def _show_outcome(console: Console, result: RunResult[Order]) -> None:
-    outcome = result.values.get("outcome", "?")
-    colour = "green" if outcome == "processed" else "yellow"
-    console.print(
-        f"[{colour}]Order {outcome}.[/{colour}] Thread {result.thread} is {result.status}."
-    )
+def _show_outcome(console: Console, finished: AgentFinished) -> None:
+    ran = next((m.status for m in reversed(finished.messages) if isinstance(m, ToolMessage)), None)
+    session, status = finished.result.thread, finished.result.status
+    if ran == "ok":
+        console.print(f"[green]The command ran.[/green] Session {session} is {status}.")
+    else:
+        console.print(f"[yellow]The command did not run.[/yellow] Session {session} is {status}.")

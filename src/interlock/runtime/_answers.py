@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import GraphDefinitionError
+from ..graph._builder import CompiledGraph
 from ._context import Scratch
+from ._engine import known_plan
 from ._level import ESCALATE, Level
 from ._signals import Raised
 from ._wire import level_from_wire, level_to_wire
@@ -55,11 +57,27 @@ def _deliver_to_child(level: Level, r: Raised, answer: Any) -> None:
     for addr, wire in sc.children.items():
         if where == addr or where.startswith(addr + "/"):
             task = next(t for t in level.tasks if t.id == r.owner)
-            sub = level.plan.nodes[task.node].subgraph
-            assert sub is not None
-            child = level_from_wire(sub.plan, wire, thread=level.thread, lineage=level.lineage)
+            plan = child_plan(level, task.node, wire)
+            child = level_from_wire(plan, wire, thread=level.thread, lineage=level.lineage)
             deliver(child, {r.id: answer})
             sc.children[addr] = level_to_wire(child, full=True)
             sc.targeted.append(f"{where}\x1f")
             return
     raise GraphDefinitionError(f"no stored subgraph holds interrupt {r.id} at {where}")
+
+
+def child_plan(level: Level, node: str, wire: Any) -> CompiledGraph:
+    """The plan of a child level stored by a task of ``node``: its subgraph, or a graph the
+    node ran with `run_graph` (found by the fingerprint stored with it)."""
+    sub = level.plan.nodes[node].subgraph
+    if sub is not None:
+        return sub.plan
+    fp = wire.get("fp") if isinstance(wire, dict) else None
+    plan = known_plan(fp)
+    if plan is None:
+        raise GraphDefinitionError(
+            f"node {node!r} of graph {level.plan.name!r} keeps a child graph (fingerprint "
+            f"{fp!r}) that this process has not built; build the agent or graph that node "
+            "runs (import the module that defines it) before resuming"
+        )
+    return plan

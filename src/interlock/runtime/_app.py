@@ -32,6 +32,7 @@ from ..stores import MemoryStore, PendingFilter, Store
 from . import _threads
 from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._control import RunControl, RunHandle
+from ._engine import remember
 from ._events import MODES, Event, EventStream, RunStartedEvent, StreamMode
 from ._persist import ThreadIO
 from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
@@ -65,6 +66,7 @@ class App(Generic[StateT]):
             raise GraphDefinitionError(f"lease_ttl must be > 0 seconds, not {lease_ttl!r}")
         self.durability = durability
         """The default of each call's ``durability=``."""
+        remember(plan)  # a run may find this graph's levels stored inside another's task
         bound = store if store is not None else MemoryStore()
         self._calls: Calls[StateT] = Calls(
             plan,
@@ -507,10 +509,11 @@ class App(Generic[StateT]):
                     ...
 
         Events, in order: `RunStartedEvent`; per superstep `StepEvent`, `ChunkEvent`s of
-        streaming nodes, `NodeOutputEvent`s, `StepFinishedEvent`, `CheckpointEvent`;
+        streaming nodes and `CustomEvent`s of `emit_event` (from any depth),
+        `NodeOutputEvent`s, `StepFinishedEvent`, `CheckpointEvent`;
         `InterruptEvent`s (only after their checkpoint is committed); a final
         `RunFinishedEvent` when the run stops. ``modes`` picks the others: ``"run"``,
-        ``"steps"``, ``"updates"``, ``"chunks"``, ``"checkpoints"``, ``"interrupts"``
+        ``"steps"``, ``"updates"``, ``"chunks"``, ``"custom"``, ``"checkpoints"``, ``"interrupts"``
         (default: all). A failed run ends the iteration with the error `run` would raise;
         leaving the block early cancels the run, which stays resumable (see `EventStream`).
         """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +148,10 @@ class TaskContext:
     """Records the task's dangerous calls (None outside an App's run)."""
     counters: dict[str, int] | None = None
     """Call-order counters (matches re-raised interrupts and durable steps to their records)."""
+    events: Callable[[Any], None] | None = None
+    """Where `emit_event` sends events (None: nobody streams this run)."""
+    children: Callable[..., Awaitable[Any]] | None = None
+    """Runs a graph as a child of this task (`run_graph`; the engine's ``run_child``)."""
 
     def next_ordinal(self, key: str) -> int:
         """Return how many times ``key`` was seen before in this pass, and count this one."""

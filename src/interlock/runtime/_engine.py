@@ -10,8 +10,9 @@ with an engine of its own: the engine reaches a subgraph only through its node s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,11 @@ from .._errors import (
     InvalidUpdate,
     NodeError,
     RecursionLimit,
+    RunError,
     StoreError,
     ThreadBusy,
 )
-from ..graph._builder import NodeSpec, Subgraph
+from ..graph._builder import CompiledGraph, NodeSpec, Subgraph
 from ..graph._channels import MISSING, AppendChannel
 from ..graph._concat import concat
 from ._context import Scratch, TaskContext, enter_task
@@ -38,7 +40,7 @@ from ._records import Address
 from ._signals import InterruptSignal
 from ._wire import level_from_wire, level_to_wire, subgraph_output
 
-__all__ = ["Engine", "StepHook"]
+__all__ = ["Engine", "StepHook", "known_plan", "remember"]
 
 StepHook = Callable[[Level], Awaitable[None]]
 """Awaited after each completed superstep that leaves work to do (the App commits there)."""
@@ -71,6 +73,8 @@ class Engine:
     """Lets a run handle pause the run from outside."""
     emit: Callable[[Event], None] | None = None
     """Receives step, chunk and output events (the top level only)."""
+    custom: Callable[[Event], None] | None = None
+    """Receives the events nodes emit with `emit_event` (every level: subgraphs pass it on)."""
 
     async def run(self, level: Level, *, on_step: StepHook | None, limit: int) -> LevelStatus:
         """Advance ``level`` until done or stopped; return its status.
@@ -129,7 +133,7 @@ class Engine:
                 store_failure = _store_failure(failed.error)
                 if store_failure is not None:
                     raise store_failure
-                if isinstance(failed.error, NodeError | InvalidUpdate | RecursionLimit):
+                if isinstance(failed.error, RunError):  # NodeError, InvalidUpdate, ModelError...
                     raise failed.error
                 raise NodeError(failed.task.node, level.thread, failed.error) from failed.error
             if level.pending or len(level.results) < len(level.tasks):
@@ -190,6 +194,8 @@ class Engine:
             pending=[r for r in level.pending if r.owner == task.id] if level.pending else [],
             targeted=targeted,
             effects=self.effects,
+            events=self.custom,
+            children=self.run_child,
         )
         address = level.address_of(task)
         arg = level.view() if task.arg is MISSING else task.arg
@@ -253,12 +259,44 @@ class Engine:
         address: Address,
         arg: Any,
     ) -> dict[str, Any] | None:
-        """Run a subgraph node as a child level, stored in the task's scratch while it waits.
+        """Run a subgraph node as a child level (see `run_child`); hand back its shared writes.
 
-        The child shares this call's effect recorder and pause control; its events are not
-        emitted (the parent's step events stand for it).
+        The child starts from the keys it shares with the parent's state: a parent may hold
+        keys of its own that the child knows nothing of.
+        """
+        if not isinstance(arg, Mapping):
+            with contextlib.suppress(InvalidUpdate):
+                arg = parent.plan.schema.values_of(arg)
+        if isinstance(arg, Mapping):
+            names = sub.plan.schema.names
+            arg = {k: v for k, v in arg.items() if k in names}
+        level = await self.run_child(
+            sub, arg, ctx, address, breakpoints=parent.child_breakpoints(task.node)
+        )
+        return subgraph_output(level, parent.plan.schema.names)
+
+    async def run_child(
+        self,
+        sub: Subgraph,
+        arg: Any,
+        ctx: TaskContext,
+        address: Address,
+        *,
+        breakpoints: tuple[list[str], list[str]] | None = None,
+    ) -> Level:
+        """Run a graph as a child level at ``address``; return the level once it is done.
+
+        While the child waits on an interrupt, its level is kept in wire form in the task's
+        scratch under its address (so a re-run of the task continues it where it stopped)
+        and the child's interrupts stop the task. The child shares this call's effect
+        recorder, pause control and custom events; its step events are not emitted (the
+        parent's stand for it).
+
+        Raises:
+            InterruptSignal: The child stopped on interrupts.
         """
         plan = sub.plan
+        remember(plan)
         where = str(address)
         saved = ctx.scratch.children.get(where)
         if saved is not None:
@@ -271,11 +309,29 @@ class Engine:
             }
         level.base = address
         level.track_writes = True
-        level.set_run_breakpoints(*parent.child_breakpoints(task.node))
-        child = Engine(effects=self.effects, control=self.control)
+        level.set_run_breakpoints(*(breakpoints or ([], [])))
+        child = Engine(effects=self.effects, control=self.control, custom=self.custom)
         status = await child.run(level, on_step=None, limit=sub.recursion_limit)
         if status == "done":
             ctx.scratch.children.pop(where, None)
-            return subgraph_output(level, parent.plan.schema.names)
+            return level
         ctx.scratch.children[where] = level_to_wire(level, full=True)
         raise InterruptSignal(level.pending)
+
+
+_PLANS: dict[str, CompiledGraph] = {}
+"""Plans of graphs run as children in this process, by fingerprint (to decode stored levels)."""
+
+
+def remember(plan: CompiledGraph) -> None:
+    """Make ``plan`` findable by its fingerprint (`known_plan`)."""
+    _PLANS.setdefault(plan.fingerprint, plan)
+
+
+def known_plan(fingerprint: Any) -> CompiledGraph | None:
+    """A plan with this fingerprint run or compiled in this process, if any.
+
+    Plans with one fingerprint have one structure (schema, nodes, edges), so any of them
+    decodes and encodes a stored level of the others.
+    """
+    return _PLANS.get(fingerprint) if isinstance(fingerprint, str) else None

@@ -12,12 +12,13 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._records import Interrupt, RunResult
+from ._records import Address, Interrupt, RunResult
 
 __all__ = [
     "MODES",
     "CheckpointEvent",
     "ChunkEvent",
+    "CustomEvent",
     "Event",
     "EventStream",
     "InterruptEvent",
@@ -77,6 +78,19 @@ class ChunkEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CustomEvent:
+    """Something a node reported with `emit_event`, from any depth (subgraphs included)."""
+
+    kind: Literal["custom"] = "custom"
+    node: str
+    """The node of the innermost graph level that emitted it."""
+    address: Address
+    """Where in the graph tree it was emitted."""
+    data: Any
+    """What was emitted."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NodeOutputEvent:
     """A task finished and produced this update."""
 
@@ -125,6 +139,7 @@ Event = (
     | StepEvent
     | StepFinishedEvent
     | ChunkEvent
+    | CustomEvent
     | NodeOutputEvent
     | InterruptEvent
     | CheckpointEvent
@@ -132,7 +147,7 @@ Event = (
 )
 """Any event of a run."""
 
-StreamMode = Literal["run", "steps", "updates", "chunks", "checkpoints", "interrupts"]
+StreamMode = Literal["run", "steps", "updates", "chunks", "custom", "checkpoints", "interrupts"]
 """Which events `App.stream` yields; the final `RunFinishedEvent` always comes."""
 
 MODES: dict[str, frozenset[str]] = {
@@ -140,6 +155,7 @@ MODES: dict[str, frozenset[str]] = {
     "steps": frozenset({"step", "step_done"}),
     "updates": frozenset({"node"}),
     "chunks": frozenset({"chunk"}),
+    "custom": frozenset({"custom"}),
     "checkpoints": frozenset({"checkpoint"}),
     "interrupts": frozenset({"interrupt"}),
 }

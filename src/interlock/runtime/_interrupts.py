@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 
 from .._errors import GraphDefinitionError
+from ..graph._builder import Subgraph
 from ._context import (
     TaskContext,
     child_scope,
@@ -27,6 +28,7 @@ from ._context import (
     local_address,
     local_key,
 )
+from ._events import CustomEvent
 from ._jsonschema import check, convert, stored_schema
 from ._records import Address, Interrupt, OnTimeout, Segment, TimeoutDefault
 from ._signals import InterruptSignal, Raised
@@ -37,10 +39,12 @@ __all__ = [
     "ask",
     "choose",
     "composite_interrupt",
+    "emit_event",
     "gather_children",
     "interrupt",
     "interrupt_state",
     "resume_context",
+    "run_graph",
     "step",
     "timeout_default",
     "validator",
@@ -361,6 +365,19 @@ async def step(name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **
     return result
 
 
+def emit_event(data: Any) -> None:
+    """Report ``data`` to whoever streams the run, as a `CustomEvent` (``modes=["custom"]``).
+
+    Works at any depth (a tool, an agent inside a subgraph). Events are live news, not
+    records: a task that re-runs emits its events again, and nothing is stored. Without a
+    reader (`App.run` rather than `App.stream`) it does nothing.
+    """
+    ctx = current_task("emit_event()")
+    sink = ctx.events
+    if sink is not None:
+        sink(CustomEvent(node=ctx.node, address=current_address(), data=data))
+
+
 async def call_maybe_async(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``fn``, a plain or an async callable, and return its result."""
     result = fn(*args, **kwargs)
@@ -468,3 +485,25 @@ async def gather_children(children: Sequence[Child], *, info: Any = None) -> lis
 
         composite_interrupt(info, None, sorted(signals, key=rank))
     return results
+
+
+async def run_graph(graph: Subgraph, input: Any) -> dict[str, Any]:
+    """Run a compiled graph (an `App`) as a child of the running task; return its final state.
+
+    For code that runs a graph from inside a node or a tool (an agent used as a tool). The
+    child runs at the current address with the run's lease, pause control and events. If it
+    stops on interrupts, they stop this task too, and its state is kept with the task: when
+    the task re-runs (an answer arrived), the same call continues the child where it stopped
+    instead of starting it again. Call it at most once per address (use `child_scope` to give
+    several children their own).
+
+    Raises:
+        InterruptSignal: The child stopped on interrupts.
+        GraphDefinitionError: Called outside a running node.
+    """
+    ctx = current_task("run_graph()")
+    if ctx.children is None:
+        raise GraphDefinitionError("run_graph() needs a node run by an App (App.run/resume)")
+    level = await ctx.children(graph, input, ctx, current_address())
+    values: dict[str, Any] = level.values()
+    return values

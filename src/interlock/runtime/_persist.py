@@ -369,6 +369,7 @@ class ThreadIO:
             status="pending",
             created_at=i.created_at,
             deadline=i.deadline,
+            tool=next((seg.name for seg in reversed(i.address) if seg.kind == "tool"), None),
             # What an inbox shows; the engine's own record of it is in the checkpoint.
             body=self.codec.encode([i.info, i.schema], path="interrupt"),
         )
@@ -435,6 +436,8 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
             nonce=decision.nonce,
             payload_hash=decision.payload_hash,
         )
+        if decision.details is not None:
+            data["details"] = decision.details
         actor = decision.actor or actor
     kind: AuditKind
     if res.status == "expired":

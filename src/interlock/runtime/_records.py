@@ -172,6 +172,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """Hash of the question as stored (what the person was shown)."""
     decided_at: float
     """Unix time of the decision."""
+    details: Any = None
+    """What the answer changes, as its interrupt's kind describes it (for an edited tool call:
+    the arguments before and after, and their diff); None for most answers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -12,7 +12,7 @@ import msgspec
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
 from ..serde import Codec
 from ..stores import InterruptRecord, Resolution, Store
-from ._answers import deliver
+from ._answers import child_plan, deliver
 from ._context import interrupt_id
 from ._interrupts import lookup_validator
 from ._jsonschema import check
@@ -28,6 +28,7 @@ __all__ = [
     "decided_unrun",
     "payload_hash",
     "recorded_decision",
+    "register_answer_details",
     "validate_answer",
 ]
 
@@ -130,14 +131,36 @@ def decided_unrun(level: Level) -> dict[str, str]:
                 continue
             # An answer delivered into a stored subgraph: its own level knows which.
             where = local[:-1]
-            sub = level.plan.nodes[task.node].subgraph
             for addr, wire in sc.children.items():
-                if sub is not None and (where == addr or where.startswith(addr + "/")):
-                    child = level_from_wire(
-                        sub.plan, wire, thread=level.thread, lineage=level.lineage
-                    )
+                if where == addr or where.startswith(addr + "/"):
+                    plan = child_plan(level, task.node, wire)
+                    child = level_from_wire(plan, wire, thread=level.thread, lineage=level.lineage)
                     found.update(dict.fromkeys(decided_unrun(child), task.node))
     return found
+
+
+_DETAILS: dict[str, Callable[[Any, Any], Any]] = {}
+
+
+def register_answer_details(info_type: str, fn: Callable[[Any, Any], Any]) -> None:
+    """Describe answers to interrupts whose ``info["type"]`` is ``info_type``.
+
+    ``fn(info, answer)`` returns JSON-able details (or None); they are recorded with the
+    decision (`Decision.details`) and in its audit entry, by whatever process decides.
+    A describer that raises records the error instead: it never blocks a decision.
+    """
+    _DETAILS[info_type] = fn
+
+
+def _details(info: Any, answer: Any) -> Any:
+    kind = info.get("type") if isinstance(info, dict) else None
+    fn = _DETAILS.get(kind) if isinstance(kind, str) else None
+    if fn is None or answer is None or answer is ESCALATE:
+        return None
+    try:
+        return fn(info, answer)
+    except Exception as exc:
+        return {"error": f"describing the answer failed: {type(exc).__name__}: {exc}"}
 
 
 def payload_hash(codec: Codec, info: Any) -> str:
@@ -172,6 +195,7 @@ def decide(
             nonce=nonce,
             payload_hash=payload_hash(codec, by_id[iid].interrupt.info),
             decided_at=now,
+            details=_details(by_id[iid].interrupt.info, answer),
         )
         for iid, answer in answers.items()
     ]

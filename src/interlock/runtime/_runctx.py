@@ -114,7 +114,10 @@ class RunCtx:
         """The fencing token of the lease this call holds (None: it holds none)."""
         self._fence: Fence | None = None
         self.engine = Engine(
-            effects=EffectIO(io.store, io.codec, holder=self), control=control, emit=emit
+            effects=EffectIO(io.store, io.codec, holder=self),
+            control=control,
+            emit=emit,
+            custom=emit,
         )
         """Runs the call's levels; its effect records carry this call's lease."""
 

@@ -1,0 +1,574 @@
+"""`Agent`, the base of every agent, and `ToolAgent`: a model that calls tools under a policy.
+
+An agent *is* a graph: ``agent.compile(store=...)`` returns an ordinary `App`, so it
+checkpoints, interrupts, resumes, pauses and streams like any graph, and it can be a node of
+another graph. A `ToolAgent` has two nodes, ``model`` and ``tools``: the model replies; while the
+reply calls tools, the tools node serves the calls (concurrently) and the model replies again.
+
+Serving one call, in order: the arguments are checked against the tool's schema; the policy
+decides (its verdict is recorded, so a re-run gets the same one); a call that needs approval
+asks a person with an interrupt at ``agent:NAME/tool:TOOL:CALL_ID``; the call runs with the
+stored (or the person's edited) arguments, at most once when it is dangerous. Whatever happens
+— success, an error, a rejection — the model reads it as the call's tool message.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from typing import Annotated, Any, Final, Literal, TypedDict
+
+import msgspec
+
+from .._errors import (
+    GraphDefinitionError,
+    InterlockError,
+    ModelError,
+    StoreError,
+    ThreadBusy,
+    ToolError,
+)
+from ..graph import END, START, append
+from ..runtime._app import App
+from ..runtime._context import child_scope, current_address
+from ..runtime._effects import effect
+from ..runtime._graph import Graph
+from ..runtime._interrupts import Child, emit_event, gather_children, interrupt, run_graph, step
+from ..runtime._level import new_id
+from ..runtime._records import Segment
+from ..stores import Store
+from ._decisions import (
+    APPROVAL,
+    Approve,
+    Edit,
+    Reject,
+    Respond,
+    decision_schema,
+    parse_decision,
+)
+from ._events import AssistantTurn, TextDelta, ToolCallEvent, ToolChunk, ToolResult
+from ._messages import (
+    AssistantMessage,
+    ConversationItem,
+    Message,
+    RemoveMessage,
+    ReplaceMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolStatus,
+    UserMessage,
+    conversation,
+    message_from_chunks,
+)
+from ._models import ChatModel
+from ._policy import ApprovalPolicy, Verdict, strictest
+from ._tools import ArgumentsError, Tool, result_text
+
+__all__ = ["AGENT_TYPES", "Agent", "AgentState", "AgentTool", "ToolAgent", "answered"]
+
+_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
+_SAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
+ToolErrors = Literal["message", "raise"]
+
+
+class AgentState(TypedDict):
+    """The state every agent graph shares: its conversation (messages and edits)."""
+
+    messages: Annotated[list[ConversationItem], append]
+
+
+AGENT_TYPES: Final[tuple[type[Any], ...]] = (
+    SystemMessage,
+    UserMessage,
+    AssistantMessage,
+    ToolMessage,
+    ToolCall,
+    ReplaceMessage,
+    RemoveMessage,
+    Approve,
+    Reject,
+    Edit,
+    Respond,
+    Verdict,
+)
+"""Types an agent's checkpoints hold (registered with every agent graph's codec)."""
+
+
+class Agent:
+    """What every agent is: a named graph over a conversation.
+
+    Subclasses implement `build`. ``compile`` makes it runnable; ``as_tool`` offers it to
+    another agent; ``with_policy`` puts every tool beneath it under one more policy.
+    """
+
+    def __init__(self, name: str, *, description: str | None = None) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(
+                f"agent name {name!r} is not valid: use 1 to 48 letters, digits, '_' or '-' "
+                "(it becomes part of tool names and addresses)"
+            )
+        if description is not None and not isinstance(description, str):
+            raise TypeError("description must be a str")
+        self.name = name
+        self.description = description
+        self._outer: tuple[ApprovalPolicy, ...] = ()
+        self._app: App[AgentState] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def build(self) -> Graph[Any]:
+        """Return the agent's graph (a new builder each call)."""
+        raise NotImplementedError
+
+    def compile(
+        self,
+        *,
+        store: Store | None = None,
+        durability: Literal["sync", "exit"] = "sync",
+        lease_ttl: float = 30.0,
+        recursion_limit: int | None = None,
+    ) -> App[AgentState]:
+        """Return the agent as a runnable `App` on ``store`` (see `Graph.compile`).
+
+        Its input is ``{"messages": [...]}``; ``recursion_limit`` defaults to what the
+        agent's turn bounds need.
+        """
+        app: App[AgentState] = self.build().compile(
+            store=store,
+            durability=durability,
+            lease_ttl=lease_ttl,
+            recursion_limit=recursion_limit or self.step_budget(),
+        )
+        return app
+
+    @property
+    def app(self) -> App[AgentState]:
+        """The agent compiled on an in-memory store (what a parent graph runs as its node)."""
+        if self._app is None:
+            self._app = self.compile()
+        return self._app
+
+    def step_budget(self) -> int:
+        """How many supersteps one run of the agent may need (its default recursion limit)."""
+        return 100
+
+    def with_policy(self, policy: ApprovalPolicy) -> Agent:
+        """A copy of this agent with one more policy over its tools and every tool beneath it.
+
+        Where policies disagree, the stricter verdict wins.
+        """
+        if not isinstance(policy, ApprovalPolicy):
+            raise TypeError(f"with_policy() takes an ApprovalPolicy, not {type(policy).__name__}")
+        twin = copy.copy(self)
+        twin._outer = (*self._outer, policy)
+        twin._app = None
+        twin._adopt(policy)
+        return twin
+
+    def _adopt(self, policy: ApprovalPolicy) -> None:
+        """Pass an outer policy down to the agents beneath (subclasses with children)."""
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> AgentTool:
+        """This agent as a tool of another agent.
+
+        The model sends a request; the agent's final answer comes back. The agent's own tools
+        keep its policy, and its questions reach the top.
+        """
+        return AgentTool(self, name=name, description=description)
+
+
+class AgentTool(Tool):
+    """An agent offered as a tool (`Agent.as_tool`).
+
+    The call runs the agent as a child graph of the calling task: when a tool deep inside it
+    waits for a person, the call waits too, and an answer continues the agent where it stopped.
+    """
+
+    __slots__ = ("agent",)
+
+    def __init__(self, agent: Agent, *, name: str | None, description: str | None) -> None:
+        self.agent = agent
+        parameters = {
+            "type": "object",
+            "properties": {
+                "request": {"type": "string", "description": f"What to ask {agent.name}."}
+            },
+            "required": ["request"],
+            "additionalProperties": False,
+        }
+        sub = agent.app  # built now: a process that resumes must know the child's graph
+
+        async def ask(request: str) -> str:
+            values = await run_graph(sub, {"messages": [UserMessage(content=request)]})
+            return _last_answer(values.get("messages", ())) or ""
+
+        super().__init__(
+            name or agent.name,
+            description or agent.description or f"Hand a request to the {agent.name} agent.",
+            parameters,
+            ask,
+            dangerous=False,  # its own tools are recorded as effects; the call itself asks
+        )
+
+    def under(self, policy: ApprovalPolicy) -> AgentTool:
+        """The same tool over the agent with ``policy`` added beneath."""
+        return AgentTool(
+            self.agent.with_policy(policy), name=self.name, description=self.description
+        )
+
+
+def _last_answer(items: Iterable[ConversationItem]) -> str | None:
+    for m in reversed(conversation(items)):
+        if isinstance(m, AssistantMessage) and m.content:
+            return m.content
+    return None
+
+
+class ToolAgent(Agent):
+    """A model that calls tools, under an approval policy, until it answers.
+
+    Args:
+        name: The agent's name (in addresses: ``agent:NAME/tool:TOOL:CALL_ID``).
+        model: Any `ChatModel`.
+        tools: `Tool`s (``@tool`` functions, MCP tools, ``agent.as_tool()``).
+        policy: Which calls run, wait for approval, or are refused (default: all run).
+        system: The system prompt, put before the conversation on every model call (it is
+            configuration, not state: it is not stored in checkpoints).
+        max_turns: Most model replies per user message; after that the agent stops with a
+            message saying so.
+        stream: Call the model's ``stream`` and report text as it comes (`TextDelta`).
+        tool_errors: ``"message"``: a failing call (bad arguments, an exception in the tool)
+            is answered to the model as an error; ``"raise"``: the run fails with `ToolError`.
+        description: What the agent does (for supervisors and ``as_tool``).
+
+    Example:
+        >>> from interlock.agents import ScriptedModel, ToolAgent, call, tool
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two numbers.'''
+        ...     return a + b
+        >>> agent = ToolAgent("calc", ScriptedModel([call("add", {"a": 2, "b": 3}), "5"]), [add])
+        >>> result = agent.compile().run_sync({"messages": ["what is 2+3?"]}, thread="t")
+        >>> result.values["messages"][-1].content
+        '5'
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        tools: Sequence[Tool] = (),
+        *,
+        policy: ApprovalPolicy | None = None,
+        system: str | None = None,
+        max_turns: int = 25,
+        stream: bool = False,
+        tool_errors: ToolErrors = "message",
+        description: str | None = None,
+    ) -> None:
+        super().__init__(name, description=description)
+        if not callable(getattr(model, "generate", None)) or not callable(
+            getattr(model, "stream", None)
+        ):
+            raise TypeError(
+                f"model must be a ChatModel (with generate() and stream()), not "
+                f"{type(model).__name__}"
+            )
+        if isinstance(tools, Tool) or not isinstance(tools, Sequence):
+            raise TypeError("tools must be a list of Tool objects")
+        by_name: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise TypeError(
+                    f"tools must be Tool objects (decorate functions with @tool), not {t!r:.60}"
+                )
+            if t.name in by_name:
+                raise GraphDefinitionError(f"agent {name!r} has two tools named {t.name!r}")
+            by_name[t.name] = t
+        if policy is not None and not isinstance(policy, ApprovalPolicy):
+            raise TypeError(f"policy must be an ApprovalPolicy, not {type(policy).__name__}")
+        if system is not None and not isinstance(system, str):
+            raise TypeError("system must be a str")
+        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+            raise ValueError(f"max_turns must be a positive int, not {max_turns!r}")
+        if tool_errors not in ("message", "raise"):
+            raise ValueError(f"tool_errors must be 'message' or 'raise', not {tool_errors!r}")
+        self.model = model
+        self.tools: dict[str, Tool] = by_name
+        self.policy = policy
+        self.system = system
+        self.max_turns = max_turns
+        self.stream = bool(stream)
+        self.tool_errors: ToolErrors = tool_errors
+
+    def _adopt(self, policy: ApprovalPolicy) -> None:
+        self.tools = {
+            n: t.under(policy) if isinstance(t, AgentTool) else t for n, t in self.tools.items()
+        }
+
+    def step_budget(self) -> int:
+        return 2 * self.max_turns + 10
+
+    def build(self) -> Graph[AgentState]:
+        g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
+        g.add_node("model", self.model_node)
+        g.add_node("tools", self.tools_node)
+        g.add_edge(START, "model")
+        g.add_conditional_edges("model", route_tools)
+        g.add_edge("tools", "model")
+        return g
+
+    # -- the model node ----------------------------------------------------------------------
+
+    async def model_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask the model for its next reply (or stop, once ``max_turns`` replies were given)."""
+        messages = conversation(state.get("messages") or ())
+        if self._turns(messages) >= self.max_turns:
+            stop = f"I stopped after {self.max_turns} turns without finishing the task."
+            return {"messages": [AssistantMessage(content=stop, name=self.name, id=new_id())]}
+        shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
+        shown.extend(answered(messages))
+        reply = await self.reply(shown, [t.spec for t in self.tools.values()])
+        emit_event(AssistantTurn(agent=self.name, message=reply))
+        return {"messages": [reply]}
+
+    async def reply(self, shown: Sequence[Message], specs: Sequence[Any]) -> AssistantMessage:
+        """One model reply, named after this agent and given an id."""
+        if self.stream:
+            chunks = []
+            async for chunk in self.model.stream(shown, specs):
+                chunks.append(chunk)
+                if chunk.content:
+                    emit_event(TextDelta(agent=self.name, text=chunk.content))
+            reply = message_from_chunks(chunks)
+        else:
+            reply = await self.model.generate(shown, specs)
+        if not isinstance(reply, AssistantMessage):
+            raise ModelError(
+                f"model of agent {self.name!r} returned {type(reply).__name__}, not an "
+                "AssistantMessage",
+                endpoint=str(getattr(self.model, "endpoint", type(self.model).__name__)),
+            )
+        return msgspec.structs.replace(reply, name=reply.name or self.name, id=reply.id or new_id())
+
+    def _turns(self, messages: Sequence[Message]) -> int:
+        """Replies this agent gave since the last user message."""
+        n = 0
+        for m in reversed(messages):
+            if isinstance(m, UserMessage):
+                break
+            if isinstance(m, AssistantMessage) and m.name == self.name:
+                n += 1
+        return n
+
+    # -- the tools node ----------------------------------------------------------------------
+
+    async def tools_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Serve the last reply's tool calls concurrently; report every question together."""
+        messages = conversation(state.get("messages") or ())
+        calls = pending_calls(messages)
+        children = []
+        seen: set[str] = set()
+        for call in calls:
+            sub = _SAFE.sub("_", call.id)[:64] or "call"
+            while sub in seen:
+                sub += "_"
+            seen.add(sub)
+            label = call.name if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call.name) else "unknown"
+            children.append(Child(Segment("tool", label, sub), partial(self.serve, call)))
+        with child_scope(Segment("agent", self.name)):
+            try:
+                results = await gather_children(children)
+            except BaseExceptionGroup as group:  # "raise" mode: the first tool error
+                found = group.subgroup(ToolError)
+                if found is None:
+                    raise
+                raise _first(found) from None
+        return {"messages": results}
+
+    async def serve(self, call: ToolCall) -> ToolMessage:
+        """Serve one tool call (at its own address): check, decide, ask, run, answer."""
+        emit_event(ToolCallEvent(agent=self.name, call=call))
+        tool = self.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.tools)) or "none"
+            return self._failed(call, f"There is no tool named {call.name!r}; tools: {names}.")
+        if call.raw_arguments is not None:
+            return self._failed(
+                call,
+                f"The arguments of {tool.name} are not a JSON object: {call.raw_arguments!r:.200}",
+            )
+        try:
+            kwargs = tool.check(call.arguments)
+        except ArgumentsError as exc:
+            return self._failed(call, f"Invalid arguments for {tool.name}: {exc}", exc)
+        verdict: Verdict = await step("policy", self.verdict, tool.name, call.arguments)
+        if verdict.action == "deny":
+            return self._answer(call, verdict.message or "Not allowed.", "denied")
+        arguments = call.arguments
+        if verdict.action == "require_approval":
+            decision = parse_decision(
+                interrupt(
+                    self._question(tool, call, verdict), schema=decision_schema(tool.parameters)
+                )
+            )
+            if isinstance(decision, Reject):
+                return self._answer(call, decision.message, "rejected")
+            if isinstance(decision, Respond):
+                return self._answer(call, decision.content, "responded")
+            if isinstance(decision, Edit):
+                arguments = decision.arguments
+                try:
+                    kwargs = tool.check(arguments)
+                except ArgumentsError as exc:
+                    return self._failed(
+                        call, f"Invalid edited arguments for {tool.name}: {exc}", exc
+                    )
+                # A person approves the call as edited, but no one can approve past a deny
+                # rule: the policy reads the edited arguments too (recorded, like the first).
+                again: Verdict = await step("policy", self.verdict, tool.name, arguments)
+                if again.action == "deny":
+                    refused = again.message or "Not allowed."
+                    return self._answer(call, f"The edited call is refused: {refused}", "denied")
+        dangerous = tool.dangerous if tool.dangerous is not None else verdict.action != "allow"
+        served = msgspec.structs.replace(call, arguments=arguments)
+        outcome: Any
+        if dangerous and not tool.idempotent:
+            outcome = await effect(f"tool:{tool.name}", self._run, tool, kwargs, served)
+        else:
+            outcome = await self._run(tool, kwargs, served)
+        status, content = _outcome(outcome)
+        if status == "error" and self.tool_errors == "raise":
+            raise ToolError(
+                f"tool {tool.name!r} of agent {self.name!r} failed: {content}",
+                tool=tool.name,
+                call_id=call.id,
+            )
+        return self._answer(call, content, status)
+
+    async def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
+        """The strictest verdict of this agent's policy and the policies it is under."""
+        policies = [p for p in (self.policy, *self._outer) if p is not None]
+        if not policies:
+            return Verdict(action="allow", rule="no policy")
+        return strictest([p.verdict(tool, arguments) for p in policies])
+
+    async def _run(self, tool: Tool, kwargs: dict[str, Any], call: ToolCall) -> tuple[str, str]:
+        """Run the tool; ``("ok", text)`` or ``("error", text)`` (what is recorded)."""
+        on_chunk = None
+        if tool.streaming:
+
+            def on_chunk(chunk: Any) -> None:
+                emit_event(ToolChunk(agent=self.name, call_id=call.id, tool=tool.name, chunk=chunk))
+
+        try:
+            value = await tool.run(kwargs, call, on_chunk)
+        except InterlockError as exc:
+            if _is_infrastructure(exc):
+                raise  # the run's own records failed: the thread stays where it was
+            return "error", f"Error: {type(exc).__name__}: {exc}"
+        except Exception as exc:
+            return "error", f"Error: {type(exc).__name__}: {exc}"
+        return "ok", result_text(value)
+
+    def _question(self, tool: Tool, call: ToolCall, verdict: Verdict) -> dict[str, Any]:
+        shown = msgspec.json.encode(call.arguments).decode()
+        return {
+            "type": APPROVAL,
+            "question": verdict.message or f"Allow {self.name} to call {tool.name}({shown:.300})?",
+            "agent": self.name,
+            "tool": tool.name,
+            "call_id": call.id,
+            "arguments": call.arguments,
+            "address": str(current_address()),
+            "rule": verdict.rule,
+            "schema": tool.parameters,
+            "description": tool.description,
+        }
+
+    def _answer(self, call: ToolCall, content: str, status: ToolStatus) -> ToolMessage:
+        emit_event(
+            ToolResult(
+                agent=self.name, call_id=call.id, tool=call.name, content=content, status=status
+            )
+        )
+        return ToolMessage(
+            content=content, tool_call_id=call.id, name=call.name, status=status, id=new_id()
+        )
+
+    def _failed(self, call: ToolCall, content: str, exc: Exception | None = None) -> ToolMessage:
+        if self.tool_errors == "raise":
+            raise ToolError(
+                f"agent {self.name!r}: {content}", tool=call.name, call_id=call.id
+            ) from exc
+        return self._answer(call, content, "error")
+
+
+def route_tools(state: Mapping[str, Any]) -> str:
+    """``tools`` while the last reply calls tools that are not answered yet, else the end."""
+    messages = conversation(state.get("messages") or ())
+    return "tools" if pending_calls(messages) else END
+
+
+CANCELLED: Final = "Not run: the call was cancelled when the conversation moved on."
+
+
+def answered(messages: Sequence[Message]) -> list[Message]:
+    """The conversation with an answer for every tool call (what a model may be shown).
+
+    A call left unanswered before a later message — its approval was cancelled by new input —
+    gets a tool message saying it did not run; the stored conversation is not changed.
+    """
+    out: list[Message] = []
+    open_calls: list[ToolCall] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            open_calls = [c for c in open_calls if c.id != m.tool_call_id]
+        elif open_calls:
+            out.extend(
+                ToolMessage(content=CANCELLED, tool_call_id=c.id, name=c.name, status="error")
+                for c in open_calls
+            )
+            open_calls = []
+        out.append(m)
+        if isinstance(m, AssistantMessage):
+            open_calls = list(m.tool_calls)
+    return out
+
+
+def pending_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """The tool calls of the last assistant message that no tool message answers yet."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            answered = {t.tool_call_id for t in messages[i + 1 :] if isinstance(t, ToolMessage)}
+            return [c for c in m.tool_calls if c.id not in answered]
+        if not isinstance(m, ToolMessage):
+            return []
+    return []
+
+
+def _outcome(value: Any) -> tuple[ToolStatus, str]:
+    """A recorded call's ``(status, text)``; a person's reconcile answer ``{"result": x}``
+    records whatever they give, which is the tool's result."""
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and value[0] in ("ok", "error")
+        and isinstance(value[1], str)
+    ):
+        return value[0], value[1]
+    return "ok", result_text(value)
+
+
+def _is_infrastructure(exc: InterlockError) -> bool:
+    return isinstance(exc, StoreError | ThreadBusy)
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner

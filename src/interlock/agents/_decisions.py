@@ -1,0 +1,153 @@
+"""A person's decision on a gated tool call: approve, reject, edit the arguments, or answer.
+
+Each decision has a typed form (`Approve`, `Reject`, `Edit`, `Respond`) and a plain-JSON form
+for HTTP clients (``{"action": "edit", "arguments": {...}}``); ``True`` and ``"approve"`` also
+approve, ``False`` and ``"reject"`` reject. The interrupt's answer schema holds the tool's
+argument schema, so an edit that does not fit the tool is refused (`InvalidResume`) before
+anything is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+from ..runtime._resume import register_answer_details
+
+__all__ = [
+    "APPROVAL",
+    "Approve",
+    "Edit",
+    "Reject",
+    "Respond",
+    "ToolDecision",
+    "decision_schema",
+    "parse_decision",
+]
+
+APPROVAL: Final = "tool_approval"
+"""The ``info["type"]`` of a tool call waiting for approval."""
+
+REJECTED: Final = "The user rejected this tool call."
+
+
+class Approve(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="approve"):
+    """Run the call with the arguments the person was shown."""
+
+
+class Reject(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="reject"):
+    """Do not run the call; the model is told ``message`` and carries on."""
+
+    message: str = REJECTED
+
+
+class Edit(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="edit"):
+    """Run the call with these arguments instead (checked against the tool's schema)."""
+
+    arguments: dict[str, Any]
+
+
+class Respond(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="respond"):
+    """Do not run the tool; ``content`` is its answer, as if the tool had given it."""
+
+    content: str
+
+
+ToolDecision: TypeAlias = Approve | Reject | Edit | Respond
+"""Any decision on a gated tool call."""
+
+_DECISION_TYPES = (Approve, Reject, Edit, Respond)
+
+
+def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The answer schema of an approval for a tool whose arguments follow ``parameters``.
+
+    A decision object is checked by its ``action``, so a refusal names what is wrong with
+    that form (``answer.arguments: 'command' is a required property``), not with every form.
+    """
+    arguments = {k: v for k, v in parameters.items() if k != "$defs"}
+    forms = {
+        "approve": _action("approve", {}),
+        "reject": _action("reject", {"message": {"type": "string"}}),
+        "edit": _action("edit", {"arguments": arguments}, required=("arguments",)),
+        "respond": _action("respond", {"content": {"type": "string"}}, required=("content",)),
+    }
+    decision = {
+        "type": "object",
+        "required": ["action"],
+        "properties": {"action": {"enum": list(forms)}},
+        "allOf": [
+            {"if": {"properties": {"action": {"const": name}}}, "then": form}
+            for name, form in forms.items()
+        ],
+    }
+    schema: dict[str, Any] = {
+        "anyOf": [{"type": "boolean"}, {"enum": ["approve", "reject"]}, decision]
+    }
+    if "$defs" in parameters:  # the arguments' references point at the root
+        schema["$defs"] = parameters["$defs"]
+    return schema
+
+
+def _action(name: str, fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "properties": {"action": {"const": name}, **fields},
+        "required": ["action", *required],
+        "additionalProperties": False,
+    }
+
+
+def parse_decision(answer: Any) -> ToolDecision:
+    """Read an answer (typed, plain JSON, a bool or ``"approve"``/``"reject"``) as a decision.
+
+    Raises:
+        ValueError: It is no decision (the answer schema refuses these before they are
+            recorded, so this means a caller bypassed it).
+    """
+    if isinstance(answer, _DECISION_TYPES):
+        return answer
+    if answer is True or answer == "approve":
+        return Approve()
+    if answer is False or answer == "reject":
+        return Reject()
+    try:
+        decision: ToolDecision = msgspec.convert(answer, ToolDecision)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{answer!r:.80} is no tool decision: {exc}") from exc
+    return decision
+
+
+def _diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
+    """What changed from ``before`` to ``after``, as JSON-pointer paths."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[dict[str, Any]] = []
+        for key in sorted(set(before) | set(after), key=str):
+            where = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+            if key not in after:
+                out.append({"op": "remove", "path": where, "before": before[key]})
+            elif key not in before:
+                out.append({"op": "add", "path": where, "after": after[key]})
+            else:
+                out.extend(_diff(before[key], after[key], where))
+        return out
+    if before == after and type(before) is type(after):
+        return []
+    return [{"op": "replace", "path": path or "/", "before": before, "after": after}]
+
+
+def _details(info: Any, answer: Any) -> Any:
+    decision = parse_decision(answer)
+    if not isinstance(decision, Edit):
+        return None
+    before = info.get("arguments") if isinstance(info, dict) else None
+    return {
+        "tool": info.get("tool") if isinstance(info, dict) else None,
+        "call_id": info.get("call_id") if isinstance(info, dict) else None,
+        "before": before,
+        "after": decision.arguments,
+        "diff": _diff(before, decision.arguments),
+    }
+
+
+register_answer_details(APPROVAL, _details)

@@ -1,0 +1,523 @@
+"""`OpenAIChatModel`: a chat model behind any OpenAI-compatible endpoint.
+
+OpenAI itself, and the servers that speak its chat-completions API: vLLM, Ollama, llama.cpp's
+``llama-server``, LiteLLM, and the hosted providers that copy it. The model sends the
+conversation and the tools on offer, and reads back one assistant message; it talks through
+the official ``openai`` SDK (``pip install 'interlock[openai]'``), whose client does the
+retries (429, 5xx, connection errors, honouring ``retry-after``) and the timeouts.
+
+Every failure of the endpoint reaches the caller as one `ModelError` that names the endpoint
+and the model, carries the HTTP status when there was one, and says what to check: an error
+status (once the retries are spent), a refused connection, a timeout, a body that is not a
+chat completion, a stream that breaks off or carries garbage.
+
+Under trio, the SDK leaves the async generators of a finished stream to the garbage
+collector; trio closes them and reports a ``ResourceWarning`` (seen only when such warnings
+are shown).
+
+Example:
+    OpenAI, with the key in ``OPENAI_API_KEY``::
+
+        model = OpenAIChatModel("gpt-4o-mini", temperature=0)
+
+    A local Ollama or vLLM server (no key needed; any extra keyword is a request parameter)::
+
+        model = OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1")
+        model = OpenAIChatModel(
+            "Qwen/Qwen2.5-7B-Instruct", base_url="http://gpu-box:8000/v1", stream=True, top_k=20
+        )
+
+    The model owns the HTTP client it builds: close it when done, or use it as a context::
+
+        async with OpenAIChatModel("llama3.1", base_url="http://localhost:11434/v1") as model:
+            reply = await model.generate([UserMessage(content="Hello")], [])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, NoReturn, Self
+
+import anyio
+import msgspec
+
+from .._errors import ModelError
+from ..graph._chunks import MessageChunk, ToolCallChunk
+from ._messages import AssistantMessage, Message, from_openai, message_from_chunks, to_openai
+from ._models import ToolSpec
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "OpenAIChatModel needs the openai package: pip install 'interlock[openai]'"
+    ) from exc
+
+__all__ = ["OpenAIChatModel"]
+
+_NO_KEY = "not-needed"
+"""The API key sent to a server that takes none: the SDK insists on one."""
+
+_RESERVED = frozenset({"model", "messages", "tools", "stream"})
+"""Request fields the model sets itself; they cannot be passed as parameters."""
+
+
+class OpenAIChatModel:
+    """A chat model served by an OpenAI-compatible endpoint.
+
+    Args:
+        model: The model's name on the endpoint (``"gpt-4o-mini"``, ``"llama3.1"``...).
+        base_url: The API's base URL, usually ending in ``/v1``
+            (``http://localhost:11434/v1`` for Ollama). Defaults to ``OPENAI_BASE_URL``, then
+            to OpenAI's API.
+        api_key: The key sent as a bearer token. Defaults to ``OPENAI_API_KEY``; when there is
+            none and the endpoint is not OpenAI's (``base_url`` or ``OPENAI_BASE_URL`` is
+            set), a placeholder is sent, for local servers that take no key.
+        client: A configured ``openai.AsyncOpenAI`` to use as it is, instead of building one.
+            Its base URL, key, timeout and retries are its own, so ``base_url``, ``api_key``,
+            ``timeout`` and ``max_retries`` cannot be passed with it; the model does not close
+            it.
+        timeout: Seconds to wait for the endpoint (to connect, and between bytes of the
+            reply); None for the SDK's default (ten minutes).
+        max_retries: How many times the client retries a request that failed with 408, 409,
+            429, a 5xx status, a timeout or a lost connection, before giving up; None for the
+            SDK's default (2).
+        stream: Whether `generate` streams the reply and joins it (some servers answer tool
+            calls only when streaming, and a stream keeps a slow reply from timing out).
+            `stream` always streams.
+        **params: Extra request fields, sent as they are (``temperature=0``,
+            ``max_tokens=512``, ``tool_choice="auto"``, or a server's own such as vLLM's
+            ``top_k``).
+
+    Raises:
+        TypeError: An argument has the wrong type.
+        ValueError: An argument has a wrong value (an empty model name, a negative
+            timeout, a parameter the model sets itself).
+        ModelError: No client can be built: no API key for OpenAI's API.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        stream: bool = False,
+        **params: Any,
+    ) -> None:
+        if not isinstance(model, str):
+            raise TypeError(f"model must be the model's name as a str, not {type(model).__name__}")
+        if not model.strip():
+            raise ValueError(
+                "model must name the model to ask (for example 'gpt-4o-mini' or 'llama3.1')"
+            )
+        if base_url is not None:
+            if not isinstance(base_url, str):
+                raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
+            if not base_url.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"base_url must be an http(s) URL such as http://localhost:11434/v1, "
+                    f"not {base_url!r}"
+                )
+        if api_key is not None and not isinstance(api_key, str):
+            raise TypeError(f"api_key must be a str, not {type(api_key).__name__}")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+                raise TypeError(f"timeout must be a number of seconds, not {timeout!r}")
+            if not timeout > 0:
+                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if max_retries is not None:
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+                raise TypeError(f"max_retries must be an int, not {max_retries!r}")
+            if max_retries < 0:
+                raise ValueError(f"max_retries must be 0 or more, not {max_retries}")
+        if not isinstance(stream, bool):
+            raise TypeError(f"stream must be True or False, not {stream!r}")
+        reserved = sorted(_RESERVED.intersection(params))
+        if reserved:
+            raise ValueError(
+                f"{', '.join(reserved)} cannot be passed as request parameters: the model sets "
+                "them from its name, the conversation, the tools and its stream setting"
+            )
+
+        if client is not None:
+            if not isinstance(client, openai.AsyncOpenAI):
+                raise TypeError(
+                    f"client must be an openai.AsyncOpenAI, not {type(client).__name__}"
+                )
+            given = [
+                name
+                for name, value in (
+                    ("base_url", base_url),
+                    ("api_key", api_key),
+                    ("timeout", timeout),
+                    ("max_retries", max_retries),
+                )
+                if value is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} cannot be passed with client=: configure the client "
+                    "with them, or leave client out and the model builds one"
+                )
+            self._client = client
+            self._owns_client = False
+        else:
+            self._client = self._build_client(model, base_url, api_key, timeout, max_retries)
+            self._owns_client = True
+        self._model = model
+        self._stream = stream
+        self._params = dict(params)
+
+    @staticmethod
+    def _build_client(
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | None,
+        max_retries: int | None,
+    ) -> openai.AsyncOpenAI:
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = api_key or os.environ.get("OPENAI_API_KEY") or (_NO_KEY if url else None)
+        try:
+            return openai.AsyncOpenAI(
+                api_key=key,
+                base_url=url,
+                timeout=openai.NOT_GIVEN if timeout is None else timeout,
+                max_retries=openai.DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+            )
+        except openai.OpenAIError as exc:
+            endpoint = url or "https://api.openai.com/v1"
+            raise ModelError(
+                f"cannot set up model {model!r} at {endpoint}: {exc} For OpenAI, pass "
+                "api_key= or set OPENAI_API_KEY; for a local server, pass its base_url "
+                "(such as http://localhost:11434/v1)",
+                endpoint=endpoint,
+            ) from exc
+
+    # -- what it is ------------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model's name on the endpoint."""
+        return self._model
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint's base URL (how errors name it)."""
+        return str(self._client.base_url).rstrip("/")
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The extra request fields sent with every request."""
+        return dict(self._params)
+
+    def __repr__(self) -> str:
+        mode = " streaming" if self._stream else ""
+        closed = " closed" if self._client.is_closed() else ""
+        return f"<OpenAIChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP client the model built (a client passed in is left open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the protocol ----------------------------------------------------------------------
+
+    async def generate(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        """Return the model's reply to the conversation, given the tools it may call.
+
+        With ``stream=True`` the reply is streamed and its chunks joined.
+
+        Raises:
+            ModelError: The endpoint failed, could not be reached, or answered something that
+                is not a chat completion.
+        """
+        if self._stream:
+            return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
+        wire, offered = self._request(messages, tools)
+        with self._guard():
+            completion = await self._client.chat.completions.create(
+                model=self._model, messages=wire, extra_body=self._params, **offered
+            )
+        return self._reply(completion)
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncGenerator[MessageChunk, None]:
+        """Yield the reply as the endpoint writes it; the chunks join into one message.
+
+        Close the generator (``aclose()``, or ``contextlib.aclosing``) to stop reading early:
+        the connection is given back at once.
+
+        Raises:
+            ModelError: As `generate`, and when the stream breaks off before the reply is
+                finished or carries something that is not a chunk.
+        """
+        wire, offered = self._request(messages, tools)
+        with self._guard():
+            chunks = await self._client.chat.completions.create(
+                model=self._model, messages=wire, stream=True, extra_body=self._params, **offered
+            )
+        finished = False
+        try:
+            while True:
+                with self._guard():
+                    item = await anext(chunks, None)
+                if item is None:
+                    break
+                piece, done = self._chunk(item)
+                finished = finished or done
+                if piece is not None:
+                    yield piece
+        finally:
+            # Shielded: a cancelled consumer must still give the connection back.
+            with anyio.CancelScope(shield=True), self._guard():
+                await chunks.close()
+        if not finished:
+            raise ModelError(
+                f"{self._where} ended its stream before the reply was finished (no chunk "
+                "gave a finish_reason); the server may have crashed or dropped the "
+                "connection: check its logs",
+                endpoint=self.endpoint,
+            )
+
+    # -- the request -----------------------------------------------------------------------
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[Any, dict[str, Any]]:
+        """The messages in the wire shape, and the ``tools`` argument (omitted when empty)."""
+        if self._client.is_closed():
+            raise ModelError(
+                f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
+                endpoint=self.endpoint,
+            )
+        wire = [to_openai(m) for m in messages]
+        for spec in tools:
+            if not isinstance(spec, ToolSpec):
+                raise TypeError(f"tools must be ToolSpec objects, not {type(spec).__name__}")
+        offered: dict[str, Any] = {"tools": [t.to_openai() for t in tools]} if tools else {}
+        return wire, offered
+
+    @property
+    def _where(self) -> str:
+        return f"model {self._model!r} at {self.endpoint}"
+
+    # -- the answer ------------------------------------------------------------------------
+
+    def _reply(self, completion: object) -> AssistantMessage:
+        """Read the assistant message of a non-streamed completion, checking each field."""
+        data = _plain(completion)
+        if not isinstance(data, Mapping):
+            self._malformed(f"the body is not a JSON object but {_preview(data)}")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            problem = data.get("error")
+            if isinstance(problem, Mapping) and isinstance(problem.get("message"), str):
+                self._malformed(f"it reports an error instead: {_preview(problem['message'])}")
+            self._malformed(f"it has no choices: {_preview(data)}")
+        fields = choices[0].get("message")
+        if not isinstance(fields, Mapping):
+            self._malformed(f"its first choice has no message: {_preview(choices[0])}")
+        fields = dict(fields)
+        fields["role"] = fields.get("role") or "assistant"
+        if fields["role"] != "assistant":
+            self._malformed(f"its message has role {fields['role']!r}, not 'assistant'")
+        if fields.get("content") is None and isinstance(fields.get("refusal"), str):
+            fields["content"] = fields["refusal"]
+        try:
+            message = from_openai(fields)
+        except (TypeError, ValueError) as exc:
+            self._malformed(str(exc), cause=exc)
+        assert isinstance(message, AssistantMessage)  # the role is checked above
+        if any(not call.id for call in message.tool_calls):
+            calls = tuple(
+                call if call.id else msgspec.structs.replace(call, id=f"call_{i}")
+                for i, call in enumerate(message.tool_calls)
+            )
+            message = msgspec.structs.replace(message, tool_calls=calls)
+        return message
+
+    def _chunk(self, item: object) -> tuple[MessageChunk | None, bool]:
+        """Read one streamed chunk: its piece of the message (None if none), and whether it
+        finishes the reply."""
+        data = _plain(item)
+        if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list):
+            self._malformed_chunk(data)
+        choice = next(
+            (c for c in data["choices"] if isinstance(c, Mapping) and c.get("index", 0) == 0),
+            None,
+        )
+        if choice is None:  # a chunk for another choice, or the closing usage report
+            return None, False
+        delta = choice.get("delta") or {}
+        if not isinstance(delta, Mapping):
+            self._malformed_chunk(data)
+        role, content = delta.get("role"), delta.get("content")
+        if content is None:
+            content = delta.get("refusal")
+        raw_calls = delta.get("tool_calls") or []
+        if not _optional_str(role, content) or not isinstance(raw_calls, list):
+            self._malformed_chunk(data)
+        calls = []
+        for position, raw in enumerate(raw_calls):
+            if not isinstance(raw, Mapping):
+                self._malformed_chunk(data)
+            function = raw.get("function") or {}
+            if not isinstance(function, Mapping):
+                self._malformed_chunk(data)
+            index = raw.get("index", position)
+            call_id, name = raw.get("id"), function.get("name")
+            arguments = function.get("arguments") or ""
+            if (
+                isinstance(index, bool)
+                or not isinstance(index, int)
+                or not _optional_str(call_id, name, arguments)
+            ):
+                self._malformed_chunk(data)
+            calls.append(ToolCallChunk(index=index, id=call_id, name=name, arguments=arguments))
+        finished = choice.get("finish_reason") is not None
+        if role is None and content is None and not calls:
+            return None, finished
+        return MessageChunk(role=role, content=content, tool_calls=tuple(calls)), finished
+
+    # -- failures --------------------------------------------------------------------------
+
+    def _malformed(self, detail: str, *, cause: BaseException | None = None) -> NoReturn:
+        raise ModelError(
+            f"{self._where} sent a reply that is not a chat completion ({detail}); check that "
+            "base_url points to an OpenAI-compatible API (it usually ends in /v1) and look at "
+            "the server's logs",
+            endpoint=self.endpoint,
+        ) from cause
+
+    def _malformed_chunk(self, data: object) -> NoReturn:
+        raise ModelError(
+            f"{self._where} streamed something that is not a chat completion chunk "
+            f"({_preview(data)}); check that base_url points to an OpenAI-compatible API and "
+            "look at the server's logs",
+            endpoint=self.endpoint,
+        )
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn whatever the SDK raises into a `ModelError` that says what to check."""
+        retries = self._client.max_retries
+        try:
+            yield
+        except ModelError:
+            raise
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc, retries) from exc
+        except openai.APITimeoutError as exc:
+            raise ModelError(
+                f"{self._where} did not answer in time (timeout {_seconds(self._client.timeout)}, "
+                f"tried {_times(retries + 1)}); the server may be overloaded or still loading the "
+                "model: check it, or raise timeout=",
+                endpoint=self.endpoint,
+            ) from exc
+        except openai.APIConnectionError as exc:
+            reason = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+            raise ModelError(
+                f"could not reach {self._where} (tried {_times(retries + 1)}){reason}; check "
+                "base_url and that the server is running",
+                endpoint=self.endpoint,
+            ) from exc
+        except openai.APIResponseValidationError as exc:
+            self._malformed(exc.message, cause=exc)
+        except openai.APIError as exc:  # an error event in the middle of a stream
+            raise ModelError(
+                f"{self._where} reported an error: {_server_message(exc)}; check the server's logs",
+                endpoint=self.endpoint,
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"{self._where} failed: {exc}", endpoint=self.endpoint) from exc
+        except Exception as exc:
+            # The SDK's own reading of the body failed: invalid JSON, a broken event stream.
+            self._malformed(f"{type(exc).__name__}: {exc}", cause=exc)
+
+    def _status_error(self, exc: openai.APIStatusError, retries: int) -> ModelError:
+        status = exc.status_code
+        if status == 401:
+            advice = "the API key was refused: check api_key= (or OPENAI_API_KEY)"
+        elif status == 403:
+            advice = "the API key may not use this model: check the key's permissions"
+        elif status == 404:
+            advice = "check base_url (it usually ends in /v1) and that the server serves this model"
+        elif status in (400, 422):
+            advice = (
+                "the server refused the request: check the model's params and that the model "
+                "supports the tools offered"
+            )
+        elif status == 429:
+            advice = (
+                f"the server is rate limiting (still after {_retries(retries)}): wait, send "
+                "fewer requests, or raise max_retries"
+            )
+        elif status >= 500 or status == 408:
+            advice = f"the server failed (still after {_retries(retries)}): check its logs"
+        else:
+            advice = "check the server's logs"
+        return ModelError(
+            f"{self._where} answered HTTP {status}: {_server_message(exc)}; {advice}",
+            endpoint=self.endpoint,
+            status=status,
+        )
+
+
+def _plain(value: object) -> object:
+    """An SDK object as the JSON it was built from (the SDK does not validate replies)."""
+    if isinstance(value, openai.BaseModel):
+        return value.to_dict(warnings=False)
+    return value
+
+
+def _optional_str(*values: object) -> bool:
+    return all(v is None or isinstance(v, str) for v in values)
+
+
+def _preview(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _seconds(timeout: object) -> str:
+    return f"{timeout:g}s" if isinstance(timeout, int | float) else str(timeout)
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+def _retries(n: int) -> str:
+    return "1 retry" if n == 1 else f"{n} retries"
+
+
+def _server_message(exc: openai.APIError) -> str:
+    """What the server said, from its error body when it has the OpenAI shape."""
+    body = exc.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return _preview(body["message"])
+    return _preview(exc.message)

@@ -1,0 +1,277 @@
+"""Composition: sequence, parallel, loop, supervisor, plan-execute; deep questions reach the top."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from _agents import replies_to_tool_results
+
+from interlock import InvalidResume, PostgresStore, Store
+from interlock.agents import (
+    Agent,
+    ApprovalPolicy,
+    Approve,
+    AssistantMessage,
+    Runner,
+    ScriptedModel,
+    ToolAgent,
+    UserMessage,
+    call,
+    conversation,
+    loop,
+    parallel,
+    plan_execute,
+    sequential,
+    supervisor,
+    tool,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def ask(text: str) -> dict[str, Any]:
+    return {"messages": [UserMessage(content=text)]}
+
+
+def says(name: str, text: str) -> ToolAgent:
+    return ToolAgent(name, ScriptedModel(lambda m, t: text, name=name))
+
+
+def answers(result: Any) -> list[tuple[str | None, str | None]]:
+    return [
+        (m.name, m.content)
+        for m in conversation(result.values["messages"])
+        if isinstance(m, AssistantMessage) and m.content
+    ]
+
+
+class Budget:
+    """An executor with a gated ``allocate_budget`` and the models around it, counted."""
+
+    def __init__(self) -> None:
+        self.allocated: list[tuple[str, int]] = []
+
+        @tool
+        def allocate_budget(project: str, amount: int) -> str:
+            """Allocate budget to a project."""
+            self.allocated.append((project, amount))
+            return f"allocated {amount} to {project}"
+
+        self.executor_model = ScriptedModel(
+            replies_to_tool_results(
+                call("allocate_budget", {"project": "apollo", "amount": 5000}), "executor"
+            ),
+            name="executor",
+        )
+        self.executor = ToolAgent(
+            "executor",
+            self.executor_model,
+            [allocate_budget],
+            policy=ApprovalPolicy({"allocate_budget": "require_approval"}),
+        )
+        self.planner = ScriptedModel(
+            [call("plan", {"steps": ["allocate budget to apollo"]})], name="planner"
+        )
+        self.replanner = ScriptedModel(
+            [call("respond", {"answer": "Budget allocated."})], name="replanner"
+        )
+        self.plan = plan_execute(self.planner, self.executor, self.replanner, name="budget")
+
+
+async def test_sequential_agents_share_the_conversation(store: Store) -> None:
+    seen: list[int] = []
+
+    def second(messages: Any, tools: Any) -> str:
+        seen.append(len(messages))
+        return "second"
+
+    flow = sequential([says("a", "first"), ToolAgent("b", ScriptedModel(second, name="b"))])
+    done = await flow.compile(store=store).run(ask("go"), thread="t")
+    assert answers(done) == [("a", "first"), ("b", "second")]
+    assert seen == [2]  # b saw the user's message and a's answer
+
+
+async def test_parallel_children_that_finished_never_run_again(store: Store) -> None:
+    fast_model = ScriptedModel(lambda m, t: "fast done", name="fast")
+    budget = Budget()
+    flow = parallel([ToolAgent("fast", fast_model), budget.executor])
+    app = flow.compile(store=store)
+    first = await app.run(ask("go"), thread="t")
+    assert first.status == "interrupted" and len(fast_model.requests) == 1
+    done = await app.resume("t", {first.interrupts[0].id: Approve()})
+    assert done.status == "done" and len(fast_model.requests) == 1  # not re-run
+    assert budget.allocated == [("apollo", 5000)]
+    assert ("fast", "fast done") in answers(done)
+
+
+async def test_a_loop_runs_until_its_bound_or_its_condition() -> None:
+    counter = Counter[str]()
+
+    def count(messages: Any, tools: Any) -> str:
+        counter["n"] += 1
+        return f"pass {counter['n']}"
+
+    flow = loop([ToolAgent("w", ScriptedModel(count, name="w"))], max_iterations=3)
+    done = await flow.compile().run(ask("go"), thread="t")
+    assert [text for _, text in answers(done)] == ["pass 1", "pass 2", "pass 3"]
+    counter.clear()
+    until = loop(
+        [ToolAgent("w", ScriptedModel(count, name="w"))],
+        max_iterations=10,
+        until=lambda messages: "pass 2" in (messages[-1].content or ""),  # type: ignore[union-attr]
+    )
+    done = await until.compile().run(ask("go"), thread="t")
+    assert counter["n"] == 2
+    with pytest.raises(ValueError, match="max_iterations"):
+        loop([says("w", "x")], max_iterations=0)
+
+
+async def test_a_supervisor_transfers_and_gets_control_back(store: Store) -> None:
+    research = says("research", "the answer is 42")
+    boss = supervisor(
+        ScriptedModel(
+            lambda m, t: "Final: 42" if len(m) > 2 else call("transfer_to_research"), name="boss"
+        ),
+        [research],
+        name="boss",
+    )
+    runner = Runner(boss, store)
+    kinds: list[tuple[str, str]] = []
+    async with runner.run("what is it?", session="s") as events:
+        async for event in events:
+            if event.kind == "transfer":
+                kinds.append((event.source, event.target))
+    assert kinds == [("boss", "research"), ("research", "boss")]
+    assert events.finished is not None and events.finished.answer == "Final: 42"
+    # The transfer tool was offered, and its call was answered before research ran.
+    messages = events.finished.messages
+    assert [type(m).__name__ for m in messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+        "AssistantMessage",
+        "AssistantMessage",
+    ]
+
+
+async def test_a_transfer_to_nobody_is_an_error_the_supervisor_reads() -> None:
+    def script(messages: Any, tools: Any) -> Any:
+        return "gave up" if len(messages) > 1 else call("transfer_to_ghost")
+
+    boss = supervisor(ScriptedModel(script, name="boss"), [says("real", "x")], name="boss")
+    done = await boss.compile().run(ask("go"), thread="t")
+    tool_message = conversation(done.values["messages"])[2]
+    assert "No agent named 'ghost'" in tool_message.content  # type: ignore[union-attr]
+
+
+async def _deep(store: Store) -> None:
+    budget = Budget()
+    pm_model = ScriptedModel(
+        lambda m, t: (
+            "The budget is done."
+            if any(getattr(x, "name", None) == "budget" and x.content for x in m[2:])  # type: ignore[union-attr]
+            else call("transfer_to_budget")
+        ),
+        name="pm",
+    )
+    pm = supervisor(pm_model, [budget.plan], name="pm")
+    app = pm.compile(store=store)
+    first = await app.run(ask("Give apollo 5000"), thread="t")
+    (question,) = first.interrupts
+    assert str(question.address).startswith("subgraph:budget/node:execute/")
+    assert str(question.address).endswith("/agent:executor/tool:allocate_budget:call_executor_0_0")
+    assert (question.info["agent"], question.info["tool"]) == ("executor", "allocate_budget")
+    assert budget.allocated == [] and len(budget.planner.requests) == 1
+    # A resume that targets nothing is refused, and the question stays pending with its id.
+    with pytest.raises(InvalidResume, match="need an answer"):
+        await app.resume("t")
+    assert [i.id for i in await app.inbox(thread="t")] == [question.id]
+    # Answered from the top, by id.
+    done = await app.resume("t", {question.id: Approve()})
+    assert done.status == "done"
+    assert budget.allocated == [("apollo", 5000)]
+    assert len(budget.planner.requests) == 1  # the planner was not called again
+    assert answers(done)[-1] == ("pm", "The budget is done.")
+
+
+async def test_a_deep_interrupt_reaches_the_top_and_is_answered_there(store: Store) -> None:
+    await _deep(store)
+
+
+async def test_the_deep_scenario_on_postgres(dsn: str) -> None:
+    async with PostgresStore(dsn) as store:
+        await _deep(store)
+
+
+async def test_nested_supervisors_answer_from_the_top(store: Store) -> None:
+    budget = Budget()
+
+    def boss_of(target: str, name: str) -> ScriptedModel:
+        def script(messages: Any, tools: Any) -> Any:
+            last = messages[-1]
+            if isinstance(last, AssistantMessage) and last.name != name:
+                return f"{name} done"
+            return call(f"transfer_to_{target}")
+
+        return ScriptedModel(script, name=name)
+
+    inner = supervisor(boss_of("executor", "inner"), [budget.executor], name="inner")
+    outer = supervisor(boss_of("inner", "outer"), [inner], name="outer")
+    app = outer.compile(store=store)
+    first = await app.run(ask("go"), thread="t")
+    (question,) = first.interrupts
+    assert str(question.address).startswith("subgraph:inner/subgraph:executor/")
+    done = await app.resume("t", {question.id: Approve()})
+    assert budget.allocated == [("apollo", 5000)] and answers(done)[-1] == ("outer", "outer done")
+
+
+async def test_a_supervisor_policy_covers_the_tools_of_its_agents() -> None:
+    entered = Counter[str]()
+
+    @tool
+    def publish(text: str) -> str:
+        """Publish."""
+        entered["publish"] += 1
+        return "published"
+
+    writer = ToolAgent(
+        "writer",
+        ScriptedModel(replies_to_tool_results(call("publish", {"text": "hi"})), name="writer"),
+        [publish],
+    )
+    boss = supervisor(
+        ScriptedModel(lambda m, t: "ok" if len(m) > 2 else call("transfer_to_writer"), name="b"),
+        [writer],
+        name="b",
+        policy=ApprovalPolicy({"publish": "require_approval"}, default="allow"),
+    )
+    first = await boss.compile().run(ask("go"), thread="t")
+    assert [i.info["tool"] for i in first.interrupts] == ["publish"] and entered == {}
+
+
+async def test_resume_may_edit_the_conversation_in_the_same_call(store: Store) -> None:
+    from interlock.agents import ReplaceMessage
+
+    budget = Budget()
+    runner = Runner(budget.executor, store)
+    async with runner.run(UserMessage(content="give apollo 5000", id="u1"), session="s") as ev:
+        async for event in ev:
+            if event.kind == "interrupt":
+                iid = event.interrupt.id
+    edit = ReplaceMessage(id="u1", message=UserMessage(content="give apollo 5000, politely"))
+    finished = await runner.decide("s", {iid: Approve()}, edits=[edit])
+    assert finished.messages[0].content == "give apollo 5000, politely"  # type: ignore[union-attr]
+    # The model's next request saw the edited conversation.
+    assert budget.executor_model.requests[-1].messages[0] == finished.messages[0]
+    assert budget.allocated == [("apollo", 5000)]
+
+
+def test_compositions_refuse_bad_children() -> None:
+    for bad in ([], [object()], "agents"):
+        with pytest.raises(TypeError):
+            sequential(bad)  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="two agents named"):
+        parallel([says("a", "x"), says("a", "y")])
+    assert isinstance(sequential([says("a", "x")]), Agent)
