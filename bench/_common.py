@@ -15,10 +15,19 @@ import random
 import string
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-SCENARIOS: Final = ("S1", "S2", "S2pg", "S3", "S4", "S5")
+SCENARIOS: Final = ("S1", "S2", "S2pg", "S3", "S4", "S5", "A1", "A2", "A3", "Aovh")
+
+AGENT_MESSAGE_SIZES: Final = {
+    "user_bytes": 256,
+    "query_bytes": 64,
+    "tool_bytes": 1024,
+    "answer_bytes": 512,
+}
+"""A2's message sizes: a user question, the lookup's query argument, its result, the answer."""
 
 SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "full": {
@@ -28,6 +37,10 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S3": {"turns": 300, "window": 20, "message_bytes": 1024, "page": 50},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 5000},
+        "A1": {"threads": 200, "warmup": 3},
+        "A2": {"turns": 200, "window": 20, **AGENT_MESSAGE_SIZES},
+        "A3": {"threads": 20, "tools": 10, "gated": 3},
+        "Aovh": {"threads": 200, "block": 20, "warmup": 3},
     },
     "quick": {
         "S1": {"nodes": 50, "threads": 10},
@@ -36,6 +49,10 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S3": {"turns": 60, "window": 20, "message_bytes": 1024, "page": 50},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 300},
+        "A1": {"threads": 20, "warmup": 3},
+        "A2": {"turns": 40, "window": 10, **AGENT_MESSAGE_SIZES},
+        "A3": {"threads": 3, "tools": 10, "gated": 3},
+        "Aovh": {"threads": 40, "block": 10, "warmup": 3},
     },
 }
 """Per mode, per scenario: the sizes both sides get (identical on both sides)."""
@@ -121,3 +138,104 @@ def refuse_foreign(module: str) -> None:
             f"{module!r} is importable from {sys.executable}; each side of the benchmark must run "
             "in its own virtualenv (see bench/README.md)"
         )
+
+
+# -- agent scenarios (A1, A2, A3, Aovh) ------------------------------------------------------------
+#
+# Both sides' scripted models play the same script, built here as plain data: reply ``n`` of a
+# conversation is ``script[n]``, where ``n`` counts the assistant messages already in it (so a
+# resumed conversation continues where it stopped, as interlock's ScriptedModel does).
+
+GATED_TOOL: Final = "execute"
+"""The tool every A1/A2/Aovh agent may call only with a person's approval."""
+ALLOWED_TOOL: Final = "lookup"
+"""The tool every A1/A2/Aovh agent may call freely."""
+APPROVAL_ARGUMENTS: Final = {"command": "rm -rf build/"}
+APPROVAL_REQUEST: Final = "Please delete the build directory."
+"""A1, Aovh: the user's message."""
+APPROVAL_ANSWER: Final = "Done: build/ is gone."
+"""A1, Aovh: the model's answer once the tool ran."""
+PARALLEL_REQUEST: Final = "Work on all ten items."
+"""A3: the user's message."""
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """One tool call of a scripted reply."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ScriptReply:
+    """One reply of the scripted model: an answer, or tool calls (made in parallel)."""
+
+    text: str = ""
+    calls: tuple[ScriptCall, ...] = ()
+
+
+def approval_script() -> list[ScriptReply]:
+    """A1, Aovh: call the gated tool, then answer."""
+    return [
+        ScriptReply(calls=(ScriptCall("call_0_0", GATED_TOOL, dict(APPROVAL_ARGUMENTS)),)),
+        ScriptReply(text=APPROVAL_ANSWER),
+    ]
+
+
+def chat_script(turns: int, sizes: Mapping[str, int]) -> list[ScriptReply]:
+    """A2: per turn, one call of the allowed tool, then an answer."""
+    replies: list[ScriptReply] = []
+    for turn in range(turns):
+        arguments = {"query": message_text(turn, "query", sizes["query_bytes"]), "turn": turn}
+        call = ScriptCall(f"call_{2 * turn}_0", ALLOWED_TOOL, arguments)
+        replies.append(ScriptReply(calls=(call,)))
+        replies.append(ScriptReply(text=message_text(turn, "assistant", sizes["answer_bytes"])))
+    return replies
+
+
+def chat_user(turn: int, sizes: Mapping[str, int]) -> str:
+    """A2: the user's message of ``turn``."""
+    return message_text(turn, "user", sizes["user_bytes"])
+
+
+def lookup_result(turn: int, size: int) -> str:
+    """A2: what the allowed tool returns for the call of ``turn``."""
+    return message_text(turn, "tool", size)
+
+
+def parallel_tools(tools: int, gated: int) -> tuple[list[str], list[str]]:
+    """A3: the names of the ungated tools and of the gated ones (the last ``gated``)."""
+    names = [f"tool_{i}" for i in range(tools)]
+    return names[: tools - gated], names[tools - gated :]
+
+
+def parallel_script(tools: int) -> list[ScriptReply]:
+    """A3: one reply calling every tool at once, then an answer."""
+    calls = tuple(ScriptCall(f"call_0_{i}", f"tool_{i}", {"item": i}) for i in range(tools))
+    return [ScriptReply(calls=calls), ScriptReply(text="All done.")]
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    """A tool call's arguments as compact JSON (what a model sends on the wire)."""
+    return json.dumps(arguments, separators=(",", ":"), sort_keys=True)
+
+
+def raw_message_bytes(turns: int, sizes: Mapping[str, int]) -> int:
+    """A2's raw bytes: the UTF-8 of every message's content plus every tool call's arguments
+    (compact JSON), over the whole conversation — identical on both sides by construction."""
+    total = 0
+    for turn in range(turns):
+        total += len(chat_user(turn, sizes).encode())
+        total += len(lookup_result(turn, sizes["tool_bytes"]).encode())
+    for reply in chat_script(turns, sizes):
+        total += len(reply.text.encode())
+        total += sum(len(arguments_json(c.arguments).encode()) for c in reply.calls)
+    return total
+
+
+def db_bytes(path: Path) -> int:
+    """A SQLite file's bytes plus its ``-wal``'s (both sides measure after closing)."""
+    main, wal = db_sizes(path)
+    return main + wal

@@ -2,26 +2,38 @@
 
 Runs in interlock's own virtualenv and must never import LangGraph. Uses the async API inside a
 single event loop (the ``*_sync`` twins start an event loop per call, which a server would not
-do). Each graph mirrors the one in ``_langgraph_side.py`` node for node.
+do). Each graph mirrors the one in ``_langgraph_side.py`` node for node; the agents of the A
+scenarios are in ``_agents_interlock.py``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter
 from typing import Annotated, Any, Literal, TypedDict
 
 import anyio
 from _common import (
+    APPROVAL_ANSWER,
+    APPROVAL_REQUEST,
+    GATED_TOOL,
     LIST_LIMIT,
+    PARALLEL_REQUEST,
+    approval_script,
+    chat_script,
+    chat_user,
+    db_bytes,
     db_sizes,
     emit,
     mean,
     message_text,
+    parallel_tools,
     peak_rss_kib,
     percentile,
+    raw_message_bytes,
     read_spec,
     refuse_foreign,
     thread_id,
@@ -390,6 +402,253 @@ def listing_floor(path: Path) -> float:
     return elapsed
 
 
+# -- agent scenarios ---------------------------------------------------------------------------
+#
+# Only these import the agents (``_agents_interlock``, and with it ``interlock.agents``): the
+# import adds ~2 MB to a process, and S5 measures the peak RSS of its own.
+
+
+async def round_trip(
+    app: App[Any],
+    thread: str,
+    value: dict[str, Any],
+    entries: Counter[str],
+    answer: Callable[[dict[str, Any]], Any],
+    approve: Any,
+) -> tuple[float, float, int]:
+    """Run to the approval, answer it ``approve``; ``(run s, resume s, violations)``."""
+    before = entries[GATED_TOOL]
+    t0 = perf_counter()
+    r = await app.run(value, thread=thread)
+    t1 = perf_counter()
+    bad = int(r.status != "interrupted" or entries[GATED_TOOL] != before)
+    r = await app.resume(thread, {r.interrupt().id: approve})
+    t2 = perf_counter()
+    bad += int(
+        r.status != "done"
+        or entries[GATED_TOOL] != before + 1
+        or answer(r.values) != APPROVAL_ANSWER
+    )
+    return t1 - t0, t2 - t1, bad
+
+
+async def a1(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_interlock import APPROVE, agent_answer, agent_input, assistant_agent
+
+    threads, warmup = p["threads"], p["warmup"]
+    entries: Counter[str] = Counter()
+    store = SqliteStore(work / "a1-interlock.db")
+    app = assistant_agent(approval_script(), entries).compile(store=store)
+    for i in range(warmup):
+        value = agent_input(APPROVAL_REQUEST)
+        await round_trip(app, f"warmup-{i}", value, entries, agent_answer, APPROVE)
+    run_s: list[float] = []
+    resume_s: list[float] = []
+    violations = 0
+    for i in range(threads):
+        value = agent_input(APPROVAL_REQUEST)
+        run, resume, bad = await round_trip(
+            app, thread_id(i), value, entries, agent_answer, APPROVE
+        )
+        run_s.append(run)
+        resume_s.append(resume)
+        violations += bad
+    await store.close()
+    metrics = {
+        "a1_round_trips_per_s": threads / (sum(run_s) + sum(resume_s)),
+        "a1_resume_p50_ms": percentile(resume_s, 0.5) * 1e3,
+        "a1_run_p50_ms": percentile(run_s, 0.5) * 1e3,
+        "a1_violations": float(violations),
+    }
+    info = {
+        "agent": "ToolAgent + ScriptedModel, ApprovalPolicy(execute: require_approval)",
+        "store": "SqliteStore synchronous=FULL, durability='sync'",
+    }
+    return metrics, info
+
+
+async def a2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_interlock import agent_answer, agent_input, assistant_agent
+
+    turns, window = p["turns"], p["window"]
+    script = chat_script(turns, p)
+
+    async def chat(path: Path, n: int) -> tuple[list[float], int]:
+        entries: Counter[str] = Counter()
+        store = SqliteStore(path)
+        app = assistant_agent(script, entries, p["tool_bytes"]).compile(store=store)
+        times = []
+        errors = 0
+        for turn in range(n):
+            value = agent_input(chat_user(turn, p))
+            t0 = perf_counter()
+            r = await app.run(value, thread="chat")
+            times.append(perf_counter() - t0)
+            errors += int(r.status != "done" or agent_answer(r.values) != script[2 * turn + 1].text)
+        errors += abs(len(r.values["messages"]) - 4 * n) + abs(sum(entries.values()) - n)
+        await store.close()
+        return times, errors
+
+    await chat(work / "a2-interlock-warmup.db", 2)
+    path = work / "a2-interlock.db"
+    times, errors = await chat(path, turns)
+    size = db_bytes(path)
+    raw = raw_message_bytes(turns, p)
+    early, late = mean(times[:window]), mean(times[-window:])
+    metrics = {
+        "a2_db_ratio": size / raw,
+        "a2_db_mib": size / 2**20,
+        "a2_growth": late / early,
+        "a2_turn_ms_early": early * 1e3,
+        "a2_turn_ms_late": late * 1e3,
+        "a2_errors": float(errors),
+    }
+    return metrics, {"raw_message_bytes": raw, "db_bytes": size}
+
+
+async def a3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_interlock import APPROVE, agent_input, parallel_agent
+
+    threads, tools, gated = p["threads"], p["tools"], p["gated"]
+    free, held = parallel_tools(tools, gated)
+    entries: Counter[str] = Counter()
+    store = SqliteStore(work / "a3-interlock.db")
+    app = parallel_agent(tools, gated, entries).compile(store=store)
+    value = agent_input(PARALLEL_REQUEST)
+    await parallel_round(app, "warmup", value, free, held, entries, APPROVE)
+    rounds = [
+        await parallel_round(app, thread_id(i), value, free, held, entries, APPROVE)
+        for i in range(threads)
+    ]
+    await store.close()
+    first = rounds[0]
+    metrics = {
+        "a3_run_ms": percentile([r["run_s"] for r in rounds], 0.5) * 1e3,
+        "a3_resume_one_ms": percentile([r["resume_s"] for r in rounds], 0.5) * 1e3,
+        "a3_ungated_before_decision": float(sum(first["before"][n] for n in free)),
+        "a3_ungated_entries": float(sum(first["after"][n] for n in free)),
+        "a3_approved_entries": float(first["after"][held[0]]),
+        "a3_pending_entries": float(sum(first["after"][n] for n in held[1:])),
+        "a3_pending_left": float(first["left"]),
+        "a3_violations": float(sum(r["off"] for r in rounds)),
+    }
+    # interlock has one way to ask (an interrupt per gated call): the rows that compare it with
+    # LangChain's interrupt_mode="per_call" show the same measurement.
+    for key in ("a3_resume_one_ms", "a3_pending_left", "a3_violations"):
+        metrics[key.replace("a3_", "a3pc_")] = metrics[key]
+    info = {
+        "a3_entries_after_one_approval": dict(sorted(first["after"].items())),
+        "a3_entries_before_decision": dict(sorted(first["before"].items())),
+        "a3_how": f"run to {gated} interrupts; resume {{id of {held[0]}: approve}}; "
+        f"then approve the other {gated - 1}",
+    }
+    return metrics, info
+
+
+async def parallel_round(
+    app: App[Any],
+    thread: str,
+    value: dict[str, Any],
+    free: list[str],
+    held: list[str],
+    entries: Counter[str],
+    approve: Any,
+) -> dict[str, Any]:
+    """A3 on one thread: run to the approvals, approve one, then the rest."""
+    entries.clear()
+    t0 = perf_counter()
+    r = await app.run(value, thread=thread)
+    t1 = perf_counter()
+    before = Counter(entries)
+    if r.status != "interrupted" or sorted(i.info["tool"] for i in r.interrupts) != held:
+        raise AssertionError(f"A3 expected approvals of {held}, got {r.interrupts}")
+    chosen = next(i for i in r.interrupts if i.info["tool"] == held[0])
+    t2 = perf_counter()
+    r = await app.resume(thread, {chosen.id: approve})
+    t3 = perf_counter()
+    after = Counter(entries)
+    left = len(r.interrupts) if r.status == "interrupted" else 0
+    expected = Counter({n: 1 for n in [*free, held[0]]})
+    off = int(after != expected)
+    r = await app.resume(thread, {i.id: approve for i in r.interrupts})
+    if r.status != "done" or entries != Counter({n: 1 for n in free + held}):
+        raise AssertionError(f"A3 thread {thread} did not finish with every body once: {entries}")
+    return {
+        "run_s": t1 - t0,
+        "resume_s": t3 - t2,
+        "before": before,
+        "after": after,
+        "left": left,
+        "off": off,
+    }
+
+
+async def aovh(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_interlock import (
+        APPROVE,
+        agent_answer,
+        agent_input,
+        assistant_agent,
+        plain_answer,
+        plain_graph,
+        plain_input,
+    )
+
+    threads, block, warmup = p["threads"], p["block"], p["warmup"]
+    entries: Counter[str] = Counter()
+    kinds = ("agent", "plain", "effect")
+    stores = {kind: SqliteStore(work / f"aovh-interlock-{kind}.db") for kind in kinds}
+    apps: dict[str, tuple[App[Any], Callable[[str], dict[str, Any]], Any]] = {
+        "agent": (
+            assistant_agent(approval_script(), entries).compile(store=stores["agent"]),
+            agent_input,
+            agent_answer,
+        ),
+        "plain": (plain_graph(entries).compile(store=stores["plain"]), plain_input, plain_answer),
+        "effect": (
+            plain_graph(entries, effects=True).compile(store=stores["effect"]),
+            plain_input,
+            plain_answer,
+        ),
+    }
+    for app, make, answer in apps.values():
+        for i in range(warmup):
+            value = make(APPROVAL_REQUEST)
+            await round_trip(app, f"warmup-{i}", value, entries, answer, APPROVE)
+    spent = dict.fromkeys(kinds, 0.0)
+    resume_s: dict[str, list[float]] = {kind: [] for kind in kinds}
+    violations = 0
+    # The kinds take turns block by block, in a rotating order, so slow spells land on all.
+    for b in range(threads // block):
+        for kind in kinds[b % 3 :] + kinds[: b % 3]:
+            app, make, answer = apps[kind]
+            for i in range(block):
+                t = thread_id(b * block + i)
+                value = make(APPROVAL_REQUEST)
+                run, resume, bad = await round_trip(app, t, value, entries, answer, APPROVE)
+                spent[kind] += run + resume
+                resume_s[kind].append(resume)
+                violations += bad
+    for store in stores.values():
+        await store.close()
+    n = block * (threads // block)
+    metrics = {
+        "aovh_agent_round_trips_per_s": n / spent["agent"],
+        "aovh_plain_round_trips_per_s": n / spent["plain"],
+        "aovh_overhead_pct": (spent["agent"] / spent["plain"] - 1) * 100,
+        "aovh_effect_round_trips_per_s": n / spent["effect"],
+        "aovh_overhead_vs_effect_pct": (spent["agent"] / spent["effect"] - 1) * 100,
+        "aovh_agent_resume_p50_ms": percentile(resume_s["agent"], 0.5) * 1e3,
+        "aovh_plain_resume_p50_ms": percentile(resume_s["plain"], 0.5) * 1e3,
+        "aovh_violations": float(violations),
+    }
+    info = {
+        "plain": "Graph: model node + tools node with interrupt(), dict messages, append",
+        "effect": "the same, the approved call run as effect() (recorded before and after)",
+    }
+    return metrics, info
+
+
 SCENARIOS = {
     ("S1", "run"): s1,
     ("S2", "run"): s2,
@@ -398,6 +657,10 @@ SCENARIOS = {
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,
+    ("A1", "run"): a1,
+    ("A2", "run"): a2,
+    ("A3", "run"): a3,
+    ("Aovh", "run"): aovh,
 }
 
 

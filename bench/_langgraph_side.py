@@ -1,7 +1,8 @@
 """The LangGraph side of bench/compare.py: one scenario per process, one JSON line out.
 
-Runs in ``bench/.venv-langgraph`` (langgraph 1.2.22 + langgraph-checkpoint-sqlite) and must
-never import interlock. Each graph mirrors the one in ``_interlock_side.py`` node for node.
+Runs in ``bench/.venv-langgraph`` (langgraph 1.2.22 + langgraph-checkpoint-sqlite; langchain
+1.5.2 for the agent scenarios, whose agents are in ``_agents_langgraph.py``) and must never import
+interlock. Each graph mirrors the one in ``_interlock_side.py`` node for node.
 
 ``params["api"]`` picks LangGraph's sync API (``invoke`` with ``InMemorySaver``/``SqliteSaver``)
 or its async API (``ainvoke`` with ``InMemorySaver``/``AsyncSqliteSaver`` on aiosqlite);
@@ -19,18 +20,29 @@ import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Annotated, Any, Literal, TypedDict
 
 import aiosqlite
 from _common import (
+    APPROVAL_ANSWER,
+    APPROVAL_REQUEST,
+    GATED_TOOL,
+    PARALLEL_REQUEST,
+    approval_script,
+    chat_script,
+    chat_user,
+    db_bytes,
     db_sizes,
     emit,
     mean,
     message_text,
+    parallel_tools,
     peak_rss_kib,
     percentile,
+    raw_message_bytes,
     read_spec,
     refuse_foreign,
     thread_id,
@@ -521,6 +533,261 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
     return metrics, info
 
 
+# -- agent scenarios ---------------------------------------------------------------------------
+#
+# Only these import the agents (``_agents_langgraph``, and with it ``langchain.agents``): the
+# import adds ~5 MB to a process, and S5 measures the peak RSS of its own.
+
+
+def agent_input(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+async def round_trip(
+    run: Runner,
+    thread: str,
+    value: dict[str, Any],
+    entries: Counter[str],
+    approval: Callable[[Interrupt], Any],
+    answer: Callable[[dict[str, Any]], Any],
+) -> tuple[float, float, int]:
+    """Run to the approval, approve it; ``(run s, resume s, violations)``."""
+    cfg = config(thread)
+    before = entries[GATED_TOOL]
+    t0 = perf_counter()
+    out = await run.invoke(value, cfg)
+    t1 = perf_counter()
+    (pending,) = interrupts_of(out)
+    bad = int(entries[GATED_TOOL] != before)
+    out = await run.invoke(Command(resume={pending.id: approval(pending)}), cfg)
+    t2 = perf_counter()
+    bad += int(
+        bool(interrupts_of(out))
+        or entries[GATED_TOOL] != before + 1
+        or answer(out) != APPROVAL_ANSWER
+    )
+    return t1 - t0, t2 - t1, bad
+
+
+async def a1(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_langgraph import agent_answer, agent_approval, assistant_agent
+
+    threads, warmup, api = p["threads"], p["warmup"], p["api"]
+    entries: Counter[str] = Counter()
+    async with sqlite_saver(work / "a1-langgraph.db", api) as saver:
+        run = Runner(assistant_agent(approval_script(), entries, saver), api)
+        for i in range(warmup):
+            value = agent_input(APPROVAL_REQUEST)
+            await round_trip(run, f"warmup-{i}", value, entries, agent_approval, agent_answer)
+        run_s: list[float] = []
+        resume_s: list[float] = []
+        violations = 0
+        for i in range(threads):
+            value = agent_input(APPROVAL_REQUEST)
+            r, s, bad = await round_trip(
+                run, thread_id(i), value, entries, agent_approval, agent_answer
+            )
+            run_s.append(r)
+            resume_s.append(s)
+            violations += bad
+    metrics = {
+        "a1_round_trips_per_s": threads / (sum(run_s) + sum(resume_s)),
+        "a1_resume_p50_ms": percentile(resume_s, 0.5) * 1e3,
+        "a1_run_p50_ms": percentile(run_s, 0.5) * 1e3,
+        "a1_violations": float(violations),
+    }
+    info = {
+        "agent": "create_agent + HumanInTheLoopMiddleware({execute: True}), batched",
+        "api": f"{api} ({_saver_name(api)}), default durability",
+    }
+    return metrics, info
+
+
+def _saver_name(api: Api) -> str:
+    return "SqliteSaver" if api == "sync" else "AsyncSqliteSaver"
+
+
+async def a2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_langgraph import agent_answer, assistant_agent
+
+    turns, window, api = p["turns"], p["window"], p["api"]
+    script = chat_script(turns, p)
+
+    async def chat(path: Path, n: int) -> tuple[list[float], int]:
+        entries: Counter[str] = Counter()
+        times = []
+        errors = 0
+        async with sqlite_saver(path, api) as saver:
+            run = Runner(assistant_agent(script, entries, saver, p["tool_bytes"]), api)
+            for turn in range(n):
+                value = agent_input(chat_user(turn, p))
+                t0 = perf_counter()
+                out = await run.invoke(value, config("chat"))
+                times.append(perf_counter() - t0)
+                errors += int(
+                    bool(interrupts_of(out)) or agent_answer(out) != script[2 * turn + 1].text
+                )
+        errors += abs(len(out["messages"]) - 4 * n) + abs(sum(entries.values()) - n)
+        return times, errors
+
+    await chat(work / "a2-langgraph-warmup.db", 2)
+    path = work / "a2-langgraph.db"
+    times, errors = await chat(path, turns)
+    size = db_bytes(path)
+    raw = raw_message_bytes(turns, p)
+    early, late = mean(times[:window]), mean(times[-window:])
+    metrics = {
+        "a2_db_ratio": size / raw,
+        "a2_db_mib": size / 2**20,
+        "a2_growth": late / early,
+        "a2_turn_ms_early": early * 1e3,
+        "a2_turn_ms_late": late * 1e3,
+        "a2_errors": float(errors),
+    }
+    return metrics, {"raw_message_bytes": raw, "db_bytes": size, "api": api}
+
+
+async def a3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_langgraph import HitlMode, approve_one, parallel_agent
+
+    threads, tools, gated, api = p["threads"], p["tools"], p["gated"], p["api"]
+    free, held = parallel_tools(tools, gated)
+    metrics: dict[str, float] = {}
+    info: dict[str, Any] = {}
+    modes: list[tuple[str, HitlMode]] = [("a3", "batched"), ("a3pc", "per_call")]
+    for prefix, mode in modes:
+        entries: Counter[str] = Counter()
+        async with sqlite_saver(work / f"a3-langgraph-{mode}.db", api) as saver:
+            run = Runner(parallel_agent(tools, gated, entries, saver, mode), api)
+            answers = partial(approve_one, mode, held)
+            await parallel_round(run, "warmup", free, held, entries, answers)
+            rounds = [
+                await parallel_round(run, thread_id(i), free, held, entries, answers)
+                for i in range(threads)
+            ]
+        first = rounds[0]
+        metrics |= {
+            f"{prefix}_run_ms": percentile([r["run_s"] for r in rounds], 0.5) * 1e3,
+            f"{prefix}_resume_one_ms": percentile([r["resume_s"] for r in rounds], 0.5) * 1e3,
+            f"{prefix}_ungated_before_decision": float(sum(first["before"][n] for n in free)),
+            f"{prefix}_ungated_entries": float(sum(first["after"][n] for n in free)),
+            f"{prefix}_approved_entries": float(first["after"][held[0]]),
+            f"{prefix}_pending_entries": float(sum(first["after"][n] for n in held[1:])),
+            f"{prefix}_pending_left": float(first["left"]),
+            f"{prefix}_violations": float(sum(r["off"] for r in rounds)),
+        }
+        info[f"{prefix}_entries_after_one_approval"] = dict(sorted(first["after"].items()))
+        info[f"{prefix}_entries_before_decision"] = dict(sorted(first["before"].items()))
+    info["a3_how"] = (
+        f"batched: one interrupt for {gated} calls; resume {{id: {{decisions: [approve "
+        f"{held[0]}, reject the other {gated - 1}]}}}} (it takes all decisions at once)"
+    )
+    info["a3pc_how"] = (
+        f"per_call: {gated} interrupts; resume {{id of {held[0]}: approve}}; then approve the "
+        f"other {gated - 1}"
+    )
+    return metrics, info
+
+
+async def parallel_round(
+    run: Runner,
+    thread: str,
+    free: list[str],
+    held: list[str],
+    entries: Counter[str],
+    answers: Callable[..., tuple[dict[str, Any], bool]],
+) -> dict[str, Any]:
+    """A3 on one thread: run to the approvals, approve one (``answers`` says how: see
+    `approve_one`), then approve whatever is still pending."""
+    cfg = config(thread)
+    entries.clear()
+    t0 = perf_counter()
+    out = await run.invoke({"messages": [{"role": "user", "content": PARALLEL_REQUEST}]}, cfg)
+    t1 = perf_counter()
+    before = Counter(entries)
+    answer, rejects = answers(interrupts_of(out))
+    t2 = perf_counter()
+    out = await run.invoke(Command(resume=answer), cfg)
+    t3 = perf_counter()
+    after = Counter(entries)
+    left = interrupts_of(out)
+    expected = Counter({n: 1 for n in [*free, held[0]]})
+    off = int(after != expected)
+    if left:
+        rest, _ = answers(left, every=True)
+        out = await run.invoke(Command(resume=rest), cfg)
+    ran = [*free, held[0]] if rejects else free + held
+    if interrupts_of(out) or entries != Counter({n: 1 for n in ran}):
+        raise AssertionError(f"A3 thread {thread} did not finish as expected: {entries}")
+    return {
+        "run_s": t1 - t0,
+        "resume_s": t3 - t2,
+        "before": before,
+        "after": after,
+        "left": len(left),
+        "off": off,
+    }
+
+
+async def aovh(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from _agents_langgraph import (
+        agent_answer,
+        agent_approval,
+        assistant_agent,
+        plain_answer,
+        plain_approval,
+        plain_graph,
+    )
+
+    threads, block, warmup, api = p["threads"], p["block"], p["warmup"], p["api"]
+    entries: Counter[str] = Counter()
+    async with (
+        sqlite_saver(work / "aovh-langgraph-agent.db", api) as agent_saver,
+        sqlite_saver(work / "aovh-langgraph-plain.db", api) as plain_saver,
+    ):
+        kinds = {
+            "agent": (
+                Runner(assistant_agent(approval_script(), entries, agent_saver), api),
+                agent_approval,
+                agent_answer,
+            ),
+            "plain": (
+                Runner(plain_graph(entries).compile(checkpointer=plain_saver), api),
+                plain_approval,
+                plain_answer,
+            ),
+        }
+        for run, approval, answer in kinds.values():
+            for i in range(warmup):
+                value = agent_input(APPROVAL_REQUEST)
+                await round_trip(run, f"warmup-{i}", value, entries, approval, answer)
+        spent = dict.fromkeys(kinds, 0.0)
+        resume_s: dict[str, list[float]] = {kind: [] for kind in kinds}
+        violations = 0
+        # Blocks alternate (agent, plain), (plain, agent), ... so slow spells land on both.
+        for b in range(threads // block):
+            for kind in ("agent", "plain") if b % 2 == 0 else ("plain", "agent"):
+                run, approval, answer = kinds[kind]
+                for i in range(block):
+                    t = thread_id(b * block + i)
+                    value = agent_input(APPROVAL_REQUEST)
+                    r, s, bad = await round_trip(run, t, value, entries, approval, answer)
+                    spent[kind] += r + s
+                    resume_s[kind].append(s)
+                    violations += bad
+    n = block * (threads // block)
+    metrics = {
+        "aovh_agent_round_trips_per_s": n / spent["agent"],
+        "aovh_plain_round_trips_per_s": n / spent["plain"],
+        "aovh_overhead_pct": (spent["agent"] / spent["plain"] - 1) * 100,
+        "aovh_agent_resume_p50_ms": percentile(resume_s["agent"], 0.5) * 1e3,
+        "aovh_plain_resume_p50_ms": percentile(resume_s["plain"], 0.5) * 1e3,
+        "aovh_violations": float(violations),
+    }
+    info = {"plain": "StateGraph: model node + tools node with interrupt(), dict messages"}
+    return metrics, info
+
+
 SCENARIOS = {
     ("S1", "run"): s1,
     ("S2", "run"): s2,
@@ -529,6 +796,10 @@ SCENARIOS = {
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,
+    ("A1", "run"): a1,
+    ("A2", "run"): a2,
+    ("A3", "run"): a3,
+    ("Aovh", "run"): aovh,
 }
 
 

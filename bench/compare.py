@@ -40,7 +40,7 @@ DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 SETUP_HINT = (
     "python3 -m venv bench/.venv-langgraph && "
     "bench/.venv-langgraph/bin/pip install langgraph==1.2.22 langgraph-checkpoint-sqlite "
-    "langgraph-checkpoint-postgres 'psycopg[binary]' psycopg-pool"
+    "langgraph-checkpoint-postgres 'psycopg[binary]' psycopg-pool langchain==1.5.2"
 )
 
 LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
@@ -53,6 +53,10 @@ LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
     "S4mem": "sync",
     "S5": "async",  # resuming; listing uses S5list
     "S5list": "sync",
+    "A1": "async",
+    "A2": "sync",
+    "A3": "async",
+    "Aovh": "async",
 }
 S5_LISTINGS = ("get_tuple", "get_state", "scan")
 
@@ -116,6 +120,11 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
     late = f"{s3['turns'] - s3['window'] + 1}–{s3['turns']}"
     early = f"1–{s3['window']}"
     n5 = sizes["S5"]["threads"]
+    a2 = sizes["A2"]
+    a2_late = f"{a2['turns'] - a2['window'] + 1}–{a2['turns']}"
+    a2_early = f"1–{a2['window']}"
+    g3 = sizes["A3"]["gated"]
+    u3 = sizes["A3"]["tools"] - g3
     return [
         Metric("S1", "s1_steps_per_s_ckpt", "node-steps/s, checkpoint every step (memory)",
                "/s", "higher", "higher", ratio_at_least(10)),
@@ -171,6 +180,58 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                "less", ratio_at_least(1)),
         Metric("S5", "s5_errors", "listed/executed ≠ expected", "n", "lower",
                target=Target("both_zero")),
+        Metric("A1", "a1_round_trips_per_s", "agent round trips/s (run→approval, approve→answer)",
+               "/s", "higher", "higher", ratio_at_least(5)),
+        Metric("A1", "a1_resume_p50_ms", "resume latency p50 (approve→tool→answer)", "ms",
+               "lower", "faster", Target("interlock_at_most", 1.5)),
+        Metric("A1", "a1_run_p50_ms", "run-to-approval latency p50", "ms", "lower", "faster"),
+        Metric("A1", "a1_violations", "tool ran ≠ once, before approval, or wrong answer", "n",
+               "lower", target=Target("both_zero")),
+        Metric("A2", "a2_db_ratio", "db+wal bytes ÷ raw message bytes", "×", "lower", "smaller",
+               Target("interlock_at_most", 3)),
+        Metric("A2", "a2_db_mib", "db+wal after close", "MiB", "lower", "smaller"),
+        Metric("A2", "a2_growth", f"mean turn time, turns {a2_late} ÷ {a2_early}", "×",
+               "lower", "flatter", Target("interlock_at_most", 1.3)),
+        Metric("A2", "a2_turn_ms_early", f"mean turn time, turns {a2_early}", "ms", "lower",
+               "faster"),
+        Metric("A2", "a2_turn_ms_late", f"mean turn time, turns {a2_late}", "ms", "lower",
+               "faster"),
+        Metric("A2", "a2_errors", "wrong answers, messages or tool calls", "n", "lower",
+               target=Target("both_zero")),
+        Metric("A3", "a3_run_ms", f"run to the {g3} approvals", "ms", "lower", "faster"),
+        Metric("A3", "a3_resume_one_ms", "resume approving one (LC batched: + reject the rest)",
+               "ms", "lower", "faster"),
+        Metric("A3", "a3_ungated_before_decision",
+               f"ungated bodies run before any decision (of {u3})", "n", "higher"),
+        Metric("A3", "a3_ungated_entries", f"after approving one: ungated bodies entered (of {u3})",
+               "n", "lower"),
+        Metric("A3", "a3_approved_entries", "  … the approved body entered", "n", "lower"),
+        Metric("A3", "a3_pending_entries", f"  … the other {g3 - 1} gated bodies entered", "n",
+               "lower"),
+        Metric("A3", "a3_pending_left", "  … approvals still pending", "n", "lower"),
+        Metric("A3", "a3_violations", f"threads off {u3}×1 ungated, 1 approved, 0 others", "n",
+               "lower", target=Target("interlock_zero")),
+        Metric("A3", "a3pc_resume_one_ms", "LC per_call: resume approving one", "ms", "lower",
+               "faster"),
+        Metric("A3", "a3pc_pending_left", "LC per_call: approvals still pending after it", "n",
+               "lower"),
+        Metric("A3", "a3pc_violations", "LC per_call: threads off that pattern", "n", "lower"),
+        Metric("Aovh", "aovh_plain_round_trips_per_s", "plain graph, same round trip: /s", "/s",
+               "higher", "higher"),
+        Metric("Aovh", "aovh_agent_round_trips_per_s", "agent, interleaved with it: /s", "/s",
+               "higher", "higher"),
+        Metric("Aovh", "aovh_overhead_pct", "agent's time over the bare plain graph's", "%",
+               "lower"),
+        Metric("Aovh", "aovh_effect_round_trips_per_s",
+               "plain graph, same guarantees (effect + answer schema): /s", "/s", "higher"),
+        Metric("Aovh", "aovh_overhead_vs_effect_pct", "agents layer: time over the same guarantees",
+               "%", "lower", target=Target("interlock_at_most", 15)),
+        Metric("Aovh", "aovh_agent_resume_p50_ms", "agent resume latency p50", "ms", "lower",
+               "faster"),
+        Metric("Aovh", "aovh_plain_resume_p50_ms", "plain graph resume latency p50", "ms",
+               "lower", "faster"),
+        Metric("Aovh", "aovh_violations", "tool ran ≠ once, before approval, or wrong answer",
+               "n", "lower", target=Target("both_zero")),
     ]  # fmt: skip
 
 
@@ -188,6 +249,8 @@ def fmt(value: float, unit: str) -> str:
             return f"{value:.2f}×"
         case "MiB" | "KiB":
             return f"{value:,.1f} {unit}"
+        case "%":
+            return f"{value:+.1f}%"
         case _:
             return f"{value:g}"
 
@@ -398,6 +461,46 @@ def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], reps: int)
     return table
 
 
+def agent_notes(
+    outcomes: Mapping[str, Mapping[str, Outcome]], sizes: Mapping[str, Mapping[str, int]]
+) -> list[str]:
+    """Lines printed under the table for the agent scenarios: A3's body counts tool by tool,
+    how each side was driven, and the overhead against A1's own figure."""
+    lines: list[str] = []
+    if "A3" in outcomes:
+        names = [f"tool_{i}" for i in range(sizes["A3"]["tools"])]
+        lines.append(
+            f"A3 tool bodies entered, {names[0]}…{names[-1]} (first measured thread): "
+            "after the run | after the one approval"
+        )
+        sides = [("interlock", "interlock", "a3"), ("LangChain batched", "langgraph", "a3"),
+                 ("LangChain per_call", "langgraph", "a3pc")]  # fmt: skip
+        for label, side, prefix in sides:
+            info = outcomes["A3"][side].info
+            if f"{prefix}_entries_after_one_approval" not in info:
+                continue
+            run, after = (
+                " ".join(str(info[f"{prefix}_entries_{when}"].get(n, 0)) for n in names)
+                for when in ("before_decision", "after_one_approval")
+            )
+            lines.append(f"  {label:<19} {run} | {after}")
+        for label, side, key in (("interlock", "interlock", "a3_how"),
+                                 ("LangChain", "langgraph", "a3_how"),
+                                 ("LangChain", "langgraph", "a3pc_how")):  # fmt: skip
+            if key in outcomes["A3"][side].info:
+                lines.append(f"  how, {label}: {outcomes['A3'][side].info[key]}")
+    if "A1" in outcomes and "Aovh" in outcomes:
+        a1 = median_of(outcomes["A1"]["interlock"], "a1_round_trips_per_s")
+        plain = median_of(outcomes["Aovh"]["interlock"], "aovh_plain_round_trips_per_s")
+        if a1 == a1 and plain == plain:
+            lines.append(
+                f"Aovh against A1's own figure: interlock agent {a1:,.0f}/s (A1) vs plain graph "
+                f"{plain:,.0f}/s (Aovh): {(plain / a1 - 1) * 100:+.1f}% time per round trip "
+                "(separate processes; the Aovh row interleaves both in one)"
+            )
+    return lines
+
+
 def machine() -> dict[str, Any]:
     def first(path: str, prefix: str) -> str:
         try:
@@ -490,7 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    lg_python = args.langgraph_python
+    # Absolute, because the sides start in bench/; not resolved, or a venv's python symlink
+    # would lead out of the venv.
+    lg_python = os.path.abspath(args.langgraph_python)
     if not Path(lg_python).exists():
         console.print(
             f"[red]LangGraph interpreter {lg_python} not found.[/red] Create it with:\n  "
@@ -533,6 +638,8 @@ def _main(args: argparse.Namespace) -> int:
     versions = _versions(outcomes)
     out.print(f"versions: {versions}; wall time {elapsed:,.0f} s", highlight=False)
     out.print(render(rows, metrics, args.reps))
+    for line in agent_notes(outcomes, sizes):
+        out.print(line, highlight=False, markup=False)
     failed = [
         f"{s}/{side}: {err.splitlines()[0]}"
         for s, sides in outcomes.items()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -25,6 +25,7 @@ from interlock.agents import (
     ScriptedModel,
     ToolAgent,
     ToolMessage,
+    ToolSpec,
     UserMessage,
     call,
     conversation,
@@ -529,3 +530,20 @@ async def test_parallel_calls_run_concurrently() -> None:
     done = await ToolAgent("p", model, [meet]).compile().run(ask("x"), thread="t")
     results = [m.content for m in shown(done) if isinstance(m, ToolMessage)]
     assert results == ["a met b", "b met a"]
+
+
+async def test_after_a_model_failure_resume_tries_the_model_again(store: Store) -> None:
+    calls = Counter[str]()
+
+    def flaky(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        calls["model"] += 1
+        if calls["model"] == 1:
+            raise ModelError("endpoint down", endpoint="http://model.invalid")
+        return "hello"
+
+    app = ToolAgent("a", ScriptedModel(flaky)).compile(store=store)
+    with pytest.raises(ModelError, match="endpoint down"):
+        await app.run(ask("hi"), thread="t")
+    done = await app.resume("t")
+    assert done.status == "done" and shown(done)[-1].content == "hello"  # type: ignore[union-attr]
+    assert [type(m).__name__ for m in shown(done)] == ["UserMessage", "AssistantMessage"]

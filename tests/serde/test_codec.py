@@ -800,3 +800,27 @@ def test_very_deep_msgpack_nesting_is_checkpoint_corrupt(depth: int) -> None:
     for opener in (b"\x91", b"\x81\xa1k"):
         with pytest.raises(CheckpointCorrupt, match=r"too deeply|deeper than"):
             DEFAULT_CODEC.decode(frame(opener * depth + b"\xc0"))
+
+
+class Sparse(msgspec.Struct, omit_defaults=True):
+    """A Struct that asks msgspec to leave out fields holding their default."""
+
+    a: int
+    b: str | None = None
+    c: dict[str, int] = msgspec.field(default_factory=dict)
+    d: tuple[int, ...] = ()
+
+
+class Dense(msgspec.Struct):
+    a: int
+    b: str | None = None
+
+
+def test_a_struct_declared_omit_defaults_is_written_without_them() -> None:
+    codec = Codec(types=[Sparse, Dense])
+    for value in (Sparse(1), Sparse(1, "x", {"k": 1}, (2,)), Sparse(2, None, {}, ())):
+        assert codec.decode(codec.encode(value)) == value
+    assert b"b" not in codec.encode(Sparse(1))[20:]  # only the name and `a` are written
+    assert len(codec.encode(Sparse(1))) < len(codec.encode(Sparse(1, "x")))
+    # Without the option every field is written, as before.
+    assert len(codec.encode(Dense(1))) > len(codec.encode(Dense(1)).replace(b"\xa1b\xc0", b""))

@@ -62,12 +62,13 @@ from ._messages import (
     UserMessage,
     conversation,
     message_from_chunks,
+    shown_to_model,
 )
 from ._models import ChatModel
 from ._policy import ApprovalPolicy, Verdict, strictest
 from ._tools import ArgumentsError, Tool, result_text
 
-__all__ = ["AGENT_TYPES", "Agent", "AgentState", "AgentTool", "ToolAgent", "answered"]
+__all__ = ["AGENT_TYPES", "Agent", "AgentState", "AgentTool", "ToolAgent"]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 _SAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
@@ -304,8 +305,10 @@ class ToolAgent(Agent):
         self.max_turns = max_turns
         self.stream = bool(stream)
         self.tool_errors: ToolErrors = tool_errors
+        self._schemas: dict[str, dict[str, Any]] = {}
 
     def _adopt(self, policy: ApprovalPolicy) -> None:
+        self._schemas = {}  # a copy's own (its tools may be new objects)
         self.tools = {
             n: t.under(policy) if isinstance(t, AgentTool) else t for n, t in self.tools.items()
         }
@@ -326,12 +329,13 @@ class ToolAgent(Agent):
 
     async def model_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Ask the model for its next reply (or stop, once ``max_turns`` replies were given)."""
-        messages = conversation(state.get("messages") or ())
+        items = state.get("messages") or []
+        messages = shown_to_model(items)
         if self._turns(messages) >= self.max_turns:
             stop = f"I stopped after {self.max_turns} turns without finishing the task."
             return {"messages": [AssistantMessage(content=stop, name=self.name, id=new_id())]}
         shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
-        shown.extend(answered(messages))
+        shown.extend(messages)
         reply = await self.reply(shown, [t.spec for t in self.tools.values()])
         emit_event(AssistantTurn(agent=self.name, message=reply))
         return {"messages": [reply]}
@@ -383,7 +387,7 @@ class ToolAgent(Agent):
         with child_scope(Segment("agent", self.name)):
             try:
                 results = await gather_children(children)
-            except BaseExceptionGroup as group:  # "raise" mode: the first tool error
+            except BaseExceptionGroup as group:  # "raise" mode, several failed: the first
                 found = group.subgroup(ToolError)
                 if found is None:
                     raise
@@ -412,9 +416,7 @@ class ToolAgent(Agent):
         arguments = call.arguments
         if verdict.action == "require_approval":
             decision = parse_decision(
-                interrupt(
-                    self._question(tool, call, verdict), schema=decision_schema(tool.parameters)
-                )
+                interrupt(self._question(tool, call, verdict), schema=self._answer_schema(tool))
             )
             if isinstance(decision, Reject):
                 return self._answer(call, decision.message, "rejected")
@@ -449,6 +451,13 @@ class ToolAgent(Agent):
                 call_id=call.id,
             )
         return self._answer(call, content, status)
+
+    def _answer_schema(self, tool: Tool) -> dict[str, Any]:
+        """The approval's answer schema for ``tool`` (built once per tool)."""
+        schema = self._schemas.get(tool.name)
+        if schema is None:
+            schema = self._schemas[tool.name] = decision_schema(tool.parameters)
+        return schema
 
     async def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
         """The strictest verdict of this agent's policy and the policies it is under."""
@@ -512,32 +521,6 @@ def route_tools(state: Mapping[str, Any]) -> str:
     """``tools`` while the last reply calls tools that are not answered yet, else the end."""
     messages = conversation(state.get("messages") or ())
     return "tools" if pending_calls(messages) else END
-
-
-CANCELLED: Final = "Not run: the call was cancelled when the conversation moved on."
-
-
-def answered(messages: Sequence[Message]) -> list[Message]:
-    """The conversation with an answer for every tool call (what a model may be shown).
-
-    A call left unanswered before a later message — its approval was cancelled by new input —
-    gets a tool message saying it did not run; the stored conversation is not changed.
-    """
-    out: list[Message] = []
-    open_calls: list[ToolCall] = []
-    for m in messages:
-        if isinstance(m, ToolMessage):
-            open_calls = [c for c in open_calls if c.id != m.tool_call_id]
-        elif open_calls:
-            out.extend(
-                ToolMessage(content=CANCELLED, tool_call_id=c.id, name=c.name, status="error")
-                for c in open_calls
-            )
-            open_calls = []
-        out.append(m)
-        if isinstance(m, AssistantMessage):
-            open_calls = list(m.tool_calls)
-    return out
 
 
 def pending_calls(messages: Sequence[Message]) -> list[ToolCall]:

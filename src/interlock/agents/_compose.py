@@ -19,7 +19,7 @@ from ..graph import END, START, append
 from ..runtime._graph import Graph
 from ..runtime._interrupts import emit_event, run_graph
 from ..runtime._level import new_id
-from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, answered, pending_calls
+from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
 from ._events import AssistantTurn, Transfer
 from ._messages import (
     AssistantMessage,
@@ -30,6 +30,7 @@ from ._messages import (
     ToolMessage,
     UserMessage,
     conversation,
+    shown_to_model,
 )
 from ._models import ChatModel, ToolSpec
 from ._policy import ApprovalPolicy
@@ -280,7 +281,7 @@ class Supervisor(ToolAgent):
             stop = f"I stopped after {self.max_turns} turns without finishing the task."
             return {"messages": [AssistantMessage(content=stop, name=self.name, id=new_id())]}
         shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
-        shown.extend(answered(messages))
+        shown.extend(shown_to_model(state.get("messages") or []))
         specs = [*self.transfer_specs(), *(t.spec for t in self.tools.values())]
         reply = await self.reply(shown, specs)
         emit_event(AssistantTurn(agent=self.name, message=reply))
@@ -456,7 +457,7 @@ class PlanExecute(Agent):
 
     async def plan_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Ask the planner for the plan."""
-        messages = answered(conversation(state.get("messages") or ()))
+        messages = shown_to_model(state.get("messages") or [])
         reply = await self._ask(self.planner, messages, [_PLAN], "planner")
         steps = _steps_of(reply)
         shown = "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
@@ -484,7 +485,7 @@ class PlanExecute(Agent):
                 return {}
             answer = done[-1][1] if done else ""
             return {"plan": [], "messages": [self._final(answer)]}
-        messages = answered(conversation(state.get("messages") or ()))
+        messages = shown_to_model(state.get("messages") or [])
         summary = "\n".join(f"- {s}: {r}" for s, r in done)
         rest = "\n".join(f"- {s}" for s in plan) or "(nothing)"
         ask = UserMessage(

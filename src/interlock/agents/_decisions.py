@@ -32,24 +32,40 @@ APPROVAL: Final = "tool_approval"
 REJECTED: Final = "The user rejected this tool call."
 
 
-class Approve(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="approve"):
+class Approve(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="approve", omit_defaults=True
+):
     """Run the call with the arguments the person was shown."""
 
+    __interlock_name__ = "interlock.Approve"  # its stable name in checkpoints
 
-class Reject(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="reject"):
+
+class Reject(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="reject", omit_defaults=True
+):
     """Do not run the call; the model is told ``message`` and carries on."""
+
+    __interlock_name__ = "interlock.Reject"  # its stable name in checkpoints
 
     message: str = REJECTED
 
 
-class Edit(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="edit"):
+class Edit(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="edit", omit_defaults=True
+):
     """Run the call with these arguments instead (checked against the tool's schema)."""
+
+    __interlock_name__ = "interlock.Edit"  # its stable name in checkpoints
 
     arguments: dict[str, Any]
 
 
-class Respond(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="respond"):
+class Respond(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="respond", omit_defaults=True
+):
     """Do not run the tool; ``content`` is its answer, as if the tool had given it."""
+
+    __interlock_name__ = "interlock.Respond"  # its stable name in checkpoints
 
     content: str
 
@@ -63,8 +79,8 @@ _DECISION_TYPES = (Approve, Reject, Edit, Respond)
 def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     """The answer schema of an approval for a tool whose arguments follow ``parameters``.
 
-    A decision object is checked by its ``action``, so a refusal names what is wrong with
-    that form (``answer.arguments: 'command' is a required property``), not with every form.
+    A decision object is checked by its ``action``, so a refusal names what is wrong with that
+    form (``answer.arguments: 'command' is a required property``) rather than with every form.
     """
     arguments = {k: v for k, v in parameters.items() if k != "$defs"}
     forms = {
@@ -83,7 +99,7 @@ def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
         ],
     }
     schema: dict[str, Any] = {
-        "anyOf": [{"type": "boolean"}, {"enum": ["approve", "reject"]}, decision]
+        "anyOf": [decision, {"type": "boolean"}, {"enum": ["approve", "reject"]}]
     }
     if "$defs" in parameters:  # the arguments' references point at the root
         schema["$defs"] = parameters["$defs"]

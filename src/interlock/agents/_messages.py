@@ -13,7 +13,7 @@ by rewriting the list: the history keeps what changed, and the checkpoint stays 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -32,12 +32,13 @@ __all__ = [
     "conversation",
     "from_openai",
     "message_from_chunks",
+    "shown_to_model",
     "to_messages",
     "to_openai",
 ]
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A model's request to call one tool.
 
     Args:
@@ -48,22 +49,32 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
             with a message to the model); None otherwise.
     """
 
+    __interlock_name__ = "interlock.ToolCall"  # its stable name in checkpoints
+
     id: str
     name: str
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     raw_arguments: str | None = None
 
 
-class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system"):
+class SystemMessage(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system", omit_defaults=True
+):
     """Instructions for the model."""
+
+    __interlock_name__ = "interlock.SystemMessage"  # its stable name in checkpoints
 
     content: str
     id: str | None = None
     """Names the message for edits (`ReplaceMessage`, `RemoveMessage`)."""
 
 
-class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user"):
+class UserMessage(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user", omit_defaults=True
+):
     """What the user said."""
+
+    __interlock_name__ = "interlock.UserMessage"  # its stable name in checkpoints
 
     content: str
     name: str | None = None
@@ -73,9 +84,11 @@ class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
 
 
 class AssistantMessage(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="assistant"
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="assistant", omit_defaults=True
 ):
     """A model's reply: text, tool calls, or both."""
+
+    __interlock_name__ = "interlock.AssistantMessage"  # its stable name in checkpoints
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -90,8 +103,12 @@ ToolStatus = Literal["ok", "error", "rejected", "denied", "responded"]
 person answered in place of the tool."""
 
 
-class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool"):
+class ToolMessage(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool", omit_defaults=True
+):
     """The answer to one tool call, as the model reads it."""
+
+    __interlock_name__ = "interlock.ToolMessage"  # its stable name in checkpoints
 
     content: str
     tool_call_id: str
@@ -107,15 +124,19 @@ Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessag
 """Any chat message."""
 
 
-class ReplaceMessage(msgspec.Struct, frozen=True, kw_only=True, tag="replace"):
+class ReplaceMessage(msgspec.Struct, frozen=True, kw_only=True, tag="replace", omit_defaults=True):
     """A conversation edit: the message with ``id`` reads ``message`` from now on."""
+
+    __interlock_name__ = "interlock.ReplaceMessage"  # its stable name in checkpoints
 
     id: str
     message: Message
 
 
-class RemoveMessage(msgspec.Struct, frozen=True, kw_only=True, tag="remove"):
+class RemoveMessage(msgspec.Struct, frozen=True, kw_only=True, tag="remove", omit_defaults=True):
     """A conversation edit: the message with ``id`` is no longer shown to the model."""
+
+    __interlock_name__ = "interlock.RemoveMessage"  # its stable name in checkpoints
 
     id: str
 
@@ -132,9 +153,104 @@ def conversation(items: Iterable[ConversationItem]) -> list[Message]:
     An edit naming no message is ignored (the message may have been removed already). Items
     given as a string (a user message) or an OpenAI-shaped dict are read as messages.
 
+    Folding a live conversation again after it grew costs only the new items (see `_Fold`).
+
     Raises:
         TypeError, ValueError: An item is no message.
     """
+    return list(_fold(items).messages)
+
+
+def shown_to_model(items: Iterable[ConversationItem]) -> list[Message]:
+    """`conversation`, with an answer for every tool call (what a model may be shown).
+
+    A call left unanswered before a later message — its approval was cancelled by new input —
+    gets a tool message saying it did not run; the stored conversation is not changed.
+    """
+    return list(_fold(items).shown)
+
+
+CANCELLED: Final = "Not run: the call was cancelled when the conversation moved on."
+
+
+class _Fold:
+    """The folded form of one conversation list, extended as the list grows.
+
+    An agent's ``messages`` list only ever grows (the `append` reducer), and each superstep
+    reads it several times: refolding it whole each time would make turn *n* cost O(*n*).
+    While no edit has appeared, new items are folded onto the previous result. An edit makes
+    the list be folded whole again (edits are rare).
+    """
+
+    __slots__ = ("edited", "items", "messages", "open_calls", "seen", "shown")
+
+    def __init__(self, items: Any) -> None:
+        self.items = items
+        self.seen = 0
+        self.edited = False
+        self.messages: list[Message] = []
+        self.shown: list[Message] = []
+        self.open_calls: list[ToolCall] = []
+
+    def extend(self, new: Iterable[Any]) -> None:
+        for item in new:
+            if isinstance(item, ReplaceMessage | RemoveMessage):
+                self.edited = True
+                return
+            if not isinstance(item, _MESSAGE_TYPES):
+                # Input given as text or OpenAI dicts ({"messages": ["hi"]}): read it so.
+                (item,) = to_messages(item) if isinstance(item, str | Mapping) else (item,)
+                if not isinstance(item, _MESSAGE_TYPES):
+                    raise TypeError(f"a conversation holds messages, not {type(item).__name__}")
+            self.messages.append(item)
+            self._show(item)
+
+    def _show(self, m: Message) -> None:
+        open_calls = self.open_calls
+        if isinstance(m, ToolMessage):
+            if open_calls:
+                self.open_calls = [c for c in open_calls if c.id != m.tool_call_id]
+        elif open_calls:
+            self.shown.extend(
+                ToolMessage(content=CANCELLED, tool_call_id=c.id, name=c.name, status="error")
+                for c in open_calls
+            )
+            self.open_calls = []
+        self.shown.append(m)
+        if isinstance(m, AssistantMessage) and m.tool_calls:
+            self.open_calls = list(m.tool_calls)
+
+
+_FOLDS: dict[int, _Fold] = {}
+"""Folds of live conversation lists by ``id``; each holds its list, so the id stays its own."""
+_MAX_FOLDS: Final = 256
+
+
+def _fold(items: Iterable[ConversationItem]) -> _Fold:
+    if isinstance(items, list):
+        memo = _FOLDS.get(id(items))
+        if memo is not None and memo.items is items and memo.seen <= len(items):
+            if not memo.edited:
+                memo.extend(items[memo.seen :])
+                memo.seen = len(items)
+            if not memo.edited:
+                return memo
+        fold = _full(items)
+        if len(_FOLDS) >= _MAX_FOLDS:
+            _FOLDS.pop(next(iter(_FOLDS)))
+        _FOLDS[id(items)] = fold
+        return fold
+    return _full(list(items))
+
+
+def _full(items: list[Any]) -> _Fold:
+    """Fold a whole list, edits included."""
+    fold = _Fold(items)
+    fold.seen = len(items)
+    if not any(isinstance(i, ReplaceMessage | RemoveMessage) for i in items):
+        fold.extend(items)
+        return fold
+    fold.edited = True
     messages: list[Message] = []
     where: dict[str, int] = {}
     dropped: set[int] = set()
@@ -152,14 +268,16 @@ def conversation(items: Iterable[ConversationItem]) -> list[Message]:
                 dropped.add(i)
         else:
             if not isinstance(item, _MESSAGE_TYPES):
-                # Input given as text or OpenAI dicts ({"messages": ["hi"]}): read it so.
                 (item,) = to_messages(item) if isinstance(item, str | Mapping) else (item,)
+                if not isinstance(item, _MESSAGE_TYPES):
+                    raise TypeError(f"a conversation holds messages, not {type(item).__name__}")
             if item.id is not None:
                 where[item.id] = len(messages)
             messages.append(item)
-    if not dropped:
-        return messages
-    return [m for i, m in enumerate(messages) if i not in dropped]
+    shown = _Fold(items)
+    shown.extend(m for i, m in enumerate(messages) if i not in dropped)
+    fold.messages, fold.shown = shown.messages, shown.shown
+    return fold
 
 
 # -- the OpenAI wire shape -------------------------------------------------------------------

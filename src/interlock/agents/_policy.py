@@ -139,8 +139,10 @@ def _describe(fn: Callable[..., Any]) -> str:
     return str(getattr(fn, "__qualname__", None) or repr(fn))
 
 
-class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What a policy decided for one call, and which rule decided it."""
+
+    __interlock_name__ = "interlock.Verdict"  # its stable name in checkpoints
 
     action: Action
     rule: str

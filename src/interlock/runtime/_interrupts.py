@@ -434,7 +434,9 @@ async def gather_children(children: Sequence[Child], *, info: Any = None) -> lis
       with the same ids;
     * a child with an answered interrupt runs again and gets its answer.
 
-    No child is cancelled because a sibling interrupted. Results must be encodable.
+    No child is cancelled because a sibling interrupted. Results must be encodable. A child
+    that raises an error stops the others; its error propagates as it is (an exception group
+    when several failed).
 
     Returns:
         The children's results, in order, when none interrupted.
@@ -471,9 +473,17 @@ async def gather_children(children: Sequence[Child], *, info: Any = None) -> lis
     seen = {c.segment for c in children}
     if len(seen) != len(children):
         raise GraphDefinitionError(f"gather_children() got duplicate segments under {base}")
-    async with anyio.create_task_group() as tg:
-        for i, child in enumerate(children):
-            tg.start_soon(run_one, i, child)
+    if len(children) == 1:
+        await run_one(0, children[0])  # one child needs no task group (a hot path for agents)
+    else:
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, child in enumerate(children):
+                    tg.start_soon(run_one, i, child)
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:  # one child failed: its error, as a lone child's
+                raise group.exceptions[0] from None
+            raise
     if signals:
         # Report in child order for a deterministic interrupt list.
         order = {str(base.child(c.segment)): n for n, c in enumerate(children)}

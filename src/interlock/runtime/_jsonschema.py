@@ -83,7 +83,41 @@ def check(value: Any, schema: Mapping[str, Any]) -> str | None:
         instance = msgspec.to_builtins(value, enc_hook=_as_json)
     except TypeError:
         instance = value
-    validator = compiled(schema)
+    canonical = _canonical(schema)
+    try:
+        answer = msgspec.json.encode(instance, order="deterministic")
+    except (TypeError, ValueError, OverflowError):
+        answer = None
+    if answer is not None and len(answer) <= _SHORT and msgspec.json.decode(answer) == instance:
+        # The same short answer (an approval) is judged once per schema. The JSON must give
+        # back the very value (NaN does not; it is judged each time).
+        problem = _judged(canonical, answer)
+    else:
+        problem = _judge(canonical, instance)
+    if problem is not None:
+        return problem
+    name = schema.get(TYPE_KEYWORD)
+    to_type = _ANSWER_TYPES.get(name) if isinstance(name, str) else None
+    if to_type is not None:
+        try:
+            to_type(value)
+        except (msgspec.ValidationError, ValueError, TypeError) as exc:
+            return _shown(f"answer does not convert to {name}: {exc}")
+    return None
+
+
+_SHORT: Final = 256
+"""Answers up to this many bytes of JSON have their verdicts cached (approvals, choices)."""
+
+
+@functools.lru_cache(maxsize=4 * _CACHED)
+def _judged(canonical: bytes, answer: bytes) -> str | None:
+    return _judge(canonical, msgspec.json.decode(answer))
+
+
+def _judge(canonical: bytes, instance: Any) -> str | None:
+    """What is wrong with ``instance`` under the schema, or None: a pure function of the two."""
+    validator = _validator(canonical)
     try:
         error = best_match(validator.iter_errors(instance))
     except Exception as exc:  # whatever the failure, this stored schema cannot check answers
@@ -94,13 +128,6 @@ def check(value: Any, schema: Mapping[str, Any]) -> str | None:
         if error.context:  # anyOf/oneOf: say why each choice refused it
             message += " (" + "; ".join(dict.fromkeys(e.message for e in error.context)) + ")"
         return _shown(f"{where}: {message}")
-    name = schema.get(TYPE_KEYWORD)
-    to_type = _ANSWER_TYPES.get(name) if isinstance(name, str) else None
-    if to_type is not None:
-        try:
-            to_type(value)
-        except (msgspec.ValidationError, ValueError, TypeError) as exc:
-            return _shown(f"answer does not convert to {name}: {exc}")
     return None
 
 

@@ -26,7 +26,7 @@ import msgspec
 from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
 from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
-from ._types import Entry, ext_hook, make_entry, type_name
+from ._types import Entry, ext_hook, make_entry, type_name, wire_name
 
 __all__ = ["DEFAULT_CODEC", "Codec"]
 
@@ -112,7 +112,8 @@ class Codec:
 
         Args:
             cls: A dataclass, pydantic model, msgspec Struct or Enum class.
-            name: The name written on the wire; defaults to ``module.QualName``. Give a stable
+            name: The name written on the wire; defaults to the class's own
+                ``__interlock_name__`` if it sets one, else ``module.QualName``. Give a stable
                 name if the class may move to another module while checkpoints still exist.
 
         Raises:
@@ -123,7 +124,7 @@ class Codec:
             raise TypeError(f"register() takes a class, not {cls!r}")
         if self._checking.supports(cls) and cls not in self._by_cls:
             return  # always supported (list, datetime, UUID, ...): nothing to register
-        name = type_name(cls) if name is None else name
+        name = wire_name(cls) if name is None else name
         if not isinstance(name, str) or not name:
             raise ValueError(f"a registered name must be a non-empty str, not {name!r}")
         known = self._by_name.get(name)

@@ -23,6 +23,7 @@ from ._types import (
     TUPLE,
     Entry,
     encode_bigint,
+    is_default,
     is_plain_tree,
     registrable_kind,
     type_name,
@@ -217,6 +218,8 @@ class Walker:
 
     def _object_step(self, entry: Entry) -> _Step:
         name, fields, values, extra = entry.name, entry.fields, entry.values, entry.extra
+        if entry.defaults is not None:
+            return self._sparse_step(entry)
 
         def walk_object(value: Any, depth: int) -> list[Any]:
             if depth >= self._max_depth:
@@ -234,6 +237,25 @@ class Walker:
             return out
 
         return walk_object
+
+    def _sparse_step(self, entry: Entry) -> _Step:
+        """Like `_object_step`, leaving out fields that hold their default."""
+        name, fields, values, defaults = entry.name, entry.fields, entry.values, entry.defaults
+        assert defaults is not None
+
+        def walk_sparse(value: Any, depth: int) -> list[Any]:
+            if depth >= self._max_depth:
+                raise TooDeep
+            plain, step, inner = self._plain, self._any, depth + 1
+            out: list[Any] = [_OBJECT_MARK, name]
+            for field, item, default in zip(fields, values(value), defaults, strict=True):
+                if item is default or is_default(item, default):
+                    continue
+                out.append(field)
+                out.append(item if type(item) in plain else step(item, inner))
+            return out
+
+        return walk_sparse
 
     def _enum_step(self, entry: Entry) -> _Step:
         name = entry.name

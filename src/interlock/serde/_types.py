@@ -259,8 +259,15 @@ _CENSUS_WORKS: Final = _census_works()
 
 
 def type_name(cls: type) -> str:
-    """Return the default registry name of a class: ``module.QualName``."""
+    """Return the name of a class for people: ``module.QualName``."""
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def wire_name(cls: type) -> str:
+    """Return the default registry name of a class: the ``__interlock_name__`` it sets itself
+    (not one it inherits), else ``module.QualName``."""
+    own = cls.__dict__.get("__interlock_name__")
+    return own if isinstance(own, str) and own else type_name(cls)
 
 
 def registrable_kind(cls: type) -> Kind | None:
@@ -296,6 +303,40 @@ class Entry:
     """Read the extra fields of a pydantic model that allows them."""
     build: Callable[[Any], Any]
     """Construct an instance: from a dict of fields, or from the value for an enum."""
+    defaults: tuple[Any, ...] | None = None
+    """For a Struct declared with ``omit_defaults=True``: each field's default (`NO_DEFAULT`
+    for a required one). A field holding its default is not written; reading it back takes the
+    default, as msgspec itself does for such a Struct."""
+
+
+NO_DEFAULT: Final = object()
+"""Marks a field without a default in `Entry.defaults`."""
+_OMITTABLE = (type(None), bool, int, float, str, bytes, tuple, list, dict, frozenset, set)
+
+
+def struct_defaults(cls: Any) -> tuple[Any, ...] | None:
+    """The defaults of a Struct declared ``omit_defaults=True``, field by field; else None."""
+    if not getattr(cls.__struct_config__, "omit_defaults", False):
+        return None
+    out: list[Any] = []
+    for info in msgspec.structs.fields(cls):
+        if info.default is not msgspec.NODEFAULT:
+            default = info.default
+        elif info.default_factory is not msgspec.NODEFAULT:
+            default = info.default_factory()
+        else:
+            default = NO_DEFAULT
+        if default is not NO_DEFAULT and type(default) not in _OMITTABLE:
+            default = NO_DEFAULT  # compared only when it is plain data
+        out.append(default)
+    return tuple(out)
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """True when ``value`` is the field's plain ``default`` (so it need not be written)."""
+    return value is default or (
+        default is not NO_DEFAULT and type(value) is type(default) and value == default
+    )
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -361,4 +402,5 @@ def make_entry(cls: type, name: str) -> Entry:
         values=_getter(fields),
         extra=extra,
         build=build,
+        defaults=struct_defaults(cls) if kind == "struct" else None,
     )

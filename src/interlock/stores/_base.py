@@ -435,10 +435,14 @@ class Store(Protocol):
         result: bytes | None,
         fence: Fence | None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> None:
         """Record an effect's outcome (``started`` → ``done``).
 
-        Recording the same non-None result again is a no-op (a retried call).
+        Recording the same non-None result again is a no-op (a retried call). With
+        ``durable=False`` the commit need not reach the disk before it returns (the next
+        durable commit takes it along): a power loss may forget the outcome, and the effect
+        then reads ``started`` — a question for a person, never a second call.
 
         Raises:
             FencedOut, ThreadBusy: As for `append_checkpoint`; nothing was recorded.

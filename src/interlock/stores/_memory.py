@@ -182,6 +182,7 @@ class MemoryStore(StoreLifecycle):
         result: bytes | None,
         fence: Fence | None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
         check_text("thread", thread)
@@ -264,7 +265,7 @@ class MemoryStore(StoreLifecycle):
                 "checkpoint ids must be unique across the store"
             )
         new_ids = {i.id for i in new_interrupts}
-        if len(new_ids) < len(new_interrupts) or not new_ids.isdisjoint(self._interrupts):
+        if len(new_ids) < len(new_interrupts) or any(i in self._interrupts for i in new_ids):
             raise StoreError(
                 f"cannot append checkpoint {record.id!r} to thread {thread!r}: a new interrupt "
                 "reuses an id; interrupt ids must be unique across the store"

@@ -218,13 +218,16 @@ class PostgresStore(StoreLifecycle):
         result: bytes | None,
         fence: Fence | None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
         check_text("thread", thread)
         check_text("key", key)
         check_write(fence, audit)
         await self._run(
-            lambda c: ops.finish_effect(c, thread, key, result, fence, audit, self._clock())
+            lambda c: ops.finish_effect(
+                c, thread, key, result, fence, audit, self._clock(), durable=durable
+            )
         )
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:

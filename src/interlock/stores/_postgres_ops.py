@@ -270,9 +270,13 @@ def finish_effect(
     fence: Fence | None,
     audit: Sequence[AuditEntry],
     now: float,
+    *,
+    durable: bool = True,
 ) -> None:
     """`Store.finish_effect`."""
     with conn.transaction():
+        if not durable:  # this transaction only: safe behind a transaction-pooling proxy
+            conn.execute(sql.COMMIT_LAZILY)
         _fenced(conn, thread, fence, now)
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))

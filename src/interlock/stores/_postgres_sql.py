@@ -33,6 +33,8 @@ APPEND: Final = "SELECT interlock_append(" + ", ".join(f"%s::{t}" for t in _APPE
 APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit', 'off', true)"
 """`APPEND` for a non-durable append: this transaction's commit does not wait for the WAL flush
 (a later synchronous commit flushes it with its own)."""
+COMMIT_LAZILY: Final = "SET LOCAL synchronous_commit = off"
+"""Run first in a transaction whose commit need not wait for the WAL flush."""
 APPEND_REFUSED: Final = "IL001"
 """The SQLSTATE of ``interlock_append``'s refusals; the message is JSON with the details."""
 

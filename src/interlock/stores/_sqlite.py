@@ -192,13 +192,16 @@ class SqliteStore(StoreLifecycle):
         result: bytes | None,
         fence: Fence | None,
         audit: Sequence[AuditEntry] = (),
+        durable: bool = True,
     ) -> None:
         """Record an effect's outcome (see `Store.finish_effect`)."""
         check_text("thread", thread)
         check_text("key", key)
         check_write(fence, audit)
+        level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
         await self._run(
-            lambda c: ops.finish_effect(c, thread, key, result, fence, audit, self._clock())
+            lambda c: ops.finish_effect(c, thread, key, result, fence, audit, self._clock()),
+            synchronous=level,
         )
 
     async def get_effect(self, thread: str, key: str) -> EffectRecord | None:

@@ -49,6 +49,24 @@ class EffectConformance(ConformanceGroup):
         with pytest.raises(StoreError):
             await store.finish_effect("t", "nope", result=None, fence=fence)
 
+    async def test_an_outcome_recorded_lazily_reads_back_and_stays_fenced(
+        self, store: Store
+    ) -> None:
+        # durable=False only lets the commit skip waiting for the disk: the same rules hold.
+        one = make_checkpoint("t", 1)
+        token = await store.append_checkpoint(one, expected_head=None, fence=make_fence("a", None))
+        fence = make_fence("a", token)
+        await store.begin_effect("t", "k", name="send", fence=fence)
+        await store.finish_effect("t", "k", result=b"sent", fence=fence, durable=False)
+        done = await store.get_effect("t", "k")
+        assert done is not None and done.status == "done" and done.result == b"sent"
+        with pytest.raises(StoreError):
+            await store.finish_effect("t", "k", result=b"other", fence=fence, durable=False)
+        # A durable commit after it works as usual (a store that switches levels switches back).
+        await store.begin_effect("t", "k2", name="send", fence=fence)
+        await store.finish_effect("t", "k2", result=None, fence=fence)
+        assert (await store.get_effect("t", "k2")).status == "done"  # type: ignore[union-attr]
+
     async def test_started_effect_is_retried_only_on_request(self, store: Store) -> None:
         started, _ = await store.begin_effect("new", "k", name="charge", fence=None)
         assert started
