@@ -17,13 +17,13 @@ from ._types import (
     INT_MIN,
     LEAF_ENCODERS,
     MARKERS,
+    NO_DEFAULT,
     OBJECT,
     PLAIN,
     SET,
     TUPLE,
     Entry,
     encode_bigint,
-    is_default,
     is_plain_tree,
     registrable_kind,
     type_name,
@@ -249,7 +249,9 @@ class Walker:
             plain, step, inner = self._plain, self._any, depth + 1
             out: list[Any] = [_OBJECT_MARK, name]
             for field, item, default in zip(fields, values(value), defaults, strict=True):
-                if item is default or is_default(item, default):
+                if item is default or (
+                    default is not NO_DEFAULT and type(item) is type(default) and item == default
+                ):
                     continue
                 out.append(field)
                 out.append(item if type(item) in plain else step(item, inner))

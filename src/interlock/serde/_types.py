@@ -332,13 +332,6 @@ def struct_defaults(cls: Any) -> tuple[Any, ...] | None:
     return tuple(out)
 
 
-def is_default(value: Any, default: Any) -> bool:
-    """True when ``value`` is the field's plain ``default`` (so it need not be written)."""
-    return value is default or (
-        default is not NO_DEFAULT and type(value) is type(default) and value == default
-    )
-
-
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     # attrgetter reads many attributes in C, but returns a bare value for a single name.
     if not names:
