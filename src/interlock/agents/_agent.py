@@ -64,7 +64,7 @@ from ._messages import (
     message_from_chunks,
     shown_to_model,
 )
-from ._models import ChatModel
+from ._models import ChatModel, ToolSpec
 from ._policy import ApprovalPolicy, Verdict, strictest
 from ._tools import ArgumentsError, Tool, result_text
 
@@ -329,16 +329,20 @@ class ToolAgent(Agent):
 
     async def model_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Ask the model for its next reply (or stop, once ``max_turns`` replies were given)."""
-        items = state.get("messages") or []
-        messages = shown_to_model(items)
+        return {"messages": [await self.turn(state, [t.spec for t in self.tools.values()])]}
+
+    async def turn(self, state: Mapping[str, Any], specs: Sequence[ToolSpec]) -> AssistantMessage:
+        """The model's reply to the conversation, offered ``specs``; after ``max_turns``
+        replies since the user last spoke, a message saying the agent stopped instead."""
+        messages = shown_to_model(state.get("messages") or [])
         if self._turns(messages) >= self.max_turns:
             stop = f"I stopped after {self.max_turns} turns without finishing the task."
-            return {"messages": [AssistantMessage(content=stop, name=self.name, id=new_id())]}
+            return AssistantMessage(content=stop, name=self.name, id=new_id())
         shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
         shown.extend(messages)
-        reply = await self.reply(shown, [t.spec for t in self.tools.values()])
+        reply = await self.reply(shown, specs)
         emit_event(AssistantTurn(agent=self.name, message=reply))
-        return {"messages": [reply]}
+        return reply
 
     async def reply(self, shown: Sequence[Message], specs: Sequence[Any]) -> AssistantMessage:
         """One model reply, named after this agent and given an id."""

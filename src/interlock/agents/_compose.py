@@ -20,12 +20,11 @@ from ..runtime._graph import Graph
 from ..runtime._interrupts import emit_event, run_graph
 from ..runtime._level import new_id
 from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
-from ._events import AssistantTurn, Transfer
+from ._events import Transfer
 from ._messages import (
     AssistantMessage,
     ConversationItem,
     Message,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -277,14 +276,8 @@ class Supervisor(ToolAgent):
         last = messages[-1] if messages else None
         if isinstance(last, AssistantMessage) and last.name and last.name != self.name:
             emit_event(Transfer(source=last.name, target=self.name))
-        if self._turns(messages) >= self.max_turns:
-            stop = f"I stopped after {self.max_turns} turns without finishing the task."
-            return {"messages": [AssistantMessage(content=stop, name=self.name, id=new_id())]}
-        shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
-        shown.extend(shown_to_model(state.get("messages") or []))
         specs = [*self.transfer_specs(), *(t.spec for t in self.tools.values())]
-        reply = await self.reply(shown, specs)
-        emit_event(AssistantTurn(agent=self.name, message=reply))
+        reply = await self.turn(state, specs)
         transfers = [c for c in reply.tool_calls if c.name.startswith(TRANSFER)]
         if not transfers:
             return {"messages": [reply]}
