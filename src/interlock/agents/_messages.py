@@ -179,7 +179,9 @@ class _Fold:
     An agent's ``messages`` list only ever grows (the `append` reducer), and each superstep
     reads it several times: refolding it whole each time would make turn *n* cost O(*n*).
     While no edit has appeared, new items are folded onto the previous result. An edit makes
-    the list be folded whole again (edits are rare).
+    the list be folded whole again (edits are rare). A list that got shorter is folded whole; a
+    node that rewrote an item of its state's list in place (which no reducer does) would not be
+    seen.
     """
 
     __slots__ = ("edited", "items", "messages", "open_calls", "seen", "shown")
@@ -223,7 +225,7 @@ class _Fold:
 
 _FOLDS: dict[int, _Fold] = {}
 """Folds of live conversation lists by ``id``; each holds its list, so the id stays its own."""
-_MAX_FOLDS: Final = 256
+_MAX_FOLDS: Final = 64
 
 
 def _fold(items: Iterable[ConversationItem]) -> _Fold:
