@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import msgspec
 import pytest
 from _agents import replies_to_tool_results
 
@@ -275,3 +276,48 @@ def test_compositions_refuse_bad_children() -> None:
     with pytest.raises(Exception, match="two agents named"):
         parallel([says("a", "x"), says("a", "y")])
     assert isinstance(sequential([says("a", "x")]), Agent)
+
+
+async def test_a_decision_edits_the_conversation_of_the_agent_that_asked(store: Store) -> None:
+    from interlock.agents import ReplaceMessage
+
+    budget = Budget()
+    pm = supervisor(
+        ScriptedModel(
+            lambda m, t: (
+                "pm done" if isinstance(m[-1], AssistantMessage) else call("transfer_to_executor")
+            ),
+            name="pm",
+        ),
+        [budget.executor],
+        name="pm",
+    )
+    app = pm.compile(store=store)
+    first = await app.run(
+        {"messages": [UserMessage(content="give apollo 5000", id="u1")]}, thread="t"
+    )
+    (question,) = first.interrupts
+    assert str(question.address).startswith("subgraph:executor/")  # inside the sub-agent
+    edit = ReplaceMessage(id="u1", message=UserMessage(content="give apollo 5000, today"))
+    answer = {"action": "approve", "conversation": [msgspec.to_builtins(edit)]}
+    done = await app.resume("t", {question.id: answer})
+    assert done.status == "done" and budget.allocated == [("apollo", 5000)]
+    # The executor's next turn was shown the edited message; so was the supervisor's.
+    assert budget.executor_model.requests[-1].messages[0].content == "give apollo 5000, today"  # type: ignore[union-attr]
+    assert conversation(done.values["messages"])[0].content == "give apollo 5000, today"  # type: ignore[union-attr]
+
+
+async def test_a_decision_with_a_bad_conversation_edit_changes_nothing(store: Store) -> None:
+    budget = Budget()
+    app = budget.executor.compile(store=store)
+    first = await app.run({"messages": [UserMessage(content="x", id="u1")]}, thread="t")
+    iid = first.interrupts[0].id
+    for bad in (
+        [{"type": "replace", "id": "u1", "message": {"role": "tool", "content": "x"}}],
+        [{"type": "rename", "id": "u1"}],
+        [{"type": "remove"}],
+        "u1",
+    ):
+        with pytest.raises(InvalidResume):
+            await app.resume("t", {iid: {"action": "approve", "conversation": bad}})
+    assert [i.id for i in await app.inbox(thread="t")] == [iid] and budget.allocated == []

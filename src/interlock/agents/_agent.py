@@ -45,6 +45,7 @@ from ._decisions import (
     Edit,
     Reject,
     Respond,
+    ToolDecision,
     decision_schema,
     parse_decision,
 )
@@ -396,9 +397,12 @@ class ToolAgent(Agent):
                 if found is None:
                     raise
                 raise _first(found) from None
-        return {"messages": results}
+        out: list[ConversationItem] = []
+        for result in results:  # a decision may bring edits of the conversation with it
+            out.extend(result) if isinstance(result, list) else out.append(result)
+        return {"messages": out}
 
-    async def serve(self, call: ToolCall) -> ToolMessage:
+    async def serve(self, call: ToolCall) -> ToolMessage | list[ConversationItem]:
         """Serve one tool call (at its own address): check, decide, ask, run, answer."""
         emit_event(ToolCallEvent(agent=self.name, call=call))
         tool = self.tools.get(call.name)
@@ -417,29 +421,57 @@ class ToolAgent(Agent):
         verdict: Verdict = await step("policy", self.verdict, tool.name, call.arguments)
         if verdict.action == "deny":
             return self._answer(call, verdict.message or "Not allowed.", "denied")
-        arguments = call.arguments
         if verdict.action == "require_approval":
             decision = parse_decision(
                 interrupt(self._question(tool, call, verdict), schema=self._answer_schema(tool))
             )
-            if isinstance(decision, Reject):
-                return self._answer(call, decision.message, "rejected")
-            if isinstance(decision, Respond):
-                return self._answer(call, decision.content, "responded")
-            if isinstance(decision, Edit):
-                arguments = decision.arguments
-                try:
-                    kwargs = tool.check(arguments)
-                except ArgumentsError as exc:
-                    return self._failed(
-                        call, f"Invalid edited arguments for {tool.name}: {exc}", exc
-                    )
-                # A person approves the call as edited, but no one can approve past a deny
-                # rule: the policy reads the edited arguments too (recorded, like the first).
-                again: Verdict = await step("policy", self.verdict, tool.name, arguments)
-                if again.action == "deny":
-                    refused = again.message or "Not allowed."
-                    return self._answer(call, f"The edited call is refused: {refused}", "denied")
+            if decision.conversation:
+                # Edits the person made to this agent's conversation: appended with the call's
+                # answer, so the model reads them on its next turn.
+                return [
+                    *decision.conversation,
+                    await self._decided(tool, call, kwargs, decision, verdict),
+                ]
+            return await self._decided(tool, call, kwargs, decision, verdict)
+        return await self._call(tool, call, call.arguments, kwargs, verdict)
+
+    async def _decided(
+        self,
+        tool: Tool,
+        call: ToolCall,
+        kwargs: dict[str, Any],
+        decision: ToolDecision,
+        verdict: Verdict,
+    ) -> ToolMessage:
+        """Carry out a person's decision on a call that waited for approval."""
+        if isinstance(decision, Reject):
+            return self._answer(call, decision.message, "rejected")
+        if isinstance(decision, Respond):
+            return self._answer(call, decision.content, "responded")
+        arguments = call.arguments
+        if isinstance(decision, Edit):
+            arguments = decision.arguments
+            try:
+                kwargs = tool.check(arguments)
+            except ArgumentsError as exc:
+                return self._failed(call, f"Invalid edited arguments for {tool.name}: {exc}", exc)
+            # A person approves the call as edited, but no one can approve past a deny rule:
+            # the policy reads the edited arguments too (recorded, like the first verdict).
+            again: Verdict = await step("policy", self.verdict, tool.name, arguments)
+            if again.action == "deny":
+                refused = again.message or "Not allowed."
+                return self._answer(call, f"The edited call is refused: {refused}", "denied")
+        return await self._call(tool, call, arguments, kwargs, verdict)
+
+    async def _call(
+        self,
+        tool: Tool,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        kwargs: dict[str, Any],
+        verdict: Verdict,
+    ) -> ToolMessage:
+        """Make the call (as an effect when it is dangerous) and answer it."""
         dangerous = tool.dangerous if tool.dangerous is not None else verdict.action != "allow"
         served = msgspec.structs.replace(call, arguments=arguments)
         outcome: Any

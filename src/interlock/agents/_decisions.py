@@ -14,10 +14,12 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from ..runtime._resume import register_answer_details
+from ._messages import RemoveMessage, ReplaceMessage
 
 __all__ = [
     "APPROVAL",
     "Approve",
+    "ConversationEdit",
     "Edit",
     "Reject",
     "Respond",
@@ -31,6 +33,48 @@ APPROVAL: Final = "tool_approval"
 
 REJECTED: Final = "The user rejected this tool call."
 
+ConversationEdit: TypeAlias = ReplaceMessage | RemoveMessage
+"""A change a decision makes to the conversation of the agent that asked."""
+
+_EDITED_MESSAGE: Final = {
+    "type": "object",
+    "required": ["role", "content"],
+    "properties": {
+        "role": {"enum": ["system", "user", "assistant"]},
+        "content": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+_EDITS: Final = {
+    "type": "array",
+    "items": {
+        "anyOf": [
+            {
+                "type": "object",
+                "required": ["type", "id", "message"],
+                "properties": {
+                    "type": {"const": "replace"},
+                    "id": {"type": "string", "minLength": 1},
+                    "message": _EDITED_MESSAGE,
+                },
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "required": ["type", "id"],
+                "properties": {
+                    "type": {"const": "remove"},
+                    "id": {"type": "string", "minLength": 1},
+                },
+                "additionalProperties": False,
+            },
+        ]
+    },
+}
+"""``conversation``, as every decision object may carry it: messages replaced by id (a system,
+user or assistant text) or removed by id."""
+
 
 class Approve(
     msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag="approve", omit_defaults=True
@@ -38,6 +82,9 @@ class Approve(
     """Run the call with the arguments the person was shown."""
 
     __interlock_name__ = "interlock.Approve"  # its stable name in checkpoints
+
+    conversation: tuple[ConversationEdit, ...] = ()
+    """Edits of the asking agent's conversation, applied before it continues."""
 
 
 class Reject(
@@ -48,6 +95,8 @@ class Reject(
     __interlock_name__ = "interlock.Reject"  # its stable name in checkpoints
 
     message: str = REJECTED
+    conversation: tuple[ConversationEdit, ...] = ()
+    """Edits of the asking agent's conversation, applied before it continues."""
 
 
 class Edit(
@@ -58,6 +107,8 @@ class Edit(
     __interlock_name__ = "interlock.Edit"  # its stable name in checkpoints
 
     arguments: dict[str, Any]
+    conversation: tuple[ConversationEdit, ...] = ()
+    """Edits of the asking agent's conversation, applied before it continues."""
 
 
 class Respond(
@@ -68,6 +119,8 @@ class Respond(
     __interlock_name__ = "interlock.Respond"  # its stable name in checkpoints
 
     content: str
+    conversation: tuple[ConversationEdit, ...] = ()
+    """Edits of the asking agent's conversation, applied before it continues."""
 
 
 ToolDecision: TypeAlias = Approve | Reject | Edit | Respond
@@ -108,7 +161,7 @@ def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
 
 def _action(name: str, fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
-        "properties": {"action": {"const": name}, **fields},
+        "properties": {"action": {"const": name}, "conversation": _EDITS, **fields},
         "required": ["action", *required],
         "additionalProperties": False,
     }
