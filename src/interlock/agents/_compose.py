@@ -199,7 +199,8 @@ class Supervisor(ToolAgent):
 
     Each sub-agent is offered to the model as a tool ``transfer_to_<name>``; calling it gives
     the sub-agent the conversation, and when the sub-agent answers, control comes back to the
-    supervisor. The supervisor may also have tools of its own, under its policy.
+    supervisor. The supervisor may also have tools of its own. ``policy`` covers them and, as
+    an outer policy, every tool of every agent beneath it.
     """
 
     def __init__(
@@ -215,13 +216,7 @@ class Supervisor(ToolAgent):
         description: str | None = None,
     ) -> None:
         super().__init__(
-            name,
-            model,
-            tools,
-            policy=policy,
-            system=system,
-            max_turns=max_turns,
-            description=description,
+            name, model, tools, system=system, max_turns=max_turns, description=description
         )
         self.agents = _children(agents, "supervisor")
         clash = [a.name for a in self.agents if f"{TRANSFER}{a.name}" in self.tools]
@@ -230,6 +225,11 @@ class Supervisor(ToolAgent):
                 f"supervisor {name!r}: sub-agent names {clash or ['model/tools']} clash with "
                 "its own tools or nodes; rename them"
             )
+        if policy is not None:  # over its own tools and everything beneath, like with_policy
+            if not isinstance(policy, ApprovalPolicy):
+                raise TypeError(f"policy must be an ApprovalPolicy, not {type(policy).__name__}")
+            self._outer = (policy,)
+            self._adopt(policy)
 
     def _adopt(self, policy: ApprovalPolicy) -> None:
         super()._adopt(policy)
@@ -341,21 +341,17 @@ def supervisor(
     max_turns: int = 25,
     description: str | None = None,
 ) -> Supervisor:
-    """A supervisor over ``agents`` (see `Supervisor`).
-
-    ``policy`` covers the supervisor's own tools and, as an outer policy, every tool of every
-    agent beneath it.
-    """
-    sup = Supervisor(
+    """A supervisor over ``agents`` (see `Supervisor`)."""
+    return Supervisor(
         model,
         agents,
         name=name,
         tools=tools,
+        policy=policy,
         system=system,
         max_turns=max_turns,
         description=description,
     )
-    return sup.with_policy(policy) if policy is not None else sup  # type: ignore[return-value]
 
 
 # -- plan and execute ---------------------------------------------------------------------------

@@ -199,11 +199,7 @@ class _Fold:
             if isinstance(item, ReplaceMessage | RemoveMessage):
                 self.edited = True
                 return
-            if not isinstance(item, _MESSAGE_TYPES):
-                # Input given as text or OpenAI dicts ({"messages": ["hi"]}): read it so.
-                (item,) = to_messages(item) if isinstance(item, str | Mapping) else (item,)
-                if not isinstance(item, _MESSAGE_TYPES):
-                    raise TypeError(f"a conversation holds messages, not {type(item).__name__}")
+            item = _as_message(item)
             self.messages.append(item)
             self._show(item)
 
@@ -245,6 +241,17 @@ def _fold(items: Iterable[ConversationItem]) -> _Fold:
     return _full(list(items))
 
 
+def _as_message(item: Any) -> Message:
+    """An item of a conversation as a message; input given as text or as an OpenAI dict
+    (``{"messages": ["hi"]}``) is read so."""
+    if isinstance(item, _MESSAGE_TYPES):
+        return item
+    if isinstance(item, str | Mapping):
+        (message,) = to_messages(item)
+        return message
+    raise TypeError(f"a conversation holds messages, not {type(item).__name__}")
+
+
 def _full(items: list[Any]) -> _Fold:
     """Fold a whole list, edits included."""
     fold = _Fold(items)
@@ -269,10 +276,7 @@ def _full(items: list[Any]) -> _Fold:
             if i is not None:
                 dropped.add(i)
         else:
-            if not isinstance(item, _MESSAGE_TYPES):
-                (item,) = to_messages(item) if isinstance(item, str | Mapping) else (item,)
-                if not isinstance(item, _MESSAGE_TYPES):
-                    raise TypeError(f"a conversation holds messages, not {type(item).__name__}")
+            item = _as_message(item)
             if item.id is not None:
                 where[item.id] = len(messages)
             messages.append(item)
