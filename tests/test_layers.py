@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "cli": 5,
     "server": 5,
     "testing": 5,  # the store conformance kit: used by tests, imported by nothing
+    "__main__": 6,  # `python -m interlock`: runs the command line
 }
 FACADE = "interlock"  # the public namespace re-exports every layer; nothing imports it
 

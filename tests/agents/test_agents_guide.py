@@ -19,7 +19,7 @@ def test_the_agents_guide_runs(
     monkeypatch.chdir(tmp_path)
     text = (ROOT / "docs" / "agents.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     scope: dict[str, object] = {}
     for block in blocks:
         exec(compile(block, "agents.md", "exec"), scope)
@@ -28,10 +28,14 @@ def test_the_agents_guide_runs(
         "node:tools/agent:ops/tool:execute:call_0_0",
         "{'command': 'rm -rf /tmp/build'}",
         "Done: ran: rm -rf /tmp/build",
+        "2",
+        "interrupted ('alice',)",
+        "Done: ran: sudo systemctl restart web",
         "waiting: ops execute call_0_0",
         "Done: not today",
     ]
     anyio.run(scope["app"].store.close)  # type: ignore[attr-defined]
+    anyio.run(scope["quorum_app"].store.close)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("module", ["_agent", "_tools", "_models"])

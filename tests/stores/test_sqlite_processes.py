@@ -156,3 +156,14 @@ async def check_file(path: Path, reports: list[dict[str, list[object]]]) -> None
             answered = await store.get_interrupt(f"{c.id}.ask")
             assert answered is not None
             assert (answered.status, answered.resolution) == ("resolved", b"y")
+
+        # The change feed lists every shared append's changes once, in commit order (the
+        # workers' own appends make none).
+        expected = [("interrupt_created", "shared", shared[0].id, f"{shared[0].id}.ask")]
+        for previous, c in itertools.pairwise(shared):
+            expected += [
+                ("interrupt_resolved", "shared", c.id, f"{previous.id}.ask"),
+                ("interrupt_created", "shared", c.id, f"{c.id}.ask"),
+            ]
+        feed = await store.changes(limit=10**6)
+        assert [(c.kind, c.thread, c.checkpoint_id, c.interrupt_id) for c in feed] == expected

@@ -35,12 +35,21 @@ from ..runtime._app import App
 from ..runtime._context import child_scope, current_address
 from ..runtime._effects import effect
 from ..runtime._graph import Graph
-from ..runtime._interrupts import Child, emit_event, gather_children, interrupt, run_graph, step
+from ..runtime._interrupts import (
+    Child,
+    approval_interrupt,
+    emit_event,
+    gather_children,
+    interrupt,
+    run_graph,
+    step,
+)
 from ..runtime._level import new_id
 from ..runtime._records import Segment
 from ..stores import Store
 from ._decisions import (
     APPROVAL,
+    APPROVING,
     Approve,
     Edit,
     Reject,
@@ -422,46 +431,78 @@ class ToolAgent(Agent):
         if verdict.action == "deny":
             return self._answer(call, verdict.message or "Not allowed.", "denied")
         if verdict.action == "require_approval":
-            decision = parse_decision(
-                interrupt(self._question(tool, call, verdict), schema=self._answer_schema(tool))
-            )
-            if decision.conversation:
-                # Edits the person made to this agent's conversation: appended with the call's
-                # answer, so the model reads them on its next turn.
-                return [
-                    *decision.conversation,
-                    await self._decided(tool, call, kwargs, decision, verdict),
-                ]
-            return await self._decided(tool, call, kwargs, decision, verdict)
+            return await self._gated(tool, call, kwargs, verdict)
         return await self._call(tool, call, call.arguments, kwargs, verdict)
 
-    async def _decided(
+    async def _gated(
+        self, tool: Tool, call: ToolCall, kwargs: dict[str, Any], verdict: Verdict
+    ) -> ToolMessage | list[ConversationItem]:
+        """Ask about a call that needs approval, and carry out the decision.
+
+        An edit of a call that needs one approval is that person's approval of the call as
+        edited. An edit of a call that needs several (a quorum), or into arguments the policy
+        gives a quorum, makes a new call: it is asked again, as a new question with the edited
+        arguments and the larger of the two quorums, so approvals given to the old arguments
+        do not count and no one person gets past a quorum.
+        """
+        quorum, asking = verdict.approvals, verdict
+        arguments: dict[str, Any] = call.arguments
+        previous: dict[str, Any] | None = None
+        edits: list[ConversationItem] = []
+        while True:
+            decision = self._ask(tool, call, asking, arguments, previous, quorum)
+            # Edits the person made to this agent's conversation: appended with the call's
+            # answer, so the model reads them on its next turn.
+            edits.extend(decision.conversation)
+            if not isinstance(decision, Edit):
+                break
+            try:
+                kwargs = tool.check(decision.arguments)
+            except ArgumentsError as exc:
+                failed = f"Invalid edited arguments for {tool.name}: {exc}"
+                return _with(edits, self._failed(call, failed, exc))
+            # A person approves the call as edited, but no one can approve past a deny rule:
+            # the policy reads the edited arguments too (recorded, like the first verdict).
+            again: Verdict = await step("policy", self.verdict, tool.name, decision.arguments)
+            if again.action == "deny":
+                refused = again.message or "Not allowed."
+                return _with(
+                    edits, self._answer(call, f"The edited call is refused: {refused}", "denied")
+                )
+            previous, arguments = arguments, decision.arguments
+            needed = again.approvals if again.action == "require_approval" else 1
+            if quorum < 2 and needed < 2:
+                break  # one person's edit approves the call as edited
+            if needed >= quorum:  # an edit into a quorum rule needs that quorum, too
+                quorum, asking = needed, again
+        if isinstance(decision, Reject):
+            answer = self._answer(call, decision.message, "rejected")
+        elif isinstance(decision, Respond):
+            answer = self._answer(call, decision.content, "responded")
+        else:
+            answer = await self._call(tool, call, arguments, kwargs, verdict)
+        return _with(edits, answer)
+
+    def _ask(
         self,
         tool: Tool,
         call: ToolCall,
-        kwargs: dict[str, Any],
-        decision: ToolDecision,
         verdict: Verdict,
-    ) -> ToolMessage:
-        """Carry out a person's decision on a call that waited for approval."""
-        if isinstance(decision, Reject):
-            return self._answer(call, decision.message, "rejected")
-        if isinstance(decision, Respond):
-            return self._answer(call, decision.content, "responded")
-        arguments = call.arguments
-        if isinstance(decision, Edit):
-            arguments = decision.arguments
-            try:
-                kwargs = tool.check(arguments)
-            except ArgumentsError as exc:
-                return self._failed(call, f"Invalid edited arguments for {tool.name}: {exc}", exc)
-            # A person approves the call as edited, but no one can approve past a deny rule:
-            # the policy reads the edited arguments too (recorded, like the first verdict).
-            again: Verdict = await step("policy", self.verdict, tool.name, arguments)
-            if again.action == "deny":
-                refused = again.message or "Not allowed."
-                return self._answer(call, f"The edited call is refused: {refused}", "denied")
-        return await self._call(tool, call, arguments, kwargs, verdict)
+        arguments: dict[str, Any],
+        previous: dict[str, Any] | None,
+        quorum: int,
+    ) -> ToolDecision:
+        """The person's decision on the call with ``arguments`` (an interrupt the first time)."""
+        question = self._question(tool, call, verdict, arguments, previous)
+        if quorum < 2:
+            return parse_decision(interrupt(question, schema=self._answer_schema(tool)))
+        answer = approval_interrupt(
+            question,
+            approvals=quorum,
+            approving=APPROVING,
+            schema=self._answer_schema(tool, quorum=True),
+        )
+        return parse_decision(answer)
 
     async def _call(
         self,
@@ -488,11 +529,12 @@ class ToolAgent(Agent):
             )
         return self._answer(call, content, status)
 
-    def _answer_schema(self, tool: Tool) -> dict[str, Any]:
-        """The approval's answer schema for ``tool`` (built once per tool)."""
-        schema = self._schemas.get(tool.name)
+    def _answer_schema(self, tool: Tool, *, quorum: bool = False) -> dict[str, Any]:
+        """The approval's answer schema for ``tool`` (built once per tool and kind)."""
+        name = f"{tool.name}\x1fquorum" if quorum else tool.name
+        schema = self._schemas.get(name)
         if schema is None:
-            schema = self._schemas[tool.name] = decision_schema(tool.parameters)
+            schema = self._schemas[name] = decision_schema(tool.parameters, quorum=quorum)
         return schema
 
     async def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
@@ -520,20 +562,31 @@ class ToolAgent(Agent):
             return "error", f"Error: {type(exc).__name__}: {exc}"
         return "ok", result_text(value)
 
-    def _question(self, tool: Tool, call: ToolCall, verdict: Verdict) -> dict[str, Any]:
-        shown = msgspec.json.encode(call.arguments).decode()
-        return {
+    def _question(
+        self,
+        tool: Tool,
+        call: ToolCall,
+        verdict: Verdict,
+        arguments: dict[str, Any],
+        previous: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """What an approver is shown; ``previous``: the arguments an edit replaced."""
+        shown = msgspec.json.encode(arguments).decode()
+        question = {
             "type": APPROVAL,
             "question": verdict.message or f"Allow {self.name} to call {tool.name}({shown:.300})?",
             "agent": self.name,
             "tool": tool.name,
             "call_id": call.id,
-            "arguments": call.arguments,
+            "arguments": arguments,
             "address": str(current_address()),
             "rule": verdict.rule,
             "schema": tool.parameters,
             "description": tool.description,
         }
+        if previous is not None:
+            question["edited_from"] = previous
+        return question
 
     def _answer(self, call: ToolCall, content: str, status: ToolStatus) -> ToolMessage:
         emit_event(
@@ -551,6 +604,13 @@ class ToolAgent(Agent):
                 f"agent {self.name!r}: {content}", tool=call.name, call_id=call.id
             ) from exc
         return self._answer(call, content, "error")
+
+
+def _with(
+    edits: list[ConversationItem], answer: ToolMessage
+) -> ToolMessage | list[ConversationItem]:
+    """A call's answer, after the conversation edits its decisions brought (if any)."""
+    return [*edits, answer] if edits else answer
 
 
 def route_tools(state: Mapping[str, Any]) -> str:

@@ -5,6 +5,10 @@ for HTTP clients (``{"action": "edit", "arguments": {...}}``); ``True`` and ``"a
 approve, ``False`` and ``"reject"`` reject. The interrupt's answer schema holds the tool's
 argument schema, so an edit that does not fit the tool is refused (`InvalidResume`) before
 anything is recorded.
+
+A call that needs several approvals (a quorum) counts each approving form as one person's
+approval (`APPROVING`); its answer schema refuses an approval that carries conversation edits,
+which a vote could not apply.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ._messages import RemoveMessage, ReplaceMessage
 
 __all__ = [
     "APPROVAL",
+    "APPROVING",
     "Approve",
     "ConversationEdit",
     "Edit",
@@ -129,15 +134,34 @@ ToolDecision: TypeAlias = Approve | Reject | Edit | Respond
 _DECISION_TYPES = (Approve, Reject, Edit, Respond)
 
 
-def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+APPROVING: Final = {
+    "anyOf": [
+        {"const": True},
+        {"const": "approve"},
+        {
+            "type": "object",
+            "required": ["action"],
+            "properties": {"action": {"const": "approve"}},
+            "additionalProperties": False,
+        },
+    ]
+}
+"""The answers that count as one approval of a call that needs several: ``Approve()``,
+``{"action": "approve"}``, ``true``, ``"approve"``. The quorum's answer schema accepts no other
+approving form, so every answer that runs the call is counted as a vote."""
+
+
+def decision_schema(parameters: dict[str, Any], *, quorum: bool = False) -> dict[str, Any]:
     """The answer schema of an approval for a tool whose arguments follow ``parameters``.
 
     A decision object is checked by its ``action``, so a refusal names what is wrong with that
     form (``answer.arguments: 'command' is a required property``) rather than with every form.
+    With ``quorum`` (the call needs several approvals) an approval carries nothing but itself:
+    it is one vote, which cannot bring conversation edits with it.
     """
     arguments = {k: v for k, v in parameters.items() if k != "$defs"}
     forms = {
-        "approve": _action("approve", {}),
+        "approve": _action("approve", {}, conversation=not quorum),
         "reject": _action("reject", {"message": {"type": "string"}}),
         "edit": _action("edit", {"arguments": arguments}, required=("arguments",)),
         "respond": _action("respond", {"content": {"type": "string"}}, required=("content",)),
@@ -159,9 +183,16 @@ def decision_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _action(name: str, fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
+def _action(
+    name: str,
+    fields: dict[str, Any],
+    *,
+    required: tuple[str, ...] = (),
+    conversation: bool = True,
+) -> dict[str, Any]:
+    edits = {"conversation": _EDITS} if conversation else {}
     return {
-        "properties": {"action": {"const": name}, "conversation": _EDITS, **fields},
+        "properties": {"action": {"const": name}, **edits, **fields},
         "required": ["action", *required],
         "additionalProperties": False,
     }

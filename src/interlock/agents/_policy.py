@@ -8,13 +8,17 @@ A tool the policy does not list gets the policy's ``default`` (``"require_approv
 The policy fails closed: a predicate that raises, or a callable that returns something that is
 not a rule, makes the call wait for approval, and the verdict says why.
 
+A rule that requires approval may require a quorum: ``require_approval(approvals=2)`` makes
+the call wait until two distinct people approved it (any rejection ends it at once).
+
 Example::
 
     policy = ApprovalPolicy({
         "read_file": "allow",
         "execute": [
             deny("Never delete the root.", when=matches("command", r"rm\\s+-rf\\s+/$")),
-            require_approval(when=matches("command", r"\\brm\\b|\\bsudo\\b")),
+            require_approval(when=matches("command", r"\\bsudo\\b"), approvals=2),
+            require_approval(when=matches("command", r"\\brm\\b")),
             allow(),
         ],
     })
@@ -28,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
+
+from ..runtime._interrupts import check_approvals
 
 __all__ = [
     "Action",
@@ -65,11 +71,18 @@ class Rule:
     """For ``deny``: what the model is told. For ``require_approval``: the question shown."""
     name: str | None = None
     """How the verdict names the rule (else a description is made up)."""
+    approvals: int = 1
+    """For ``require_approval``: how many distinct people must approve the call."""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise ValueError(
                 f"a rule's action must be one of {sorted(ACTIONS)}, not {self.action!r}"
+            )
+        check_approvals(self.approvals)
+        if self.approvals > 1 and self.action != "require_approval":
+            raise ValueError(
+                f"approvals={self.approvals} needs a require_approval rule, not {self.action!r}"
             )
         if self.when is not None and not callable(self.when):
             raise TypeError(f"a rule's when= must be callable, not {type(self.when).__name__}")
@@ -80,9 +93,10 @@ class Rule:
         """How a verdict names this rule."""
         if self.name:
             return self.name
+        action = self.action if self.approvals < 2 else f"{self.action} by {self.approvals}"
         if self.when is None:
-            return f"{tool}: {self.action}"
-        return f"{tool}: {self.action} when {_describe(self.when)}"
+            return f"{tool}: {action}"
+        return f"{tool}: {action} when {_describe(self.when)}"
 
 
 def allow(when: Predicate | None = None, *, name: str | None = None) -> Rule:
@@ -91,10 +105,20 @@ def allow(when: Predicate | None = None, *, name: str | None = None) -> Rule:
 
 
 def require_approval(
-    when: Predicate | None = None, *, question: str | None = None, name: str | None = None
+    when: Predicate | None = None,
+    *,
+    question: str | None = None,
+    name: str | None = None,
+    approvals: int = 1,
 ) -> Rule:
-    """A rule that makes the call wait for a person (when ``when`` holds)."""
-    return Rule("require_approval", when, question, name)
+    """A rule that makes the call wait for a person (when ``when`` holds).
+
+    With ``approvals=N`` (N > 1) the call waits for N distinct people to approve it (each
+    decides with ``actor=``); the first rejection, or an answer in place of the tool, ends it
+    at once. An edit makes a new call, asked again with the edited arguments and at least the
+    same quorum: approvals of the old arguments do not count.
+    """
+    return Rule("require_approval", when, question, name, approvals)
 
 
 def deny(message: str = _DENIED, *, when: Predicate | None = None, name: str | None = None) -> Rule:
@@ -149,6 +173,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The rule that fired, or why the policy failed closed."""
     message: str | None = None
     """What the model is told (deny) or the question shown (require_approval)."""
+    approvals: int = 1
+    """For ``require_approval``: how many distinct people must approve the call."""
 
 
 RuleSpec: TypeAlias = (
@@ -203,27 +229,29 @@ class ApprovalPolicy:
         if spec is None:
             return _verdict(self._default, "default")
         if callable(spec):
+            # Failing closed asks for at least the quorum the default would.
+            quorum = _quorum([self._default])
             try:
                 out = spec(dict(arguments))
             except Exception as exc:
-                return _closed(tool, f"its rule raised {type(exc).__name__}: {exc}")
+                return _closed(tool, f"its rule raised {type(exc).__name__}: {exc}", quorum)
             if out is None:
                 return _verdict(self._default, "default")
             if isinstance(out, str) and out in ACTIONS:
                 out = Rule(out)  # type: ignore[arg-type]
             if not isinstance(out, Rule):
-                return _closed(tool, f"its rule returned {out!r:.60}, which is no action")
+                return _closed(tool, f"its rule returned {out!r:.60}, which is no action", quorum)
             return _verdict(out, tool)
         for rule in spec:
             if rule.when is not None:
                 try:
                     hit = rule.when(dict(arguments))
                 except Exception as exc:
-                    return _closed(
-                        tool, f"{rule.describe(tool)} raised {type(exc).__name__}: {exc}"
-                    )
+                    why = f"{rule.describe(tool)} raised {type(exc).__name__}: {exc}"
+                    return _closed(tool, why, _quorum([*spec, self._default]))
                 if not isinstance(hit, bool):
-                    return _closed(tool, f"{rule.describe(tool)} returned {hit!r:.40}, not a bool")
+                    why = f"{rule.describe(tool)} returned {hit!r:.40}, not a bool"
+                    return _closed(tool, why, _quorum([*spec, self._default]))
                 if not hit:
                     continue
             return _verdict(rule, tool)
@@ -231,19 +259,31 @@ class ApprovalPolicy:
 
 
 def strictest(verdicts: Sequence[Verdict]) -> Verdict:
-    """The strictest of several policies' verdicts (deny over approval over allow)."""
-    return max(verdicts, key=lambda v: _STRICTNESS[v.action])
+    """The strictest of several policies' verdicts (deny over approval over allow; of two
+    approvals, the one that needs more people)."""
+    return max(verdicts, key=lambda v: (_STRICTNESS[v.action], v.approvals))
 
 
 def _verdict(rule: Rule, tool: str) -> Verdict:
     message = rule.message
     if rule.action == "deny" and message is None:
         message = _DENIED
-    return Verdict(action=rule.action, rule=rule.describe(tool), message=message)
+    return Verdict(
+        action=rule.action, rule=rule.describe(tool), message=message, approvals=rule.approvals
+    )
 
 
-def _closed(tool: str, why: str) -> Verdict:
-    return Verdict(action="require_approval", rule=f"{tool}: fail closed: {why}")
+def _quorum(rules: Sequence[Rule]) -> int:
+    """The largest quorum any of ``rules`` asks for (1 when none asks for approval)."""
+    return max((r.approvals for r in rules if r.action == "require_approval"), default=1)
+
+
+def _closed(tool: str, why: str, approvals: int = 1) -> Verdict:
+    """The verdict of a policy that could not decide: wait for approval, by as many people as
+    the rules it could not read might have asked for."""
+    return Verdict(
+        action="require_approval", rule=f"{tool}: fail closed: {why}", approvals=approvals
+    )
 
 
 def _rule_of(tool: str, spec: Any) -> Rule:

@@ -229,10 +229,21 @@ class App(Generic[StateT]):
         the thread again and gets `InterruptAlreadyResolved` carrying it (or, having sent the
         same nonce, the recorded decisions back).
 
+        An interrupt that needs several approvals (``approve(..., approvals=N)``, a policy's
+        ``require_approval(approvals=N)``) counts approvals by ``actor``: an approval that is
+        not the Nth distinct one is recorded as a vote (the returned `Decision` has ``final``
+        False and ``approved_by`` listing who approved so far) and the interrupt stays pending;
+        the Nth resolves it, and any other answer (a rejection) resolves it at once. Votes
+        racing each other are all counted: the loser of the compare-and-set reads the thread
+        again and adds its vote.
+
         Raises:
             ValueError: ``answers`` is empty.
             UnknownInterrupt, InterruptAlreadyResolved (carrying the recorded `Decision`),
-            InvalidResume, CheckpointNotFound: Nothing was recorded.
+            InvalidResume, CheckpointNotFound: Nothing was recorded. `InvalidResume` also
+                refuses an approval of a quorum without ``actor``, or by an actor who
+                approved it already (the same vote sent again with its ``nonce`` returns the
+                recorded vote instead).
             ThreadBusy: A run holds the thread (it is being continued) and has not answered
                 these interrupts; nothing was recorded, try again once it stops.
         """
@@ -306,7 +317,10 @@ class App(Generic[StateT]):
             checkpoint_id: Resume from this past checkpoint instead of the latest (time
                 travel). The thread branches there; the branch's interrupts get new ids, and
                 the old ids (or keys) are accepted as targets.
-            actor: Who decided (stored with the decision).
+            actor: Who decided (stored with the decision). An approval of an interrupt that
+                needs several (see `decide`) must name one; when it is not the last approval
+                needed, it is recorded as a vote and the result is ``interrupted``, still
+                waiting on that interrupt.
             reason: Why (stored with the decision).
 
         Raises:

@@ -35,10 +35,13 @@ from ._records import Address, Command, Decision, Interrupt, RunResult, TimeoutD
 from ._resume import (
     Targets,
     check_targets,
+    check_votes,
     decide,
     decided_unrun,
     payload_hash,
     recorded_decision,
+    recorded_vote,
+    replayed_votes,
 )
 from ._runctx import LeasePolicy, Opened, RunCtx, Stale
 
@@ -184,7 +187,9 @@ class Calls(Generic[StateT]):
             checked = await check_targets(
                 self.store, self.plan.codec, level, ctx.thread, answers, {}
             )
-            resolutions, decisions = decide(self.plan.codec, level, checked)
+            # A handler names no decider: its approval of a quorum is refused (InvalidResume).
+            votes = check_votes(level, checked, None)
+            resolutions, decisions = decide(self.plan.codec, level, checked, votes=votes)
             await ctx.commit(level, "resume", resolutions, decisions=decisions)
 
     # -- run -------------------------------------------------------------------------------
@@ -242,6 +247,7 @@ class Calls(Generic[StateT]):
             answers = await check_targets(
                 self.store, self.plan.codec, level, thread, targets, renamed
             )
+            votes = check_votes(level, answers, actor)
         except ResumeError as exc:
             opened.check(exc)
             raise
@@ -271,7 +277,7 @@ class Calls(Generic[StateT]):
                 ctx.parent = branch_from
                 await ctx.commit(level, "fork", ())
             resolutions, decisions = decide(
-                self.plan.codec, level, answers, actor=actor, reason=reason
+                self.plan.codec, level, answers, actor=actor, reason=reason, votes=votes
             )
             if update:
                 level.apply_writes(("resume", k, v) for k, v in update)
@@ -280,6 +286,11 @@ class Calls(Generic[StateT]):
                 # Anything but a list is one target; one that is not a node is InvalidUpdate.
                 extra: list[Any] = list(goto) if isinstance(goto, list | tuple) else [goto]
                 level.add_goto(extra)
+            if decisions and not (runnable or edits or branch_from or resolutions):
+                # Only votes toward a quorum: recorded, and the thread still waits on them.
+                await ctx.commit(level, "resume", (), actor=actor, final=True, decisions=decisions)
+                self.keep_warm(ctx, level)
+                return ctx.stopped(level)
             await ctx.commit(level, "resume", resolutions, actor=actor, decisions=decisions)
         except ThreadBusy as exc:
             await ctx.release()  # the branch commit may have taken the lease
@@ -364,7 +375,7 @@ class Calls(Generic[StateT]):
         try:
             checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
         except InterruptAlreadyResolved:
-            replayed = await self._replayed(thread, answers, nonce)
+            replayed = await self._replayed(level, thread, answers, actor, nonce)
             if replayed is None:
                 raise
             return replayed
@@ -376,11 +387,15 @@ class Calls(Generic[StateT]):
                     f"interrupt {iid} changed since it was shown; show it again and decide",
                     interrupt_id=iid,
                 )
+        replayed = replayed_votes(level, checked, actor, nonce)
+        if replayed is not None:
+            return replayed
+        votes = check_votes(level, checked, actor)
         if busy is not None:
             raise busy
         ctx = self.prepare(level, thread, opened)
         resolutions, decisions = decide(
-            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce
+            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce, votes=votes
         )
         try:
             await ctx.commit(
@@ -392,19 +407,39 @@ class Calls(Generic[StateT]):
         return decisions
 
     async def _replayed(
-        self, thread: str, answers: Mapping[str, Any], nonce: str | None
+        self,
+        level: Level,
+        thread: str,
+        answers: Mapping[str, Any],
+        actor: str | None,
+        nonce: str | None,
     ) -> list[Decision] | None:
-        """The recorded decisions, when every target was already decided with ``nonce``."""
+        """The recorded decisions, when every target was already decided with ``nonce``.
+
+        A target may also be a quorum interrupt this actor voted on with ``nonce``: still
+        pending, or resolved since by others' approvals; the vote is what was recorded.
+        """
         if nonce is None:
             return None
+        pending = {r.id: r for r in level.pending}
         found: list[Decision] = []
         for target in answers:
+            r = pending.get(target)
+            if r is not None:
+                vote = next((v for v in r.votes if (v.actor, v.nonce) == (actor, nonce)), None)
+                if vote is None:
+                    return None
+                found.append(vote)
+                continue
             stored = await self.store.get_interrupt(target)
             decision = None if stored is None else recorded_decision(self.plan.codec, stored)
             if stored is None or stored.thread != thread or decision is None:
                 return None
             if decision.nonce != nonce:
-                return None
+                vote = recorded_vote(self.plan.codec, stored, actor, nonce)
+                if vote is None:
+                    return None
+                decision = vote
             found.append(decision)
         return found
 

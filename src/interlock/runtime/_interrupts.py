@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import anyio
 
@@ -35,8 +35,10 @@ from ._signals import InterruptSignal, Raised
 
 __all__ = [
     "Child",
+    "approval_interrupt",
     "approve",
     "ask",
+    "check_approvals",
     "choose",
     "composite_interrupt",
     "emit_event",
@@ -107,6 +109,7 @@ def interrupt(
     on_timeout: OnTimeout | None = None,
     validator: Callable[[Any], object] | None = None,
     default: Any = _NO_DEFAULT,
+    approvals: int = 1,
 ) -> Any:
     """Stop the task to ask a person; on resume, return their answer.
 
@@ -125,6 +128,11 @@ def interrupt(
             deadline), or ``timeout_default(value)`` (answers ``value``).
         validator: A callable that raises `ValueError` (or returns False) for a bad answer.
         default: Returned when the interrupt is resumed with no data (``None``).
+        approvals: How many distinct people must approve (a quorum). With more than 1, an
+            answer ``True`` counts as one approval and needs a named decider (``actor=``); the
+            interrupt stays pending until that many different actors approved, and then
+            returns ``True``. Any other answer decides at once. `approve` does the same with
+            its approving words.
 
     Returns:
         The answer given on resume.
@@ -134,8 +142,47 @@ def interrupt(
         GraphDefinitionError: ``schema`` is not a valid JSON Schema, or a type neither
             msgspec nor pydantic can describe; or ``on_timeout=timeout_default(value)`` gives
             an answer the schema refuses.
-        ValueError: ``deadline`` is a naive datetime.
+        ValueError: ``deadline`` is a naive datetime, or ``approvals`` is below 1.
+        TypeError: ``approvals`` is not an int.
     """
+    return approval_interrupt(
+        info,
+        approvals=approvals,
+        approving=None,
+        key=key,
+        state=state,
+        schema=schema,
+        deadline=deadline,
+        on_timeout=on_timeout,
+        validator=validator,
+        default=default,
+    )
+
+
+_APPROVED: Final = {"const": True}
+"""What approves a quorum question asked with `interrupt` (`approve` says more)."""
+
+
+def approval_interrupt(
+    info: Any,
+    *,
+    approvals: int,
+    approving: Mapping[str, Any] | None,
+    key: str | None = None,
+    state: Any = None,
+    schema: type[Any] | Mapping[str, Any] | None = None,
+    deadline: float | datetime | None = None,
+    on_timeout: OnTimeout | None = None,
+    validator: Callable[[Any], object] | None = None,
+    default: Any = _NO_DEFAULT,
+) -> Any:
+    """`interrupt()` for a question that may need several approvals.
+
+    With ``approvals`` > 1, an answer that satisfies the JSON Schema ``approving`` (default:
+    the answer ``true``) counts as one person's approval; it is stored with the interrupt, so
+    whatever process decides tells votes from decisions by stored data alone.
+    """
+    check_approvals(approvals)
     if not _valid_policy(on_timeout):
         raise GraphDefinitionError(
             f"on_timeout must be 'reject', 'escalate' or timeout_default(value), not {on_timeout!r}"
@@ -156,7 +203,24 @@ def interrupt(
         on_timeout=on_timeout,
         validator=validator,
         default=default,
+        approvals=approvals,
+        approving=approving,
     )
+
+
+def check_approvals(approvals: object) -> None:
+    """Refuse an ``approvals=`` that is no count of people.
+
+    Raises:
+        TypeError: It is not an int.
+        ValueError: It is below 1.
+    """
+    if not isinstance(approvals, int) or isinstance(approvals, bool):
+        raise TypeError(f"approvals must be an int, not {type(approvals).__name__}")
+    if approvals < 1:
+        raise ValueError(
+            f"approvals must be at least 1 (how many distinct people must approve), not {approvals}"
+        )
 
 
 def answer_or_raise(
@@ -173,6 +237,8 @@ def answer_or_raise(
     validator: Callable[[Any], object] | None = None,
     default: Any = _NO_DEFAULT,
     kind: Literal["dynamic", "reconcile"] = "dynamic",
+    approvals: int = 1,
+    approving: Mapping[str, Any] | None = None,
 ) -> Any:
     """`interrupt()` once the call is named (``local``): return its answer or raise it."""
     where = str(address)
@@ -195,6 +261,7 @@ def answer_or_raise(
         return answer
     # Checked before this task's scratch changes: a refusal leaves nothing half-recorded.
     stored = _schema_of(schema)
+    quorum = _schema_of(approving or _APPROVED) if approvals > 1 else None
     due = _deadline_of(deadline)
     if stored is not None and isinstance(on_timeout, TimeoutDefault):
         problem = check(on_timeout.value, stored)
@@ -223,6 +290,7 @@ def answer_or_raise(
         schema=stored,
         created_at=time.time(),
         deadline=due,
+        approvals=approvals,
     )
     raise InterruptSignal(
         [
@@ -233,6 +301,7 @@ def answer_or_raise(
                 on_timeout=on_timeout,
                 task=ctx.task_id,
                 local=local,
+                approving=quorum,
             )
         ]
     )
@@ -259,13 +328,22 @@ def approve(
     validator: Callable[[Any], object] | None = None,
     default: bool | None = None,
     deadline: float | datetime | None = None,
+    approvals: int = 1,
 ) -> bool:
     """Ask a person to approve; return True for approve, False for reject.
 
     Accepted answers: a bool, or one of ``approve/yes/y/ok`` and ``reject/no/n/deny`` (any case).
+
+    With ``approvals=N`` (N > 1) it returns True only once N distinct people approved: each
+    approval (``True`` or an approving word, decided with ``actor=``) is recorded as a vote
+    that leaves the interrupt pending, shown on it as `Interrupt.approved_by`, until the Nth;
+    the first rejection returns False. A quorum question needs an explicit answer, so
+    ``default`` does not apply to it.
     """
-    answer = interrupt(
+    answer = approval_interrupt(
         {"type": "approval", "question": question, "details": details},
+        approvals=approvals,
+        approving={"anyOf": [{"const": True}, {"enum": list(_YES)}]},
         key=key,
         schema={"anyOf": [{"type": "boolean"}, {"enum": [*_YES, *_NO]}]},
         validator=validator,

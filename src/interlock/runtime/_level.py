@@ -390,6 +390,7 @@ class Level:
         tid = o.task.id
         if o.cancelled:
             return  # it re-runs from its saved input; its scratch stays as it was
+        voted: dict[str, Raised] = {}
         if o.error is None:
             # The task ran: whatever it still waits on, it raised again just now. Interrupts it
             # no longer raises are gone (the App cancels them on the record).
@@ -398,6 +399,7 @@ class Level:
                 self.pending = [r for r in self.pending if r.owner != tid]
                 again = {r.id for r in o.signal.raised} if o.signal is not None else set()
                 self.dropped.extend(r.id for r in before if r.id not in again)
+                voted = {r.id: r for r in before if r.votes}
         if o.result is not None:
             self.results[tid] = o.result
             if emit is not None:
@@ -409,15 +411,24 @@ class Level:
             assert o.scratch is not None
             self.scratch[tid] = o.scratch
             for r in o.signal.raised:
+                interrupt, votes = r.interrupt, r.votes
+                old = voted.get(r.id)
+                if old is not None and old.interrupt.info == interrupt.info:
+                    # Re-raised as it was (a subgraph reports its stored copy, which the
+                    # votes recorded at this level never reached): the votes stay.
+                    votes = old.votes
+                    interrupt = old.interrupt
                 self.pending.append(
                     Raised(
-                        r.interrupt,
+                        interrupt,
                         validator=r.validator,
                         has_default=r.has_default,
                         on_timeout=r.on_timeout,
                         task=r.task,
                         local=r.local,
                         owner=tid,
+                        approving=r.approving,
+                        votes=votes,
                     )
                 )
         elif o.scratch is not None:

@@ -25,6 +25,7 @@ from .._errors import (
     UnregisteredType,
 )
 from ..graph._builder import CompiledGraph, Migration
+from ..serde import Codec
 from ..stores import (
     AuditEntry,
     AuditKind,
@@ -266,9 +267,12 @@ class ThreadIO:
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
         entries: list[AuditEntry] = []
-        if fresh or resolutions or source == "update":
+        if fresh or resolutions or decisions or source == "update":
             entries.extend(self._raised_entry(r) for r in fresh)
-            decided = {d.interrupt_id: d for d in decisions}
+            # Every approval of a quorum has its own entry, the last one's before the
+            # decision that resolves the interrupt.
+            entries.extend(_approval_entry(d) for d in decisions if _is_approval(d))
+            decided = {d.interrupt_id: d for d in decisions if d.final}
             entries.extend(_resolved_entry(r, decided.get(r.id), actor) for r in resolutions)
             if source == "update":
                 edit = {"checkpoint": record.id, "as_node": metadata.get("as_node")}
@@ -370,8 +374,12 @@ class ThreadIO:
             created_at=i.created_at,
             deadline=i.deadline,
             tool=next((seg.name for seg in reversed(i.address) if seg.kind == "tool"), None),
-            # What an inbox shows; the engine's own record of it is in the checkpoint.
-            body=self.codec.encode([i.info, i.schema], path="interrupt"),
+            # What an inbox shows; the engine's own record of it is in the checkpoint (also
+            # a quorum's progress, which `quorum_progress` reads: see decision 49).
+            body=self.codec.encode(
+                [i.info, i.schema] if i.approvals < 2 else [i.info, i.schema, i.approvals],
+                path="interrupt",
+            ),
         )
 
     def interrupts_of(self, rows: Sequence[InterruptRecord]) -> list[Interrupt]:
@@ -387,16 +395,30 @@ class ThreadIO:
 
     def interrupt_of(self, row: InterruptRecord) -> Interrupt:
         """Turn a row of the store's interrupt index into an `Interrupt`."""
+        return interrupt_of(self.codec, row)
+
+    async def quorum_progress(self, thread: str) -> dict[str, tuple[str, ...]]:
+        """Who approved each pending quorum interrupt of ``thread`` so far, by interrupt id.
+
+        Read from the thread's latest checkpoint (its own body only, never the delta chain):
+        the index row of an interrupt is written once, when it is raised.
+        """
+        record = await self.store.get_checkpoint(thread)
+        if record is None:
+            return {}
+        progress: dict[str, tuple[str, ...]] = {}
         try:
-            info, schema = self.codec.decode(row.body)
-            address = Address.parse(row.address)
-        except (CheckpointCorrupt, ValueError, TypeError) as exc:
+            for w in self.decode(record).get("pend", ()):
+                if isinstance(w, list) and len(w) == 17:
+                    progress[str(w[0])] = raised_from_wire(w, thread).interrupt.approved_by
+        except (ValueError, TypeError) as exc:
             raise CheckpointCorrupt(
-                f"interrupt {row.id} of thread {row.thread!r} has an invalid index row: {exc}",
-                thread=row.thread,
-                checkpoint_id=row.checkpoint_id,
+                f"checkpoint {record.id} of thread {thread!r} has an invalid pending interrupt: "
+                f"{exc}",
+                thread=thread,
+                checkpoint_id=record.id,
             ) from exc
-        return _interrupt(row, address, info, schema)
+        return progress
 
     def _encode(self, body: dict[str, Any], level: Level) -> bytes:
         try:
@@ -426,6 +448,29 @@ class ThreadIO:
         return renamed
 
 
+def _is_approval(d: Decision) -> bool:
+    """True for an approval of a quorum: a vote, or the last approval, which resolves it.
+
+    Invariant: a final decision whose ``approved_by`` holds every approval needed is the last
+    approval (any other decision leaves the interrupt before the quorum is complete).
+    """
+    return d.approvals > 1 and (not d.final or len(d.approved_by) >= d.approvals)
+
+
+def _approval_entry(d: Decision) -> AuditEntry:
+    """The audit entry of one person's approval of an interrupt that needs several."""
+    data: dict[str, Any] = {
+        "interrupt": d.interrupt_id,
+        "answer": d.answer,
+        "approved_by": list(d.approved_by),
+        "approvals": d.approvals,
+        "reason": d.reason,
+        "nonce": d.nonce,
+        "payload_hash": d.payload_hash,
+    }
+    return AuditEntry(kind="approval", actor=d.actor, data=to_json(data))
+
+
 def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | None) -> AuditEntry:
     """The audit entry of an interrupt leaving ``pending`` (with its decision, if answered)."""
     data: dict[str, Any] = {"interrupt": res.id, "status": res.status}
@@ -438,6 +483,8 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
         )
         if decision.details is not None:
             data["details"] = decision.details
+        if decision.approvals > 1:
+            data.update(approvals=decision.approvals, approved_by=list(decision.approved_by))
         actor = decision.actor or actor
     kind: AuditKind
     if res.status == "expired":
@@ -543,7 +590,34 @@ def _ancestry(record: CheckpointRecord, rows: Sequence[CheckpointRecord]) -> lis
     return out
 
 
-def _interrupt(row: InterruptRecord, address: Address, info: Any, schema: Any) -> Interrupt:
+def interrupt_of(codec: Codec, row: InterruptRecord) -> Interrupt:
+    """Turn a row of the store's interrupt index into an `Interrupt`, decoded with ``codec``.
+
+    The row's body is ``[info, schema]``, or ``[info, schema, approvals]`` for a quorum. Who
+    approved so far is not in the row (see `ThreadIO.quorum_progress`).
+
+    Raises:
+        CheckpointCorrupt: The row cannot be read (damaged, or types ``codec`` lacks).
+    """
+    try:
+        body = codec.decode(row.body)
+        if not isinstance(body, list) or len(body) not in (2, 3):
+            raise ValueError("the body is not [info, schema] or [info, schema, approvals]")
+        address = Address.parse(row.address)
+        return _interrupt(row, address, *body)
+    except (CheckpointCorrupt, ValueError, TypeError) as exc:
+        raise CheckpointCorrupt(
+            f"interrupt {row.id} of thread {row.thread!r} has an invalid index row: {exc}",
+            thread=row.thread,
+            checkpoint_id=row.checkpoint_id,
+        ) from exc
+
+
+def _interrupt(
+    row: InterruptRecord, address: Address, info: Any, schema: Any, approvals: int = 1
+) -> Interrupt:
+    if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 1:
+        raise ValueError(f"an interrupt's approvals must be a positive int, not {approvals!r}")
     return Interrupt(
         id=row.id,
         thread=row.thread,
@@ -555,4 +629,5 @@ def _interrupt(row: InterruptRecord, address: Address, info: Any, schema: Any) -
         created_at=row.created_at,
         deadline=row.deadline,
         status=row.status,
+        approvals=approvals,
     )

@@ -140,6 +140,11 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
     """Unix time after which it expires, if any."""
     status: Literal["pending", "resolved", "expired", "cancelled"] = "pending"
     """Lifecycle state."""
+    approvals: int = 1
+    """How many distinct people must approve it (a quorum); 1: the first answer decides."""
+    approved_by: tuple[str, ...] = ()
+    """Who approved it so far, in order, while fewer than `approvals` have (a quorum's
+    progress: an inbox shows ``len(approved_by)`` of `approvals`)."""
 
     @property
     def needs_answer(self) -> bool:
@@ -147,14 +152,19 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
         return self.kind in ANSWERABLE
 
     def __repr__(self) -> str:
+        quorum = f" approved={len(self.approved_by)}/{self.approvals}" if self.approvals > 1 else ""
         return (
             f"<Interrupt {self.id} {self.status} {self.kind} {self.address or 'graph'} "
-            f"thread={self.thread!r}>"
+            f"thread={self.thread!r}{quorum}>"
         )
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    """A person's answer to an interrupt, as recorded when it left ``pending``."""
+    """A person's answer to an interrupt, as recorded when it left ``pending``.
+
+    An approval of an interrupt that needs several (``approvals`` > 1) is recorded as a vote
+    (``final`` False) until the last one needed arrives.
+    """
 
     interrupt_id: str
     """The interrupt answered."""
@@ -175,6 +185,15 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     details: Any = None
     """What the answer changes, as its interrupt's kind describes it (for an edited tool call:
     the arguments before and after, and their diff); None for most answers."""
+    approvals: int = 1
+    """How many distinct approvals its interrupt needs (`Interrupt.approvals`)."""
+    approved_by: tuple[str, ...] = ()
+    """For an interrupt that needs several approvals: who has approved it, this decision's
+    actor included when it is an approval. Empty for an interrupt that needs one answer."""
+    final: bool = True
+    """False for a vote: an approval that is recorded but leaves the interrupt pending, because
+    fewer than `approvals` distinct people have approved it yet. True when the decision
+    resolved the interrupt (the last approval of a quorum, a rejection, any other answer)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,14 @@ from ._wire import level_from_wire
 __all__ = [
     "Targets",
     "check_targets",
+    "check_votes",
     "decide",
     "decided_unrun",
     "payload_hash",
     "recorded_decision",
+    "recorded_vote",
     "register_answer_details",
+    "replayed_votes",
     "validate_answer",
 ]
 
@@ -168,6 +171,74 @@ def payload_hash(codec: Codec, info: Any) -> str:
     return hashlib.blake2b(codec.encode(info, path="info"), digest_size=16).hexdigest()
 
 
+def check_votes(level: Level, answers: Mapping[str, Any], actor: str | None) -> frozenset[str]:
+    """Return the checked answers that are approvals of a quorum; refuse what cannot count.
+
+    A quorum (``approvals`` > 1) counts the approvals of distinct named people, so an
+    approval without ``actor``, or a second one by the same actor, is refused; so is an
+    answer with no data, which would decide for everyone by default. Nothing changes here.
+
+    Raises:
+        InvalidResume: One of those; nothing was recorded.
+    """
+    votes: set[str] = set()
+    by_id = {r.id: r for r in level.pending}
+    for iid, answer in answers.items():
+        r = by_id[iid]
+        need = r.interrupt.approvals
+        if need < 2:
+            continue
+        if answer is None:
+            raise InvalidResume(
+                f"interrupt {iid} needs approvals from {need} different people; answer it with "
+                "an approval or a rejection, not with no data; nothing was recorded",
+                interrupt_id=iid,
+            )
+        if not approves(r, answer):
+            continue  # a rejection (or any other answer) decides at once
+        done = r.interrupt.approved_by
+        if actor is None:
+            raise InvalidResume(
+                f"interrupt {iid} needs approvals from {need} different people, so a quorum "
+                "needs named deciders: pass actor= with the approval; nothing was recorded",
+                interrupt_id=iid,
+            )
+        if actor in done:
+            raise InvalidResume(
+                f"{actor!r} already approved interrupt {iid} ({len(done)} of {need} "
+                f"approvals); the others must come from people other than "
+                f"{', '.join(repr(a) for a in done)}; nothing was recorded",
+                interrupt_id=iid,
+            )
+        votes.add(iid)
+    return frozenset(votes)
+
+
+def approves(r: Raised, answer: Any) -> bool:
+    """True when ``answer`` counts as one approval of the quorum interrupt ``r``."""
+    if r.approving is None:
+        return answer is True
+    return check(answer, r.approving) is None
+
+
+def replayed_votes(
+    level: Level, answers: Mapping[str, Any], actor: str | None, nonce: str | None
+) -> list[Decision] | None:
+    """The recorded votes, when every target is pending and already has ``actor``'s vote
+    sent with ``nonce`` (the same votes sent again: their outcome, not an error)."""
+    if nonce is None or actor is None:
+        return None
+    by_id = {r.id: r for r in level.pending}
+    found: list[Decision] = []
+    for iid in answers:
+        r = by_id[iid]
+        vote = next((v for v in r.votes if v.actor == actor and v.nonce == nonce), None)
+        if vote is None:
+            return None
+        found.append(vote)
+    return found
+
+
 def decide(
     codec: Codec,
     level: Level,
@@ -177,38 +248,57 @@ def decide(
     reason: str | None = None,
     nonce: str | None = None,
     status: Literal["resolved", "expired"] = "resolved",
+    votes: frozenset[str] = frozenset(),
 ) -> tuple[list[Resolution], list[Decision]]:
     """Deliver checked answers to their tasks; return the resolutions to commit with them.
 
     ``status="expired"`` records answers given by a deadline policy (`ESCALATE` is recorded as
-    no answer).
+    no answer). ``votes`` (from `check_votes`) are the approvals of quorum interrupts: each
+    is recorded on its pending interrupt, which it resolves only when it is the last approval
+    needed; the returned decisions include the votes (``final`` False).
     """
     now = time.time()
     by_id = {r.id: r for r in level.pending}
-    decisions = [
-        Decision(
+    decisions: list[Decision] = []
+    resolutions: list[Resolution] = []
+    final: dict[str, Any] = {}
+    for iid, answer in answers.items():
+        r = by_id[iid]
+        i = r.interrupt
+        approved_by = (*i.approved_by, actor) if iid in votes and actor is not None else None
+        d = Decision(
             interrupt_id=iid,
             thread=level.thread,
             answer=None if answer is ESCALATE else answer,
             actor=actor,
             reason=reason,
             nonce=nonce,
-            payload_hash=payload_hash(codec, by_id[iid].interrupt.info),
+            payload_hash=payload_hash(codec, i.info),
             decided_at=now,
-            details=_details(by_id[iid].interrupt.info, answer),
+            details=_details(i.info, answer),
+            approvals=i.approvals,
+            approved_by=i.approved_by if approved_by is None else approved_by,
+            final=approved_by is None or len(approved_by) >= i.approvals,
         )
-        for iid, answer in answers.items()
-    ]
-    resolutions = [
-        Resolution(
-            id=d.interrupt_id,
-            status=status,
-            resolved_at=now,
-            resolution=codec.encode(msgspec.structs.asdict(d), path="answer"),
+        decisions.append(d)
+        if not d.final:
+            # A vote: kept with the pending interrupt, which the commit stores as it is now.
+            r.votes = (*r.votes, d)
+            r.interrupt = msgspec.structs.replace(i, approved_by=d.approved_by)
+            continue
+        stored = msgspec.structs.asdict(d)
+        if r.votes:  # the earlier votes, so that a vote sent again is told its outcome
+            stored["votes"] = [msgspec.structs.asdict(v) for v in r.votes]
+        resolutions.append(
+            Resolution(
+                id=iid,
+                status=status,
+                resolved_at=now,
+                resolution=codec.encode(stored, path="answer"),
+            )
         )
-        for d in decisions
-    ]
-    deliver(level, answers)
+        final[iid] = answer
+    deliver(level, final)
     return resolutions, decisions
 
 
@@ -220,6 +310,19 @@ def recorded_decision(codec: Codec, stored: InterruptRecord) -> Decision | None:
         return msgspec.convert(codec.decode(stored.resolution), Decision)
     except (CheckpointCorrupt, msgspec.ValidationError):
         return None
+
+
+def recorded_vote(
+    codec: Codec, stored: InterruptRecord, actor: str | None, nonce: str
+) -> Decision | None:
+    """The vote ``actor`` sent with ``nonce`` on a quorum interrupt resolved since, if any."""
+    if stored.resolution is None or actor is None:
+        return None
+    try:
+        votes = msgspec.convert(codec.decode(stored.resolution).get("votes", []), list[Decision])
+    except (CheckpointCorrupt, msgspec.ValidationError, AttributeError):
+        return None
+    return next((v for v in votes if v.actor == actor and v.nonce == nonce), None)
 
 
 def validate_answer(r: Raised, value: Any) -> None:

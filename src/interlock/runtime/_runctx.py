@@ -223,6 +223,10 @@ class RunCtx:
         except BaseException:
             await self.release()
             raise
+        return self.stopped(level)
+
+    def stopped(self, level: Level) -> RunResult[Any]:
+        """The result of the call, which stopped with its final commit; its events emitted."""
         result = self.result(level)
         if self.emit is not None:
             for i in result.interrupts:

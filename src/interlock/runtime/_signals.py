@@ -6,11 +6,11 @@ them; they are control flow, not errors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._records import Interrupt, OnTimeout
+from ._records import Decision, Interrupt, OnTimeout
 
 __all__ = ["InterruptSignal", "Raised"]
 
@@ -33,6 +33,11 @@ class Raised:
     """Its key within that task (address + call match); with `task` it derives the id."""
     owner: str | None = None
     """Id of the task at the recording graph level that must re-run to consume the answer."""
+    approving: Mapping[str, Any] | None = None
+    """For a quorum (``interrupt.approvals`` > 1): the JSON Schema of the answers that count as
+    one approval; any other answer decides at once."""
+    votes: tuple[Decision, ...] = ()
+    """The approvals recorded so far (votes), whose actors ``interrupt.approved_by`` lists."""
 
     @property
     def id(self) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import msgspec
+
 from .._errors import CheckpointNotFound, GraphDefinitionError, ThreadInterrupted
 from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
 from ._calls import Calls, OnPending
@@ -26,9 +28,23 @@ StateT = TypeVar("StateT")
 async def inbox(
     calls: Calls[Any], where: PendingFilter, *, limit: int, after: str | None
 ) -> list[Interrupt]:
-    """Pending interrupts through the store's index, decoded for the rows returned only."""
+    """Pending interrupts through the store's index, decoded for the rows returned only.
+
+    A quorum interrupt's progress (`Interrupt.approved_by`) is read from its thread's latest
+    checkpoint, one read per thread on the page that has one.
+    """
     rows = await calls.store.pending(where, limit=limit, after=after)
-    return calls.io.interrupts_of(rows)
+    found = calls.io.interrupts_of(rows)
+    quorum = dict.fromkeys(i.thread for i in found if i.approvals > 1)
+    if not quorum:
+        return found
+    progress: dict[str, tuple[str, ...]] = {}
+    for thread in quorum:
+        progress.update(await calls.io.quorum_progress(thread))
+    return [
+        msgspec.structs.replace(i, approved_by=progress[i.id]) if i.id in progress else i
+        for i in found
+    ]
 
 
 async def get_state(

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from typing import Any, Final, get_args
 
+import msgspec
+
 from .._errors import CheckpointCorrupt
 from ..graph._builder import CompiledGraph
 from ..graph._channels import MISSING, AppendChannel
 from ._context import Scratch
 from ._level import Level, TaskResult, TaskState
-from ._records import Address, Interrupt, InterruptKind, OnTimeout, Send, TimeoutDefault
+from ._records import (
+    Address,
+    Decision,
+    Interrupt,
+    InterruptKind,
+    OnTimeout,
+    Send,
+    TimeoutDefault,
+)
 from ._signals import Raised
 
 __all__ = [
@@ -50,9 +60,13 @@ def _timeout_from_wire(w: Any) -> OnTimeout | None:
 
 
 def raised_to_wire(r: Raised) -> list[Any]:
-    """Encode a pending interrupt."""
+    """Encode a pending interrupt.
+
+    Fourteen fields; a quorum (``approvals`` > 1) appends three: the number needed, the schema
+    of an approving answer, and the votes recorded so far.
+    """
     i = r.interrupt
-    return [
+    w = [
         i.id,
         i.key,
         str(i.address),
@@ -68,6 +82,9 @@ def raised_to_wire(r: Raised) -> list[Any]:
         r.local,
         r.owner,
     ]
+    if i.approvals > 1:
+        w.extend([i.approvals, r.approving, [msgspec.structs.asdict(v) for v in r.votes]])
+    return w
 
 
 def _expect(value: Any, kinds: type | tuple[type, ...], what: str) -> None:
@@ -86,8 +103,8 @@ _OPTIONAL_STR = (str, type(None))
 def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
     """Decode a pending interrupt of ``thread`` (any shape or type mismatch: `ValueError`)."""
     _expect(w, list, "a pending interrupt")
-    if len(w) != 14:
-        raise ValueError(f"a pending interrupt has {len(w)} fields, not 14")
+    if len(w) not in (14, 17):
+        raise ValueError(f"a pending interrupt has {len(w)} fields, not 14 (or 17)")
     (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
     task, local, owner = w[11:14]
     known = _KINDS.get(kind) if isinstance(kind, str) else None
@@ -107,6 +124,7 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         (owner, _OPTIONAL_STR, "interrupt owner"),
     ):
         _expect(value, kinds, what)
+    approvals, approving, votes = _quorum_from_wire(w[14:])
     record = Interrupt(
         id=str(iid),
         thread=thread,
@@ -117,6 +135,8 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         schema=schema,
         created_at=float(created),
         deadline=deadline,
+        approvals=approvals,
+        approved_by=tuple(str(v.actor) for v in votes),
     )
     return Raised(
         record,
@@ -126,7 +146,31 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         task=str(task),
         local=str(local),
         owner=owner,
+        approving=approving,
+        votes=votes,
     )
+
+
+def _quorum_from_wire(
+    w: list[Any],
+) -> tuple[int, dict[str, Any] | None, tuple[Decision, ...]]:
+    """The quorum fields of a pending interrupt: ``(approvals, approving, votes)``."""
+    if not w:
+        return 1, None, ()
+    approvals, approving, votes = w
+    _expect(approvals, int, "interrupt approvals")
+    _expect(approving, dict, "interrupt approving schema")
+    _expect(votes, list, "interrupt votes")
+    if approvals < 2:
+        raise ValueError(f"a quorum interrupt needs at least 2 approvals, not {approvals}")
+    try:
+        recorded = tuple(msgspec.convert(v, Decision) for v in votes)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"an interrupt vote is malformed: {exc}") from exc
+    actors = [v.actor for v in recorded]
+    if None in actors or len(set(actors)) != len(actors) or len(actors) >= approvals:
+        raise ValueError("an interrupt's votes must name distinct actors, fewer than needed")
+    return approvals, approving, recorded
 
 
 def _goto_to_wire(g: str | Send) -> Any:

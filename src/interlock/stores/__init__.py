@@ -4,6 +4,10 @@
 SQLite file that several processes may share; `PostgresStore` (extra ``postgres``) keeps it in
 a PostgreSQL database that many processes on many machines share. Every backend passes
 `interlock.testing.StoreConformance`.
+
+Every backend also keeps a change feed (`Store.changes`): what each append committed (interrupts
+raised and answered, runs finished or failed), each thread's in commit order, for a process that
+follows the store from a cursor, such as an HTTP server pushing events.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from ._audit import verify_audit as verify_audit
 from ._base import AuditEntry as AuditEntry
 from ._base import AuditKind as AuditKind
 from ._base import AuditRecord as AuditRecord
+from ._base import ChangeKind as ChangeKind
+from ._base import ChangeRecord as ChangeRecord
 from ._base import CheckpointRecord as CheckpointRecord
 from ._base import CheckpointSource as CheckpointSource
 from ._base import CheckpointStatus as CheckpointStatus
@@ -57,6 +63,8 @@ __all__ = [
     "AuditProblem",
     "AuditRecord",
     "AuditReport",
+    "ChangeKind",
+    "ChangeRecord",
     "CheckpointRecord",
     "CheckpointSource",
     "CheckpointStatus",

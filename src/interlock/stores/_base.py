@@ -7,14 +7,16 @@ get right is atomicity and compare-and-set.
 
 Invariants every backend keeps (checked by `interlock.testing.StoreConformance`):
 
-* `append_checkpoint` is all-or-nothing: the checkpoint row, the new head, the new interrupt rows
-  and the resolutions are written together or not at all.
+* `append_checkpoint` is all-or-nothing: the checkpoint row, the new head, the new interrupt rows,
+  the resolutions and the changes they make are written together or not at all.
 * The head moves only by compare-and-set against ``expected_head``.
 * An interrupt leaves ``pending`` at most once.
 * A write under a `Fence` holds the thread's lease: it fails with `FencedOut` when another
   executor took the lease over, and with `ThreadBusy` when another executor holds it now.
 * An effect is started at most once per key (`begin_effect`), unless a retry is asked for.
 * The audit log only grows; each entry's hash covers its content and the previous entry's hash.
+* The change feed lists every change an append commits exactly once, each thread's in commit
+  order: a follower that pages on with the cursor of the last change it got never misses one.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import msgspec
 
 __all__ = [
     "AUDIT_KINDS",
+    "CHANGE_KINDS",
     "INTERRUPT_KINDS",
     "INTERRUPT_STATUSES",
     "PAUSE_KINDS",
     "AuditEntry",
     "AuditKind",
     "AuditRecord",
+    "ChangeKind",
+    "ChangeRecord",
     "CheckpointRecord",
     "CheckpointSource",
     "CheckpointStatus",
@@ -75,6 +80,7 @@ another as damage (`CheckpointCorrupt`).
 
 AuditKind = Literal[
     "interrupt",
+    "approval",
     "decision",
     "expired",
     "cancelled",
@@ -88,7 +94,9 @@ AuditKind = Literal[
 ]
 """What an audit entry records.
 
-``interrupt``: an interrupt was raised; ``decision``: one was answered (resolved);
+``interrupt``: an interrupt was raised; ``approval``: one person approved an interrupt that
+needs several distinct approvals (one entry per approval; the last one is followed by the
+``decision`` entry that resolves it); ``decision``: one was answered (resolved);
 ``expired``: its deadline passed and a policy answered it; ``cancelled``: it was withdrawn
 without an answer (a new turn dropped it, or the task that raised it is gone); ``edit``: a
 person changed the state (``update_state``); ``dropped``: decided interrupts whose tasks were
@@ -106,6 +114,22 @@ PauseKind = Literal["planned", "forced"]
 EffectStatus = Literal["started", "done"]
 """An effect is ``started`` before its call and ``done`` once its outcome is recorded."""
 
+ChangeKind = Literal[
+    "interrupt_created",
+    "interrupt_resolved",
+    "interrupt_expired",
+    "interrupt_cancelled",
+    "run_finished",
+    "run_failed",
+]
+"""What a change of the feed (`Store.changes`) says happened.
+
+``interrupt_created``: an append raised an interrupt; ``interrupt_resolved``,
+``interrupt_expired``, ``interrupt_cancelled``: an append moved one out of ``pending`` with
+that status; ``run_finished``, ``run_failed``: an append's checkpoint has status ``done`` or
+``failed``. A store reports a row read back with another kind as damage (`CheckpointCorrupt`).
+"""
+
 # The closed sets as values, for the checks of what is written and what is read back.
 INTERRUPT_STATUSES: Final[frozenset[str]] = frozenset(get_args(InterruptStatus))
 """Every `InterruptStatus`."""
@@ -115,6 +139,8 @@ AUDIT_KINDS: Final[frozenset[str]] = frozenset(get_args(AuditKind))
 """Every `AuditKind`."""
 PAUSE_KINDS: Final[frozenset[str]] = frozenset(get_args(PauseKind))
 """Every `PauseKind`."""
+CHANGE_KINDS: Final[frozenset[str]] = frozenset(get_args(ChangeKind))
+"""Every `ChangeKind`."""
 
 
 class Fence(msgspec.Struct, frozen=True, kw_only=True):
@@ -259,6 +285,25 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
     """SHA-256 over ``prev`` and this entry's content (see `interlock.stores.audit_hash`)."""
 
 
+class ChangeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One change of the feed: what an append committed, for those who follow the store."""
+
+    cursor: str
+    """Opaque: the feed's position just after this change; pass it back as ``after``."""
+    at: float
+    """Unix time of the commit (the ``created_at`` of the checkpoint that made the change)."""
+    kind: ChangeKind
+    """What happened (see `ChangeKind`)."""
+    thread: str
+    """The thread it happened to."""
+    checkpoint_id: str
+    """The checkpoint whose commit made the change."""
+    interrupt_id: str | None = None
+    """The interrupt raised or moved out of ``pending`` (None for a run's end)."""
+    actor: str | None = None
+    """Who caused it, when the store knows (the stores of this package leave it None)."""
+
+
 class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A thread's head pointer."""
 
@@ -324,6 +369,8 @@ class Store(Protocol):
     ) -> int | None:
         """Commit a checkpoint, its new interrupts, resolutions and audit entries at once.
 
+        The changes the append makes (see `changes`) enter the feed with it.
+
         Args:
             record: The checkpoint; ``record.seq`` must be the thread's head seq + 1.
             expected_head: The head id the writer started from (None for a new thread).
@@ -352,8 +399,9 @@ class Store(Protocol):
             UnknownInterrupt: A resolution targets an interrupt the thread does not have.
             StoreError: The checkpoint id or a new interrupt id is already in the store.
             StoreClosed: The store was closed.
-            ValueError: A resolution's status is ``pending``, or a new interrupt belongs to
-                another thread or checkpoint (checked before anything else).
+            ValueError: A resolution's status is ``pending`` (or not an `InterruptStatus`),
+                or a new interrupt belongs to another thread or checkpoint (checked before
+                anything else).
         Nothing is written when any of these is raised.
         """
         ...
@@ -485,6 +533,53 @@ class Store(Protocol):
     async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
         """Delete up to ``limit`` finished threads (head status ``done``) last written before
         the Unix time ``older_than``, as `delete_thread` would; return their ids."""
+        ...
+
+    async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
+        """Return the changes committed after cursor ``after`` (None: from the oldest kept).
+
+        The feed holds what each `append_checkpoint` committed, written in its transaction (a
+        refused append writes none): an ``interrupt_created`` per new interrupt, an
+        ``interrupt_<status>`` per resolution, then ``run_finished`` or ``run_failed`` when the
+        checkpoint's status is ``done`` or ``failed``. A follower that calls again with the
+        ``cursor`` of the last change it got sees every later change exactly once, whichever
+        process committed it. Each thread's changes come in commit order (one commit's in the
+        order above); the changes of appends to different threads that commit at about the
+        same time may come in either order. A change of an append made with ``durable=False``
+        is listed before it is durable. Deleting or expiring a thread leaves its changes in
+        the feed; `prune_changes` removes them by age.
+
+        Args:
+            after: The ``cursor`` of a `ChangeRecord` or the result of `change_cursor`, of this
+                store.
+            limit: At most this many.
+
+        Raises:
+            TypeError: ``after`` is not a str or None, or ``limit`` is not an int.
+            ValueError: ``after`` is not a cursor of this store (malformed, or ahead of its
+                feed: another store's, or the database was restored from an older copy), or
+                ``limit`` is out of range.
+        """
+        ...
+
+    async def change_cursor(self) -> str:
+        """Return the cursor of now: following from it yields only the changes that reach
+        the feed later, and every one of them."""
+        ...
+
+    async def prune_changes(self, *, older_than: float, limit: int = 10000) -> int:
+        """Delete the oldest changes, those committed before the Unix time ``older_than``;
+        return how many.
+
+        Deletes from the start of the feed, up to ``limit`` changes, and stops at the first
+        change committed at or after ``older_than``: what is kept is always an unbroken tail of
+        the feed, so a follower whose cursor is in it misses nothing, even when writers'
+        clocks disagree. A follower whose cursor named a deleted change goes on after it.
+
+        Raises:
+            TypeError: ``older_than`` is not a number, or ``limit`` is not an int.
+            ValueError: ``older_than`` is NaN, or ``limit`` is out of range.
+        """
         ...
 
     async def close(self) -> None:

@@ -13,6 +13,7 @@ from .._errors import FencedOut, StoreError, ThreadBusy
 from ._base import (
     AUDIT_KINDS,
     INTERRUPT_KINDS,
+    INTERRUPT_STATUSES,
     PAUSE_KINDS,
     AuditEntry,
     CheckpointRecord,
@@ -73,6 +74,7 @@ def check_text(name: str, value: object, *, optional: bool = False) -> None:
 
 
 _EVERYTHING: Final = PendingFilter()
+_LEFT_PENDING: Final = INTERRUPT_STATUSES - {"pending"}
 
 
 def check_pending_args(where: PendingFilter | None, after: str | None) -> PendingFilter:
@@ -153,10 +155,10 @@ def check_append_args(
 
     Raises:
         TypeError: A text field of a record is not a str.
-        ValueError: A resolution moves an interrupt to ``pending``, a new interrupt belongs
-            to another thread or checkpoint than ``record`` or has a kind that is not an
-            `InterruptKind`, an audit entry's kind is not an `AuditKind`, or a text holds a
-            lone surrogate.
+        ValueError: A resolution moves an interrupt to ``pending`` or to no `InterruptStatus`,
+            a new interrupt belongs to another thread or checkpoint than ``record`` or has a
+            kind that is not an `InterruptKind`, an audit entry's kind is not an `AuditKind`,
+            or a text holds a lone surrogate.
     """
     check_text("record.thread", record.thread)
     check_text("record.id", record.id)
@@ -168,6 +170,11 @@ def check_append_args(
             raise ValueError(
                 f"resolution of interrupt {res.id!r} has status 'pending'; a resolution moves an "
                 "interrupt out of pending, so use 'resolved', 'expired' or 'cancelled'"
+            )
+        if not (isinstance(res.status, str) and res.status in _LEFT_PENDING):
+            raise ValueError(
+                f"resolution of interrupt {res.id!r} has status {res.status!r:.80}, which is "
+                "not an InterruptStatus; use 'resolved', 'expired' or 'cancelled'"
             )
     for new in new_interrupts:
         check_text("interrupt id", new.id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
 
@@ -13,6 +15,7 @@ from ._audit import chain, thread_deleted
 from ._base import (
     AuditEntry,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     Fence,
@@ -22,6 +25,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
+from ._changes import check_follow, check_prune, cursor_ahead, derive, seq_cursor
 from ._checks import (
     Lease,
     check_append_args,
@@ -71,6 +75,10 @@ class MemoryStore(StoreLifecycle):
         self._leases: dict[str, Lease] = {}
         self._effects: dict[tuple[str, str], EffectRecord] = {}
         self._audit: dict[str, list[AuditRecord]] = {}
+        # The change feed. Invariant: ascending by position; _change_seq is the position of the
+        # last change ever written (pruning never lowers it, so no position is used twice).
+        self._changes: list[tuple[int, ChangeRecord]] = []
+        self._change_seq = 0
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -103,7 +111,26 @@ class MemoryStore(StoreLifecycle):
         self._apply_append(record, new_interrupts, resolved)
         self._leases[record.thread] = lease
         self._extend(record.thread, entries)
+        self._feed(record, new_interrupts, resolutions)
         return None if fence is None else lease[1]
+
+    def _feed(
+        self,
+        record: CheckpointRecord,
+        new_interrupts: Sequence[InterruptRecord],
+        resolutions: Sequence[Resolution],
+    ) -> None:
+        for kind, interrupt_id in derive(record, new_interrupts, resolutions):
+            self._change_seq += 1
+            change = ChangeRecord(
+                cursor=str(self._change_seq),
+                at=record.created_at,
+                kind=kind,
+                thread=record.thread,
+                checkpoint_id=record.id,
+                interrupt_id=interrupt_id,
+            )
+            self._changes.append((self._change_seq, change))
 
     def _lease(self, thread: str, fence: Fence | None) -> Lease:
         current = self._leases.get(thread)
@@ -411,6 +438,36 @@ class MemoryStore(StoreLifecycle):
             del self._interrupts[interrupt_id]
             self._pending.pop(interrupt_id, None)
 
+    async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
+        """Return the changes committed after cursor ``after`` (see `Store.changes`).
+
+        A cursor is the decimal position of the last change seen; ``"0"`` is before the first.
+        """
+        check_follow(after, limit)
+        position = seq_cursor(after)
+        self._check_open()
+        if position > self._change_seq:
+            raise cursor_ahead(str(after), str(self._change_seq))
+        start = bisect.bisect_right(self._changes, position, key=lambda c: c[0])
+        return [change for _, change in self._changes[start : start + limit]]
+
+    async def change_cursor(self) -> str:
+        """Return the cursor of now (see `Store.change_cursor`)."""
+        self._check_open()
+        return str(self._change_seq)
+
+    async def prune_changes(self, *, older_than: float, limit: int = 10000) -> int:
+        """Delete changes committed before ``older_than`` (see `Store.prune_changes`)."""
+        moment = check_prune(older_than, limit)
+        self._check_open()
+        gone = 0
+        for _, change in itertools.islice(self._changes, limit):
+            if change.at >= moment:
+                break
+            gone += 1
+        del self._changes[:gone]
+        return gone
+
     async def close(self) -> None:
         """Mark the store closed and drop its data. Idempotent."""
         self._closed = True
@@ -423,6 +480,7 @@ class MemoryStore(StoreLifecycle):
         self._leases.clear()
         self._effects.clear()
         self._audit.clear()
+        self._changes.clear()
 
     def _check_open(self) -> None:
         if self._closed:

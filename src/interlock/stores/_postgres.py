@@ -9,6 +9,9 @@ How it keeps the `Store` invariants:
   and refuses with SQLSTATE IL001 (rolling everything back) where a typed error is due.
 * Every transaction locks the thread's ``threads`` row before any other row of the thread
   (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
+* The change feed (`PostgresStore.changes`) is written by triggers in the append's transaction
+  and read only up to the oldest transaction still running, so that a change that commits
+  late is never skipped by a follower who has moved past a younger one.
 * Nothing needs session state: migrations use a transaction-scoped advisory lock, and prepared
   statements (on by default) can be turned off with ``prepare=False``, so the store works
   behind a transaction-pooling proxy.
@@ -43,6 +46,7 @@ from . import _postgres_schema as schema
 from ._base import (
     AuditEntry,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     Fence,
@@ -52,6 +56,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
+from ._changes import check_follow, check_prune, xid_cursor
 from ._checks import (
     check_append_args,
     check_pause_kind,
@@ -301,6 +306,35 @@ class PostgresStore(StoreLifecycle):
         """Delete a thread, its checkpoints, its interrupts and its pause request."""
         check_text("thread", thread)
         await self._run(lambda c: ops.delete(c, thread, self._clock()))
+
+    async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
+        """Return the changes committed after cursor ``after`` (see `Store.changes`).
+
+        A cursor is ``<txid>-<seq>``: the id of the transaction that wrote the change, and its
+        place in the feed. Changes are ordered by transaction id, which keeps each thread's in
+        commit order: an append that follows another on a thread names that one's checkpoint
+        as its expected head, so it began, and got its id, after that one committed.
+
+        A change is returned only once every transaction older than its own has ended
+        (committed or rolled back), since until then an older one could still commit changes
+        that belong before it. So a transaction that stays open on the server once it has
+        written anything (in any database of the cluster: a psql session left in a transaction
+        after an ``UPDATE``, a long batch job) holds the feed back until it ends: the changes
+        committed meanwhile come late, in order, and none is lost.
+        """
+        check_follow(after, limit)
+        position = xid_cursor(after)
+        return await self._run(lambda c: ops.changes(c, position, limit))
+
+    async def change_cursor(self) -> str:
+        """Return the cursor of now (see `Store.change_cursor`): the changes of transactions
+        still running or not yet begun come after it."""
+        return await self._run(ops.change_cursor)
+
+    async def prune_changes(self, *, older_than: float, limit: int = 10000) -> int:
+        """Delete changes committed before ``older_than`` (see `Store.prune_changes`)."""
+        moment = check_prune(older_than, limit)
+        return await self._run(lambda c: ops.prune_changes(c, moment, limit))
 
     async def close(self) -> None:
         """Close the pool and its connections. Idempotent; later calls raise `StoreClosed`."""

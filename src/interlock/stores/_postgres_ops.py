@@ -31,6 +31,7 @@ from ._audit import chain, thread_deleted
 from ._base import (
     AuditEntry,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     Fence,
@@ -40,6 +41,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
+from ._changes import cursor_ahead
 from ._checks import finish_refused, head_mismatch, lease_after
 
 __all__ = [
@@ -47,6 +49,8 @@ __all__ = [
     "append",
     "audit_log",
     "begin_effect",
+    "change_cursor",
+    "changes",
     "checkpoint",
     "checkpoint_page",
     "checkpoint_range",
@@ -58,6 +62,7 @@ __all__ = [
     "interrupt",
     "nothing",
     "pending",
+    "prune_changes",
     "renew",
     "request_pause",
     "take_pause",
@@ -324,6 +329,37 @@ def _delete_rows(conn: Conn, thread: str, now: float) -> None:
         _log(conn, thread, [thread_deleted()], now)
     for statement in rest:
         conn.execute(statement, (thread,))
+
+
+def changes(conn: Conn, after: tuple[int, int], limit: int) -> list[ChangeRecord]:
+    """`Store.changes`: the page after ``(txid, seq)``, each row checked."""
+    rows = _fetchall(conn, sql.CHANGES, (str(after[0]), after[1], limit))
+    xmax = int(rows[0][0])
+    if after[0] > xmax:
+        raise cursor_ahead(f"{after[0]}-{after[1]}", f"{xmax}-0")
+    out: list[ChangeRecord] = []
+    for row in rows:
+        if row[1] is None:  # the page is empty
+            break
+        position = (int(row[1]), int(row[2]))
+        cursor = f"{position[0]}-{position[1]}"
+        if not after < position:
+            raise conv.misplaced_change(cursor, f"{after[0]}-{after[1]}")
+        after = position
+        out.append(conv.change_from_row(row[3:], cursor))
+    return out
+
+
+def change_cursor(conn: Conn) -> str:
+    """`Store.change_cursor`: before the oldest transaction still running."""
+    return f"{_fetchone(conn, sql.CHANGE_CURSOR, ())[0]}-0"
+
+
+def prune_changes(conn: Conn, older_than: float, limit: int) -> int:
+    """`Store.prune_changes`."""
+    with conn.cursor() as cur:
+        cur.execute(sql.PRUNE_CHANGES, {"older_than": older_than, "limit": limit})
+        return cur.rowcount
 
 
 def _changed(conn: Conn, statement: str, params: Any) -> bool:

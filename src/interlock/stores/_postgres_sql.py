@@ -7,6 +7,7 @@ from typing import Final
 from ._base import PendingFilter
 from ._rows import (
     AUDIT_COLUMNS,
+    CHANGE_COLUMNS,
     CHECKPOINT_COLUMNS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
@@ -125,6 +126,34 @@ EXPIRED_THREADS: Final = (
     f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < %s "
     "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED"
 )
+
+# The page after the cursor, of transactions that have all finished (see version 6 of
+# `_postgres_schema`), and the snapshot's xmax (no transaction id is at or above it yet), to
+# refuse a cursor from beyond it. One statement, so one snapshot; a row of NULLs but the first
+# when the page is empty.
+CHANGES: Final = (
+    "SELECT pg_snapshot_xmax(s.snap)::text, c.txid::text, c.seq, "
+    + ", ".join(f"c.{column.strip()}" for column in CHANGE_COLUMNS.split(","))
+    + " FROM pg_current_snapshot() AS s(snap) LEFT JOIN LATERAL ("
+    f"SELECT txid, seq, {CHANGE_COLUMNS} FROM changes "
+    "WHERE (txid, seq) > (%s::xid8, %s) AND txid < pg_snapshot_xmin(s.snap) "
+    "ORDER BY txid, seq LIMIT %s) c ON true ORDER BY c.txid, c.seq"
+)
+# Every transaction below xmin has finished, and none will ever get an id below it.
+CHANGE_CURSOR: Final = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text"
+# The feed's first %(limit)s changes, up to the first one committed at or after %(older_than)s
+# (see `Store.prune_changes`). Locked in feed order, so concurrent prunes cannot deadlock;
+# deleted by their row addresses, which the locks keep in place: work in proportion to limit.
+PRUNE_CHANGES: Final = """
+    WITH head AS (
+        SELECT ctid, txid, seq, at FROM changes
+        WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+        ORDER BY txid, seq LIMIT %(limit)s FOR UPDATE
+    ), old AS (
+        SELECT ctid, bool_and(at < %(older_than)s) OVER (ORDER BY txid, seq) AS before FROM head
+    )
+    DELETE FROM changes WHERE ctid = ANY (ARRAY(SELECT ctid FROM old WHERE before))
+"""
 
 DELETE_THREAD: Final = (
     # The threads row first, as every append locks it first: one lock order, no deadlock.

@@ -24,24 +24,30 @@ import msgspec
 from .._errors import CheckpointCorrupt
 from ._base import (
     AUDIT_KINDS,
+    CHANGE_KINDS,
     INTERRUPT_KINDS,
     INTERRUPT_STATUSES,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     InterruptRecord,
     PendingFilter,
     ThreadRecord,
 )
+from ._changes import Change
 
 __all__ = [
     "AUDIT_COLUMNS",
+    "CHANGE_COLUMNS",
     "CHECKPOINT_COLUMNS",
     "EFFECT_COLUMNS",
     "INTERRUPT_COLUMNS",
     "THREAD_COLUMNS",
     "audit_from_row",
     "audit_row",
+    "change_from_row",
+    "change_rows",
     "checked_effect",
     "checked_page",
     "checked_range",
@@ -56,6 +62,7 @@ __all__ = [
     "lease_digest",
     "lease_from_row",
     "lost_interrupt",
+    "misplaced_change",
     "pending_filters",
     "pending_from_rows",
     "sql_digest",
@@ -73,6 +80,8 @@ INTERRUPT_COLUMNS: Final = (
 THREAD_COLUMNS: Final = "thread, head_id, head_seq, status, updated_at, digest"
 EFFECT_COLUMNS: Final = "thread, key, name, status, attempt, started_at, finished_at, result"
 AUDIT_COLUMNS: Final = "thread, seq, at, kind, actor, data, prev, hash"
+CHANGE_COLUMNS: Final = "at, kind, thread, checkpoint_id, interrupt_id, actor, digest"
+"""The columns of a change row after its position (which each backend keeps its own way)."""
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -406,6 +415,48 @@ def _blob(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode()
     return b"" if value is None else bytes(value)
+
+
+def change_rows(record: CheckpointRecord, changes: Sequence[Change]) -> list[tuple[object, ...]]:
+    """The rows (CHANGE_COLUMNS) of the changes an append of ``record`` makes."""
+    at, thread, checkpoint_id = float(record.created_at), record.thread, record.id
+    rows: list[tuple[object, ...]] = []
+    for kind, interrupt_id in changes:
+        values = (at, kind, thread, checkpoint_id, interrupt_id, None)
+        rows.append((*values, digest(*values)))
+    return rows
+
+
+def change_from_row(row: Any, cursor: str) -> ChangeRecord:
+    """The change in ``row`` (CHANGE_COLUMNS), checked against its digest and its kind.
+
+    Raises:
+        CheckpointCorrupt: The row is damaged.
+    """
+    at, kind, thread, checkpoint_id, interrupt_id, actor, stored = row
+    of = thread if isinstance(thread, str) else None
+    if not _matches(stored, (at, kind, thread, checkpoint_id, interrupt_id, actor)):
+        raise _corrupt(f"change {cursor} of the change feed does not match its digest", of)
+    if not _known(kind, CHANGE_KINDS):
+        raise _corrupt(
+            f"change {cursor} of the change feed has kind {kind!r:.40}, which interlock never "
+            "writes",
+            of,
+        )
+    return ChangeRecord(
+        cursor=cursor,
+        at=at,
+        kind=kind,
+        thread=thread,
+        checkpoint_id=checkpoint_id,
+        interrupt_id=interrupt_id,
+        actor=actor,
+    )
+
+
+def misplaced_change(cursor: str, after: str) -> CheckpointCorrupt:
+    """The error for a change the feed's index returned out of order (after ``after``)."""
+    return _corrupt(f"the change feed returned change {cursor} after {after}, out of order", None)
 
 
 def thread_from_row(row: Any, thread: str) -> ThreadRecord:

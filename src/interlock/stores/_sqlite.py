@@ -11,6 +11,9 @@ How it stays fast and never reports "database is locked" under normal load:
 * One connection per store, used from one dedicated worker thread (see `ThreadWorker`) under
   a lock: an append is a single trip to that thread, and the event loop never blocks on disk.
 
+The change feed (`SqliteStore.changes`) is a table that each append writes in its transaction,
+under the write lock, so its seqs go up in commit order across all processes.
+
 This module is the store's edge: the worker thread, retries while the file is busy, opening
 the file, and the translation of driver errors. What each operation does inside the database
 is in `_sqlite_ops`, the SQL it runs in `_sqlite_sql`, the schema in `_sqlite_schema`.
@@ -36,6 +39,7 @@ from . import _sqlite_schema as schema
 from ._base import (
     AuditEntry,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     Fence,
@@ -45,6 +49,7 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
+from ._changes import check_follow, check_prune, seq_cursor
 from ._checks import (
     check_append_args,
     check_pause_kind,
@@ -275,6 +280,26 @@ class SqliteStore(StoreLifecycle):
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         check_text("thread", thread)
         await self._run(lambda c: ops.delete(c, thread, self._clock()))
+
+    async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
+        """Return the changes committed after cursor ``after`` (see `Store.changes`).
+
+        A cursor is the decimal seq of the last change seen (``"0"``: before the first). Every
+        append holds the file's write lock, so seqs go up in commit order: a reader that sees
+        seq n sees every change before it, whichever process wrote it.
+        """
+        check_follow(after, limit)
+        position = seq_cursor(after)
+        return await self._run(lambda c: ops.changes(c, position, limit))
+
+    async def change_cursor(self) -> str:
+        """Return the cursor of now (see `Store.change_cursor`): the last seq written."""
+        return await self._run(ops.change_cursor)
+
+    async def prune_changes(self, *, older_than: float, limit: int = 10000) -> int:
+        """Delete changes committed before ``older_than`` (see `Store.prune_changes`)."""
+        moment = check_prune(older_than, limit)
+        return await self._run(lambda c: ops.prune_changes(c, moment, limit))
 
     async def close(self) -> None:
         """Close the connection; SQLite then folds the WAL into the file. Idempotent."""

@@ -21,6 +21,7 @@ from ._audit import chain, thread_deleted
 from ._base import (
     AuditEntry,
     AuditRecord,
+    ChangeRecord,
     CheckpointRecord,
     EffectRecord,
     Fence,
@@ -30,12 +31,15 @@ from ._base import (
     Resolution,
     ThreadRecord,
 )
+from ._changes import cursor_ahead, derive
 from ._checks import finish_refused, head_mismatch, lease_after
 
 __all__ = [
     "append",
     "audit_log",
     "begin_effect",
+    "change_cursor",
+    "changes",
     "checkpoint",
     "checkpoint_page",
     "checkpoint_range",
@@ -47,6 +51,7 @@ __all__ = [
     "interrupt",
     "nothing",
     "pending",
+    "prune_changes",
     "renew",
     "request_pause",
     "take_pause",
@@ -148,6 +153,10 @@ def append(
                     f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
                     "checkpoint and interrupt ids must be unique across the store"
                 ) from exc
+            # 4. The changes it makes, for the feed (most appends make none).
+            changes = derive(record, new_interrupts, resolutions)
+            if changes:
+                conn.executemany(sql.INSERT_CHANGE, conv.change_rows(record, changes))
             _log(conn, thread, audit, now)
     except _UnknownTarget as unknown:
         # Rolled back by now, so this lists what is really pending.
@@ -280,6 +289,37 @@ def _delete_rows(conn: sqlite3.Connection, thread: str, now: float) -> None:
         _log(conn, thread, [thread_deleted()], now)
     for statement in sql.DELETE_THREAD:
         conn.execute(statement, (thread,))
+
+
+def changes(conn: sqlite3.Connection, after: int, limit: int) -> list[ChangeRecord]:
+    """`Store.changes`: the page after seq ``after``, each row checked."""
+    rows = conn.execute(sql.CHANGES, (after, limit)).fetchall()
+    last = rows[0][0]
+    if after > last:
+        raise cursor_ahead(str(after), str(last))
+    out: list[ChangeRecord] = []
+    for row in rows:
+        seq = row[1]
+        if seq is None:  # the page is empty
+            break
+        if not after < seq <= last:
+            raise conv.misplaced_change(str(seq), str(after))
+        after = seq
+        out.append(conv.change_from_row(row[2:], str(seq)))
+    return out
+
+
+def change_cursor(conn: sqlite3.Connection) -> str:
+    """`Store.change_cursor`: the last seq ever written."""
+    return str(conn.execute(sql.CHANGE_CURSOR).fetchone()[0])
+
+
+def prune_changes(conn: sqlite3.Connection, older_than: float, limit: int) -> int:
+    """`Store.prune_changes`."""
+    with _write(conn):
+        before = conn.total_changes  # rowcount is -1 for a statement that starts with WITH
+        conn.execute(sql.PRUNE_CHANGES, {"older_than": older_than, "limit": limit})
+        return conn.total_changes - before
 
 
 def _changed(

@@ -141,7 +141,27 @@ _V4: Final = (
     "kind, status, created_at, deadline, body, resolved_at, resolution, tool)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
+_V5: Final = (
+    # The change feed (`Store.changes`): a row per change an append makes, written in its
+    # transaction. Appends hold the write lock, so seq goes up in commit order and a reader
+    # that has seen seq n has seen every change before it. AUTOINCREMENT: a seq is never used
+    # twice, even after pruning removed the newest rows (a follower's cursor names the last
+    # one it saw). The feed starts empty in a file written before this version.
+    """
+    CREATE TABLE changes (
+        seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+        at            REAL NOT NULL,
+        kind          TEXT NOT NULL,
+        thread        TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        interrupt_id  TEXT,
+        actor         TEXT,
+        digest        BLOB NOT NULL
+    )
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -10,6 +10,7 @@ from typing import Final
 from ._base import PendingFilter
 from ._rows import (
     AUDIT_COLUMNS,
+    CHANGE_COLUMNS,
     CHECKPOINT_COLUMNS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
@@ -144,6 +145,25 @@ TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
 EXPIRED_THREADS: Final = (
     f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < ? "
     "ORDER BY updated_at LIMIT ?"
+)
+
+INSERT_CHANGE: Final = f"INSERT INTO changes ({CHANGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# The last seq ever written (AUTOINCREMENT keeps it in sqlite_sequence, even once pruned away).
+_LAST_CHANGE: Final = "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0)"
+CHANGE_CURSOR: Final = f"SELECT {_LAST_CHANGE}"
+# One statement, so one snapshot: the last seq, then the page (a row of NULLs when it is empty).
+CHANGES: Final = (
+    f"SELECT s.last, c.seq, {', '.join(f'c.{c.strip()}' for c in CHANGE_COLUMNS.split(','))} "
+    f"FROM (SELECT {_LAST_CHANGE} AS last) AS s LEFT JOIN ("
+    f"SELECT seq, {CHANGE_COLUMNS} FROM changes WHERE seq > ? ORDER BY seq LIMIT ?"
+    ") AS c ON 1 ORDER BY c.seq"
+)
+# The feed's first :limit changes, up to the first one committed at or after :older_than (see
+# `Store.prune_changes`): a walk of the table's first rows, no index on the time needed.
+PRUNE_CHANGES: Final = (
+    "WITH head AS (SELECT seq, at FROM changes ORDER BY seq LIMIT :limit) "
+    "DELETE FROM changes WHERE seq IN (SELECT seq FROM head WHERE seq < "
+    "coalesce((SELECT min(seq) FROM head WHERE at >= :older_than), 9223372036854775807))"
 )
 
 DELETE_THREAD: Final = (

@@ -13,6 +13,7 @@ from ._closing import ClosingConformance
 from ._concurrency import ConcurrencyConformance
 from ._deletion import DeletionConformance
 from ._effects import EffectConformance
+from ._feed import FeedConformance
 from ._interrupts import InterruptConformance
 from ._leases import LeaseConformance
 from ._pauses import PauseConformance
@@ -27,6 +28,7 @@ class StoreConformance(
     EffectConformance,
     AuditConformance,
     PauseConformance,
+    FeedConformance,
     DeletionConformance,
     ArgumentConformance,
     ConcurrencyConformance,

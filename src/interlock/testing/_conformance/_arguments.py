@@ -43,6 +43,12 @@ class ArgumentConformance(ConformanceGroup):
             await store.append_checkpoint(
                 second, expected_head=first.id, resolutions=[resolve("a", "pending")]
             )
+        with pytest.raises(ValueError, match="InterruptStatus"):
+            await store.append_checkpoint(
+                second,
+                expected_head=first.id,
+                resolutions=[resolve("a", "approved")],  # type: ignore[arg-type]
+            )
         with pytest.raises(ValueError, match="belong"):
             await store.append_checkpoint(
                 second, expected_head=first.id, new_interrupts=[make_interrupt("x", first)]

@@ -1,0 +1,5 @@
+"""``python -m interlock``: the command line."""
+
+from .cli import main
+
+main()

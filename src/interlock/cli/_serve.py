@@ -1,0 +1,166 @@
+"""``interlock serve``: the approval server for your app; ``interlock token``: its tokens."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ._load import APP_VARIABLE, STORE_VARIABLE, open_target
+from ._output import Refused
+
+__all__ = ["serve", "token"]
+
+TOKENS_VARIABLE = "INTERLOCK_TOKENS"
+
+
+@click.command()
+@click.option(
+    "--app",
+    "app_spec",
+    envvar=APP_VARIABLE,
+    metavar="MODULE:ATTR",
+    required=True,
+    help=f"Your app, as module:attribute (env {APP_VARIABLE}).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    envvar=STORE_VARIABLE,
+    metavar="URL",
+    help=f"Override the app's store (env {STORE_VARIABLE}).",
+)
+@click.option(
+    "--tokens",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=TOKENS_VARIABLE,
+    required=True,
+    help=f"The identities and their token hashes, TOML or JSON (env {TOKENS_VARIABLE}); "
+    "make entries with `interlock token new`.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--four-eyes", is_flag=True, help="Whoever started a run may not approve it.")
+@click.option(
+    "--no-continue",
+    "no_continue",
+    is_flag=True,
+    help="Record decisions only; leave continuing the threads to workers.",
+)
+@click.option("--public-url", metavar="URL", help="This server's URL, for links in notifications.")
+@click.option(
+    "--webhook",
+    "webhooks",
+    multiple=True,
+    metavar="URL",
+    help="Send interrupt events to this URL, signed with $INTERLOCK_WEBHOOK_SECRET (repeatable).",
+)
+@click.option(
+    "--cors-origin", "cors", multiple=True, metavar="ORIGIN", help="Allow a browser origin."
+)
+def serve(
+    app_spec: str,
+    store_url: str | None,
+    tokens: Path,
+    host: str,
+    port: int,
+    four_eyes: bool,
+    no_continue: bool,
+    public_url: str | None,
+    webhooks: tuple[str, ...],
+    cors: tuple[str, ...],
+) -> None:
+    """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
+
+    \b
+    Example:
+      interlock token new ana --role approver >> tokens.toml
+      interlock serve --app shop.approvals:app --tokens tokens.toml --port 8000
+    """
+    try:
+        import uvicorn
+
+        from ..server import Notifier, TokenAuth, Webhook, create_app
+    except ImportError as exc:
+        raise Refused(
+            f"the server needs the server extra ({exc.name} is missing): "
+            "pip install 'interlock[server]'"
+        ) from exc
+    try:
+        auth = TokenAuth.from_file(tokens)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--tokens'") from exc
+    if not auth.identities:
+        raise click.BadParameter(
+            f"{tokens} names no identity; add one with `interlock token new NAME`",
+            param_hint="'--tokens'",
+        )
+    notifier = None
+    if webhooks:
+        secret = os.environ.get("INTERLOCK_WEBHOOK_SECRET", "")
+        if not secret:
+            raise click.UsageError(
+                "--webhook needs a signing secret: set INTERLOCK_WEBHOOK_SECRET (receivers check "
+                "the Interlock-Signature header with it)"
+            )
+        notifier = Notifier([Webhook(url, secret=secret) for url in webhooks])
+    target = open_target(app_spec, store_url, decides=True, new_ok=True)
+    assert target.app is not None
+    api = create_app(
+        target.app,
+        auth=auth,
+        four_eyes=four_eyes,
+        continue_runs=not no_continue,
+        notifier=notifier,
+        public_url=public_url,
+        cors_origins=cors,
+    )
+    click.echo(
+        f"interlock: serving {target.app.plan.name!r} on http://{host}:{port} "
+        f"(web inbox at /inbox, API at /v1, OpenAPI at /openapi.json); Ctrl-C stops"
+    )
+    uvicorn.run(api, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+
+
+@click.group()
+def token() -> None:
+    """Make tokens for the approval server."""
+
+
+@token.command("new")
+@click.argument("name")
+@click.option(
+    "--role",
+    type=click.Choice(["viewer", "approver", "admin"]),
+    default="approver",
+    show_default=True,
+)
+@click.option("--tool", "tools", multiple=True, help="A tool pattern it may decide (repeatable).")
+@click.option("--thread", "threads", multiple=True, help="A thread-id prefix it may see.")
+def new(name: str, role: str, tools: tuple[str, ...], threads: tuple[str, ...]) -> None:
+    """Print a new token for NAME on stderr and its configuration entry on stdout.
+
+    The token is shown once; the server keeps only its hash. Append the entry to the file
+    you pass to `interlock serve --tokens`.
+    """
+    from ..server import Identity, hash_token, new_token
+
+    secret = new_token()
+    try:
+        Identity(name=name, role=role, tools=tools or ("*",), threads=threads or ("",))  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from exc
+    click.echo(f"token for {name} (give it to them; it is not stored): {secret}", err=True)
+    lines = ["[[identity]]", f"name = {_toml(name)}", f"role = {_toml(role)}"]
+    lines.append(f"token_sha256 = {_toml(hash_token(secret))}")
+    if tools:
+        lines.append(f"tools = [{', '.join(_toml(t) for t in tools)}]")
+    if threads:
+        lines.append(f"threads = [{', '.join(_toml(t) for t in threads)}]")
+    click.echo("\n".join(lines) + "\n")
+
+
+def _toml(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

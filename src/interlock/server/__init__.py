@@ -1,0 +1,56 @@
+"""The approvers' side: an HTTP API, its event stream, a web inbox and notifications.
+
+Needs the ``server`` extra (``pip install 'interlock[server]'``)::
+
+    from interlock.server import Identity, TokenAuth, create_app, hash_token
+
+    auth = TokenAuth({hash_token("s3cret"): Identity(name="ana", role="approver")})
+    api = create_app(app, auth=auth)      # an ASGI app: uvicorn, or Mount it in yours
+
+Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
+"""
+
+from __future__ import annotations
+
+from ._app import create_app
+from ._auth import ROLES, Identity, Role, TokenAuth, hash_token, new_token
+from ._events import EVENT_TYPES, EventType, ServerEvent
+from ._notify import (
+    INTERRUPT_EVENTS,
+    Channel,
+    DeliveryLog,
+    DeliveryRecord,
+    Email,
+    Notifier,
+    RetryPolicy,
+    SignatureError,
+    Webhook,
+    sign,
+    verify_signature,
+)
+from ._state import Authenticator
+
+__all__ = [
+    "EVENT_TYPES",
+    "INTERRUPT_EVENTS",
+    "ROLES",
+    "Authenticator",
+    "Channel",
+    "DeliveryLog",
+    "DeliveryRecord",
+    "Email",
+    "EventType",
+    "Identity",
+    "Notifier",
+    "RetryPolicy",
+    "Role",
+    "ServerEvent",
+    "SignatureError",
+    "TokenAuth",
+    "Webhook",
+    "create_app",
+    "hash_token",
+    "new_token",
+    "sign",
+    "verify_signature",
+]

@@ -1,0 +1,732 @@
+"""The ``/v1`` handlers: the inbox, decisions, threads, runs, pauses and the event stream.
+
+Every handler authenticates first, then checks the role and the scopes, then reads or acts
+through `App`. Nothing a GET does changes anything. A decision's actor is the authenticated
+identity; the client cannot name another.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from .._args import check_id
+from .._errors import (
+    CheckpointCorrupt,
+    CheckpointNotFound,
+    InterlockError,
+    InterruptAlreadyResolved,
+    InvalidResume,
+    StoreClosed,
+    ThreadBusy,
+    UnknownInterrupt,
+)
+from ..runtime._records import Interrupt
+from ..stores import InterruptRecord
+from ._auth import Identity, Role
+from ._errors import ApiError, json_response
+from ._events import EVENT_TYPES, ServerEvent
+from ._served import Served
+from ._state import ServerState
+from ._views import (
+    AuditItem,
+    AuditPage,
+    CheckpointItem,
+    DecisionRequest,
+    DecisionResult,
+    HistoryPage,
+    IdentityView,
+    InterruptDetail,
+    InterruptPage,
+    InterruptView,
+    PauseAccepted,
+    PauseRequest,
+    RunAccepted,
+    RunRequest,
+    ThreadView,
+    decision_body,
+    plain,
+)
+
+__all__ = ["HANDLERS"]
+
+T = TypeVar("T")
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+_MAX_PAGE: Final = 500
+_RECENT_MESSAGES: Final = 20
+
+
+# -- plumbing ------------------------------------------------------------------------------------
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.interlock
+    return state
+
+
+def _identity(request: Request, role: Role) -> Identity:
+    state = _state(request)
+    identity = state.auth.authenticate(request.headers.get("authorization"))
+    if identity is None:
+        raise ApiError(
+            401,
+            "unauthenticated",
+            "send 'Authorization: Bearer <token>' with a token the server was configured with",
+            headers={"WWW-Authenticate": 'Bearer realm="interlock"'},
+        )
+    if not identity.can(role):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"{identity.name} is a {identity.role}; this needs the {role} role",
+        )
+    return identity
+
+
+def _text(request: Request, name: str, *, default: str | None = None) -> str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    _check_text(value, name)
+    return value
+
+
+def _check_text(value: str, name: str) -> None:
+    try:
+        check_id(value, name)
+    except ValueError as exc:
+        raise ApiError(400, "bad_parameter", str(exc)) from exc
+
+
+def _number(request: Request, name: str, *, lo: float, hi: float) -> float | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not lo <= value <= hi:
+        raise ApiError(400, "bad_parameter", f"{name} must be a number from {lo:g} to {hi:g}")
+    return value
+
+
+def _limit(request: Request, default: int = 50) -> int:
+    value = _number(request, "limit", lo=1, hi=_MAX_PAGE)
+    if value is not None and value != int(value):
+        raise ApiError(400, "bad_parameter", f"limit must be a whole number from 1 to {_MAX_PAGE}")
+    return default if value is None else int(value)
+
+
+def _path(request: Request, name: str) -> str:
+    value: str = request.path_params[name]
+    _check_text(value, name)
+    return value
+
+
+async def _body(request: Request, kind: type[T]) -> T:
+    raw = await request.body()
+    if not raw.strip():
+        raw = b"{}"
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(422, "invalid_body", f"the request body is not valid: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise ApiError(422, "invalid_body", f"the request body is not JSON: {exc}") from exc
+
+
+def _b64(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def _unb64(text: str, name: str) -> Any:
+    try:
+        return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(
+            400, "bad_parameter", f"{name} is not a cursor this server gave out; start over"
+        ) from exc
+
+
+def _tool_of(interrupt: Interrupt) -> str | None:
+    return next((s.name for s in reversed(interrupt.address) if s.kind == "tool"), None)
+
+
+async def _find(state: ServerState, interrupt_id: str) -> tuple[Served, InterruptRecord]:
+    for served in state.served.values():
+        row = await served.row(interrupt_id)
+        if row is not None:
+            return served, row
+    raise ApiError(
+        404,
+        "unknown_interrupt",
+        f"no interrupt {interrupt_id}; list pending ones at /v1/interrupts",
+    )
+
+
+def _scoped(identity: Identity, thread: str, tool: str | None) -> None:
+    if not identity.sees(thread, tool):
+        raise ApiError(
+            403,
+            "out_of_scope",
+            f"{identity.name} may not act on this "
+            + (f"call of {tool}" if tool else f"thread {thread!r}")
+            + "; ask an admin to widen the identity's scopes",
+        )
+
+
+def _served_for(state: ServerState, name: str | None) -> Served:
+    if name is None:
+        if len(state.served) == 1:
+            return next(iter(state.served.values()))
+        raise ApiError(400, "app_required", f"name the app: one of {sorted(state.served)}")
+    found = state.served.get(name)
+    if found is None:
+        raise ApiError(404, "unknown_app", f"no app {name!r}; served: {sorted(state.served)}")
+    return found
+
+
+async def _thread_served(state: ServerState, thread: str, name: str | None) -> Served:
+    """The served app that has ``thread`` (the named one, or the one whose store has it)."""
+    if name is not None:
+        return _served_for(state, name)
+    for served in state.served.values():
+        if await served.store.get_thread(thread) is not None:
+            return served
+    raise ApiError(404, "unknown_thread", f"no thread {thread!r}; start it with POST .../runs")
+
+
+# -- the inbox -----------------------------------------------------------------------------------
+
+
+async def list_interrupts(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    limit = _limit(request)
+    thread, tool, key = (_text(request, n) for n in ("thread", "tool", "key"))
+    age = _number(request, "older_than", lo=0, hi=1e10)
+    deadline_before = _number(request, "deadline_before", lo=0, hi=1e11)
+    after = _text(request, "after")
+    named = _text(request, "app")
+    apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
+    # The cursor is each app's last listed interrupt: the page is the oldest ``limit`` of
+    # every app's next ones, merged by time, so a new question of any app is reached.
+    cursors: dict[str, str | None] = dict.fromkeys(apps)
+    if after is not None:
+        decoded = _unb64(after, "after")
+        if not isinstance(decoded, dict) or not set(decoded) <= set(apps):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        if not all(v is None or isinstance(v, str) for v in decoded.values()):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        cursors.update(decoded)
+    where = {
+        "thread": thread,
+        "tool": tool,
+        "key": key,
+        "older_than": None if age is None else time.time() - age,
+        "deadline_before": deadline_before,
+    }
+    candidates: list[tuple[float, str, str, InterruptView]] = []
+    scanned: dict[str, str | None] = {}
+    more = False
+    for name in apps:
+        found, scanned[name], exhausted = await _visible_page(
+            state.served[name], identity, where, cursors[name], limit
+        )
+        more = more or not exhausted
+        candidates += [(v.created_at, v.id, name, v) for v in found]
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    page, rest = candidates[:limit], candidates[limit:]
+    for _, interrupt_id, name, _ in page:
+        cursors[name] = interrupt_id
+    for name in apps:
+        if not any(c[2] == name for c in rest):
+            # Everything this app's scan found is on the page (or it found nothing it may
+            # show): the next page goes on from where the scan stopped.
+            cursors[name] = scanned[name]
+    more = more or bool(rest)
+    items = [view for *_, view in page]
+    return json_response(InterruptPage(items=items, next=_b64(cursors) if more else None))
+
+
+async def _visible_page(
+    served: Served, identity: Identity, where: dict[str, Any], after: str | None, limit: int
+) -> tuple[list[InterruptView], str | None, bool]:
+    """Up to ``limit`` interrupts of one app after ``after`` that ``identity`` may see; the
+    last one scanned; whether the app has none after it (at most 20 store pages are read)."""
+    found: list[InterruptView] = []
+    for _ in range(20):
+        batch = await served.app.inbox(**where, limit=limit, after=after)
+        for interrupt in batch:
+            after = interrupt.id
+            tool = _tool_of(interrupt)
+            if identity.sees(interrupt.thread, tool):
+                found.append(served.view(interrupt, tool))
+                if len(found) == limit:
+                    return found, after, False
+        if len(batch) < limit:
+            return found, after, True
+    return found, after, False
+
+
+async def get_interrupt(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    served, row = await _find(state, _path(request, "id"))
+    _scoped(identity, row.thread, row.tool)
+    interrupt = _decoded(served, row)
+    decided = served.decision(row)
+    status: str | None = None
+    values: Any = None
+    messages: list[Any] = []
+    try:
+        snapshot = await served.app.get_state(row.thread)
+        status = snapshot.status
+        values, messages = _context(snapshot.values)
+    except (CheckpointNotFound, CheckpointCorrupt):
+        pass
+    audit = [a for a in await _audit(served, row.thread, None, 1000) if _concerns(a, interrupt.id)]
+    detail = InterruptDetail(
+        interrupt=served.view(interrupt, row.tool),
+        decision=decision_body(decided) if decided is not None else None,
+        thread_status=status,
+        messages=messages,
+        values=values,
+        audit=audit,
+    )
+    return json_response(detail)
+
+
+def _decoded(served: Served, row: InterruptRecord) -> Interrupt:
+    try:
+        return served.interrupt(row)
+    except CheckpointCorrupt as exc:
+        raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
+
+
+def _concerns(entry: AuditItem, interrupt_id: str) -> bool:
+    data = entry.data
+    if not isinstance(data, dict):
+        return False
+    return data.get("interrupt") == interrupt_id or interrupt_id in (data.get("interrupts") or ())
+
+
+def _context(values: dict[str, Any]) -> tuple[Any, list[Any]]:
+    rest = {k: v for k, v in values.items() if k != "messages"}
+    messages = values.get("messages")
+    recent = list(messages[-_RECENT_MESSAGES:]) if isinstance(messages, list) else []
+    return plain(rest), [plain(m) for m in recent]
+
+
+# -- decisions -----------------------------------------------------------------------------------
+
+
+def _nonce(identity: Identity, key: str, body: bytes) -> tuple[str, str]:
+    """The nonce a decision is recorded with: who and which key, then which body."""
+    who = hashlib.sha256(f"{identity.name}\0{key}".encode(errors="surrogatepass")).hexdigest()
+    what = hashlib.sha256(body).hexdigest()
+    return who[:24], f"{who[:24]}.{what[:16]}"
+
+
+async def post_decision(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "approver")
+    interrupt_id = _path(request, "id")
+    key = request.headers.get("idempotency-key", "")
+    if not key or len(key) > 200 or not key.isprintable():
+        raise ApiError(
+            400,
+            "idempotency_key_required",
+            "send an Idempotency-Key header (1-200 printable characters, new for each "
+            "decision) so that a retried request is not taken for a second decision",
+        )
+    raw = await request.body()
+    body = await _body(request, DecisionRequest)
+    wait = state.limiter.take(identity.name)
+    if wait > 0:
+        state.metrics.decisions.labels("rate_limited").inc()
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"{identity.name} sent too many decisions; retry in {wait:.1f} s",
+            headers={"Retry-After": str(max(1, round(wait)))},
+        )
+    served, row = await _find(state, interrupt_id)
+    _scoped(identity, row.thread, row.tool)
+    mine, nonce = _nonce(identity, key, raw)
+    if row.status != "pending":
+        return _refused(state, served, row, mine, nonce)
+    interrupt = _decoded(served, row)
+    if served.view(interrupt, row.tool).payload_hash != body.payload_hash:
+        state.metrics.decisions.labels("stale").inc()
+        raise ApiError(
+            412,
+            "question_changed",
+            "the question is not the one you were shown (its payload hash differs); "
+            "read it again and decide on what it says now",
+        )
+    meta = await served.metadata(row.thread, row.checkpoint_id)
+    starter = meta.get("started_by")
+    if state.four_eyes and starter == identity.name:
+        state.metrics.decisions.labels("four_eyes").inc()
+        raise ApiError(
+            403,
+            "four_eyes",
+            f"{identity.name} started this run and may not approve it; another person must",
+        )
+    try:
+        decisions = await served.app.decide(
+            row.thread,
+            {interrupt_id: body.answer},
+            actor=identity.name,
+            reason=body.reason,
+            nonce=nonce,
+            seen={interrupt_id: body.payload_hash},
+        )
+    except InterruptAlreadyResolved:
+        fresh = await served.row(interrupt_id)
+        assert fresh is not None
+        return _refused(state, served, fresh, mine, nonce)
+    except InvalidResume as exc:
+        state.metrics.decisions.labels("invalid").inc()
+        raise ApiError(422, "invalid_answer", str(exc)) from exc
+    except UnknownInterrupt as exc:
+        raise ApiError(404, "unknown_interrupt", str(exc)) from exc
+    except ThreadBusy as exc:
+        state.metrics.decisions.labels("busy").inc()
+        raise ApiError(
+            409, "thread_busy", f"{exc}; try again in a moment", headers={"Retry-After": "1"}
+        ) from exc
+    decision = decisions[0]
+    final = decision.final
+    state.metrics.decisions.labels("recorded" if final else "approval").inc()
+    continued = False
+    view: ThreadView | None = None
+    metadata = {"started_by": starter, "continued_by": identity.name}
+    if final and body.wait:
+        # The decision is recorded; the continuation's refusal (a run elsewhere took the
+        # thread) is not this request's failure: the view says where the thread is.
+        with contextlib.suppress(ThreadBusy):
+            await served.app.resume(row.thread, metadata=metadata)
+            continued = True
+        view = await _thread_view(served, row.thread, identity)
+    elif final and state.continue_runs:
+        continued = state.runs.submit(
+            lambda: served.app.resume(row.thread, metadata=metadata), row.thread
+        )
+    result = DecisionResult(
+        decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
+    )
+    return json_response(result, 201)
+
+
+def _refused(
+    state: ServerState, served: Served, row: InterruptRecord, mine: str, nonce: str
+) -> Response:
+    """The answer to a decision on an interrupt that is no longer pending."""
+    decided = served.decision(row)
+    if decided is not None and decided.nonce == nonce:
+        state.metrics.decisions.labels("replayed").inc()
+        result = DecisionResult(decision=decision_body(decided), replayed=True, continued=False)
+        return json_response(result, 200)
+    view = decision_body(decided) if decided is not None else None
+    if decided is not None and (decided.nonce or "").split(".")[0] == mine:
+        state.metrics.decisions.labels("key_reused").inc()
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different decision on this interrupt; "
+            "use a new key for a new request",
+            decision=view,
+        )
+    state.metrics.decisions.labels("conflict").inc()
+    if decided is None:
+        raise ApiError(
+            409, "not_pending", f"interrupt {row.id} is {row.status}; there is nothing to decide"
+        )
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(decided.decided_at))
+    raise ApiError(
+        409,
+        "already_decided",
+        f"already decided by {decided.actor or 'someone'} at {when}",
+        decision=view,
+    )
+
+
+# -- threads -------------------------------------------------------------------------------------
+
+
+async def get_thread(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    thread = _path(request, "thread")
+    if not identity.sees_thread(thread):
+        _scoped(identity, thread, None)
+    served = await _thread_served(state, thread, _text(request, "app"))
+    return json_response(await _thread_view(served, thread, identity))
+
+
+async def get_history(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    thread = _path(request, "thread")
+    if not identity.sees_thread(thread):
+        _scoped(identity, thread, None)
+    served = await _thread_served(state, thread, _text(request, "app"))
+    limit = _limit(request, 20)
+    try:
+        snapshots = await served.app.history(thread, limit=limit, before=_text(request, "before"))
+    except CheckpointNotFound as exc:
+        raise ApiError(404, "unknown_checkpoint", f"{exc}") from exc
+    items = [
+        CheckpointItem(
+            checkpoint_id=s.checkpoint_id,
+            parent_id=s.parent_id,
+            step=s.step,
+            status=s.status,
+            source=s.source,
+            created_at=s.created_at,
+            next=list(s.next),
+            metadata=plain(s.metadata),
+        )
+        for s in snapshots
+    ]
+    more = items[-1].checkpoint_id if len(items) == limit else None
+    return json_response(HistoryPage(items=items, next=more))
+
+
+async def _audit(served: Served, thread: str, after: int | None, limit: int) -> list[AuditItem]:
+    rows = await served.store.audit_log(
+        thread=thread, after=None if after is None else (thread, after), limit=limit
+    )
+    out = []
+    for r in rows:
+        try:
+            data = json.loads(r.data)
+        except ValueError:
+            data = r.data.decode(errors="replace")
+        out.append(AuditItem(seq=r.seq, at=r.at, kind=r.kind, actor=r.actor, data=data))
+    return out
+
+
+async def get_audit(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    thread = _path(request, "thread")
+    if not identity.sees_thread(thread):
+        _scoped(identity, thread, None)
+    served = await _thread_served(state, thread, _text(request, "app"))
+    limit = _limit(request, 100)
+    after = _number(request, "after", lo=0, hi=2**62)
+    items = await _audit(served, thread, None if after is None else int(after), limit)
+    return json_response(
+        AuditPage(items=items, next=items[-1].seq if len(items) == limit else None)
+    )
+
+
+# -- runs and pauses -----------------------------------------------------------------------------
+
+
+async def post_run(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "approver")
+    thread = _path(request, "thread")
+    if not identity.sees_thread(thread):
+        _scoped(identity, thread, None)
+    body = await _body(request, RunRequest)
+    served = _served_for(state, body.app) if body.app or len(state.served) == 1 else None
+    if served is None:
+        served = await _thread_served(state, thread, None)
+    record = await served.store.get_thread(thread)
+    action: Literal["run", "continue"] = "run" if body.input is not None else "continue"
+    if action == "continue" and record is None:
+        raise ApiError(404, "unknown_thread", f"no thread {thread!r}; send input to start it")
+    if action == "run" and record is not None and record.status == "interrupted":
+        raise ApiError(
+            409,
+            "thread_interrupted",
+            f"thread {thread!r} waits on decisions; decide them (GET /v1/interrupts?thread=...) "
+            "before sending new input",
+        )
+    metadata = {"started_by": identity.name}
+    app = served.app
+
+    def call() -> Coroutine[Any, Any, Any]:
+        if action == "run":
+            return app.run(body.input, thread=thread, metadata=metadata)
+        return app.resume(thread, metadata=metadata)
+
+    if body.wait:
+        try:
+            await call()
+        except ThreadBusy as exc:
+            raise ApiError(409, "thread_busy", f"{exc}; try again once it stops") from exc
+        except InterlockError as exc:
+            raise ApiError(409, "run_refused", str(exc)) from exc
+        view = await _thread_view(served, thread, identity)
+        return json_response(
+            RunAccepted(thread=thread, app=served.name, action=action, thread_view=view)
+        )
+    if not state.runs.submit(call, thread):
+        raise ApiError(
+            409, "thread_busy", f"a run of {thread!r} is already going on in this server"
+        )
+    return json_response(RunAccepted(thread=thread, app=served.name, action=action), 202)
+
+
+async def _thread_view(served: Served, thread: str, identity: Identity) -> ThreadView:
+    """The thread's latest state, with the interrupts ``identity`` may see."""
+    try:
+        snapshot = await served.app.get_state(thread)
+    except CheckpointNotFound as exc:
+        raise ApiError(404, "unknown_thread", f"no thread {thread!r}") from exc
+    except CheckpointCorrupt as exc:
+        raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
+    values, messages = _context(snapshot.values)
+    return ThreadView(
+        thread=thread,
+        app=served.name,
+        status=snapshot.status,
+        checkpoint_id=snapshot.checkpoint_id,
+        step=snapshot.step,
+        updated_at=snapshot.created_at,
+        next=list(snapshot.next),
+        interrupts=[
+            served.view(i, tool)
+            for i in snapshot.interrupts
+            if identity.sees_tool(tool := _tool_of(i))
+        ],
+        values=values,
+        messages=messages,
+    )
+
+
+async def post_pause(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "admin")
+    thread = _path(request, "thread")
+    if not identity.sees_thread(thread):
+        _scoped(identity, thread, None)
+    body = await _body(request, PauseRequest)
+    served = await _thread_served(state, thread, _text(request, "app"))
+    if not await served.app.request_pause(thread, forced=body.forced):
+        raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
+    return json_response(PauseAccepted(thread=thread, forced=body.forced), 202)
+
+
+async def get_me(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    view = IdentityView(
+        name=identity.name,
+        role=identity.role,
+        tools=list(identity.tools),
+        threads=list(identity.threads),
+        four_eyes=state.four_eyes,
+    )
+    return json_response(view)
+
+
+# -- the event stream ----------------------------------------------------------------------------
+
+
+async def get_events(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    wanted: set[str] = set(EVENT_TYPES)
+    types = _text(request, "types")
+    if types is not None:
+        asked = {t.strip() for t in types.split(",") if t.strip()}
+        if not asked <= wanted:
+            raise ApiError(400, "bad_parameter", f"types must be among {list(EVENT_TYPES)}")
+        wanted = asked
+    last = request.headers.get("last-event-id") or _text(request, "last_event_id")
+    if last:
+        decoded = _unb64(last, "Last-Event-ID")
+        if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
+            raise ApiError(400, "bad_parameter", "Last-Event-ID is not an id this server sent")
+        position: dict[str, str | None] = {n: decoded.get(n) for n in state.served}
+    else:
+        position = {n: await s.store.change_cursor() for n, s in state.served.items()}
+    for name, cursor in position.items():
+        if cursor is not None:
+            try:
+                await state.served[name].store.changes(after=cursor, limit=1)
+            except ValueError as exc:
+                raise ApiError(400, "bad_parameter", f"Last-Event-ID: {exc}") from exc
+    stream = _stream(state, identity, position, wanted)
+    return StreamingResponse(
+        stream,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _visible(identity: Identity, event: ServerEvent) -> bool:
+    if not identity.sees_thread(event.thread):
+        return False
+    return event.type.startswith("run.") or identity.sees_tool(event.tool)
+
+
+async def _stream(
+    state: ServerState,
+    identity: Identity,
+    position: dict[str, str | None],
+    wanted: set[str],
+) -> AsyncIterator[bytes]:
+    state.metrics.sse_clients.inc()
+    try:
+        yield b"retry: 2000\n: connected\n\n"
+        while True:
+            tick = state.ticker.current()
+            sent = False
+            for name, served in state.served.items():
+                try:
+                    events = await served.events(position[name])
+                except StoreClosed:
+                    return
+                for event in events:
+                    position[name] = event.id.partition(":")[2]
+                    if event.type in wanted and _visible(identity, event):
+                        sent = True
+                        yield _frame(event, _b64(position))
+            if sent:
+                continue
+            with anyio.move_on_after(state.heartbeat) as waited:
+                await tick.wait()
+            if waited.cancelled_caught:
+                yield b": ping\n\n"
+    finally:
+        state.metrics.sse_clients.dec()
+
+
+def _frame(event: ServerEvent, position: str) -> bytes:
+    data = msgspec.json.encode(event)
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (position.encode(), event.type.encode(), data)
+
+
+HANDLERS: Final[dict[str, Handler]] = {
+    "list_interrupts": list_interrupts,
+    "get_interrupt": get_interrupt,
+    "post_decision": post_decision,
+    "get_thread": get_thread,
+    "get_history": get_history,
+    "get_audit": get_audit,
+    "post_run": post_run,
+    "post_pause": post_pause,
+    "get_me": get_me,
+    "get_events": get_events,
+}

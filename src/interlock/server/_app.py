@@ -1,0 +1,315 @@
+"""`create_app`: the approval server as an ASGI application (Starlette)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from importlib import metadata, resources
+from typing import Any, Final
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._errors import InterlockError, StoreClosed
+from ..runtime._app import App
+from ._api import HANDLERS, _identity
+from ._errors import ApiError, json_response
+from ._events import ServerEvent
+from ._limits import BodyLimit, RateLimiter, SecurityHeaders
+from ._openapi import ROUTES, openapi
+from ._served import Served
+from ._state import Authenticator, Metrics, Runs, ServerState
+from ._views import Status
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("interlock.server")
+
+_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+Listener = Callable[[ServerEvent], Coroutine[Any, Any, None]]
+
+
+def create_app(
+    apps: App[Any] | Mapping[str, App[Any]] | Sequence[App[Any]],
+    *,
+    auth: Authenticator,
+    four_eyes: bool = False,
+    continue_runs: bool = True,
+    notifier: Any = None,
+    public_url: str | None = None,
+    max_body_bytes: int = 1_000_000,
+    decisions_per_second: float = 5.0,
+    decision_burst: int = 20,
+    cors_origins: Sequence[str] = (),
+    background_runs: int = 64,
+    poll_interval: float = 0.05,
+    heartbeat: float = 15.0,
+    web: bool = True,
+) -> Starlette:
+    """The approval server for ``apps``: the ``/v1`` HTTP API, its event stream, the web inbox.
+
+    Args:
+        apps: An `App`, several (named by their graphs' names), or ``{name: app}``. Each must
+            have a store of its own.
+        auth: Who may call (`TokenAuth`, or anything with ``authenticate(header)``).
+        four_eyes: Refuse a decision by the identity that started the run that asks (the
+            ``started_by`` metadata of the run: the server sets it for runs it starts; pass
+            ``metadata={"started_by": name}`` to ``App.run`` for runs started elsewhere).
+        continue_runs: After a decision, continue the thread in this server's background
+            (False: leave it to workers or ``App.resume``).
+        notifier: A `Notifier` to give every event to (webhooks, email).
+        public_url: This server's URL as people reach it, for links in notifications.
+        max_body_bytes: Larger request bodies are refused (413).
+        decisions_per_second: Each identity's sustained rate of decisions (429 beyond it).
+        decision_burst: How many decisions an identity may send at once.
+        cors_origins: Origins allowed to call from a browser (none by default).
+        background_runs: Runs at once in the background; more wait for a slot.
+        poll_interval: Seconds between reads of each store's change feed.
+        heartbeat: Seconds between keep-alive comments on an idle event stream.
+        web: Serve the web inbox at ``/inbox``.
+
+    Mounted inside another Starlette (or FastAPI) app, its lifespan must run::
+
+        api = create_app(app, auth=auth)
+        outer = Starlette(routes=[Mount("/approvals", api)], lifespan=api.router.lifespan_context)
+    """
+    served = _served(apps, public_url)
+    if not callable(getattr(auth, "authenticate", None)):
+        raise TypeError(
+            "auth must have authenticate(header) -> Identity | None, e.g. "
+            "interlock.server.TokenAuth.from_file('tokens.toml')"
+        )
+    for name, value, lo in (
+        ("max_body_bytes", max_body_bytes, 1),
+        ("decisions_per_second", decisions_per_second, 1e-6),
+        ("decision_burst", decision_burst, 1),
+        ("background_runs", background_runs, 1),
+        ("poll_interval", poll_interval, 0.001),
+        ("heartbeat", heartbeat, 0.01),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number, not {value!r}")
+        if not value >= lo:
+            raise ValueError(f"{name} must be at least {lo}, not {value!r}")
+    metrics = Metrics()
+    state = ServerState(
+        served=served,
+        auth=auth,
+        four_eyes=bool(four_eyes),
+        continue_runs=bool(continue_runs),
+        limiter=RateLimiter(decisions_per_second, decision_burst),
+        metrics=metrics,
+        runs=Runs(metrics, background_runs),
+        heartbeat=heartbeat,
+        poll_interval=poll_interval,
+    )
+    if notifier is not None:
+        publish = getattr(notifier, "publish", None)
+        if not callable(publish) or not hasattr(notifier, "__aenter__"):
+            raise TypeError("notifier must be a Notifier (an async context with publish(event))")
+        state.listeners.append(publish)
+
+    routes: list[BaseRoute] = [
+        Route(path, _endpoint(state, name, HANDLERS[name]), methods=[method.upper()], name=name)
+        for path, method, name, _ in ROUTES
+    ]
+    document = openapi("interlock", _version())
+    routes += [
+        Route("/openapi.json", lambda _: json_response(document), name="openapi"),
+        Route("/healthz", _endpoint(state, "healthz", _healthz), name="healthz"),
+        Route("/readyz", _endpoint(state, "readyz", _readyz), name="readyz"),
+        Route("/metrics", _endpoint(state, "metrics", _metrics), name="metrics"),
+    ]
+    if web:
+        static = resources.files("interlock.server") / "web"
+        routes += [
+            Route("/", lambda _: RedirectResponse("inbox", 307), name="root"),
+            Route("/inbox", _page, name="inbox"),
+            Mount("/web", StaticFiles(directory=str(static)), name="web"),
+        ]
+    middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit, max_bytes=max_body_bytes)]
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+            )
+        )
+    server = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(state, notifier))
+    server.state.interlock = state
+    return server
+
+
+def _served(apps: Any, public_url: str | None) -> dict[str, Served]:
+    if isinstance(apps, App):
+        named: dict[str, Any] = {apps.plan.name: apps}
+    elif isinstance(apps, Mapping):
+        named = dict(apps)
+    elif isinstance(apps, Sequence) and not isinstance(apps, str):
+        named = {}
+        for app in apps:
+            if not isinstance(app, App):
+                raise TypeError(f"apps must hold App objects, not {app!r}")
+            if app.plan.name in named:
+                raise ValueError(
+                    f"two apps are named {app.plan.name!r}: pass {{name: app}} to tell them apart"
+                )
+            named[app.plan.name] = app
+    else:
+        raise TypeError(f"apps must be an App, a list of them or {{name: app}}, not {apps!r}")
+    if not named:
+        raise ValueError("give at least one App to serve")
+    stores: dict[int, str] = {}
+    out: dict[str, Served] = {}
+    for name, app in named.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"app name {name!r} must be 1-100 of A-Z a-z 0-9 _ . -")
+        if not isinstance(app, App):
+            raise TypeError(f"apps[{name!r}] must be an App, not {app!r}")
+        other = stores.setdefault(id(app.store), name)
+        if other != name:
+            raise ValueError(
+                f"apps {other!r} and {name!r} share a store; serve each app with its own store "
+                "(interrupt ids and threads would be ambiguous)"
+            )
+        out[name] = Served(name, app, public_url=public_url)
+    return out
+
+
+def _version() -> str:
+    try:
+        return metadata.version("interlock")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def _endpoint(
+    state: ServerState, name: str, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    """``handler`` with refusals answered as JSON, and timed."""
+
+    async def endpoint(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await handler(request)
+        except ApiError as refusal:
+            response = refusal.response()
+        except StoreClosed as exc:
+            response = ApiError(503, "store_closed", f"{exc}; restart the server").response()
+        except RuntimeError as exc:
+            if "lifespan" not in str(exc):
+                raise
+            response = ApiError(503, "not_started", str(exc)).response()
+        except (ValueError, TypeError) as exc:
+            # A caller mistake the runtime's own checks caught (an id it refuses...).
+            response = ApiError(400, "bad_request", str(exc)).response()
+        except InterlockError as exc:
+            log.exception("%s failed", name)
+            response = ApiError(500, "internal", f"{type(exc).__name__}: {exc}").response()
+        state.metrics.requests.labels(name, request.method, str(response.status_code)).inc()
+        state.metrics.latency.labels(name).observe(time.perf_counter() - started)
+        return response
+
+    return endpoint
+
+
+async def _healthz(request: Request) -> Response:
+    return json_response(Status(status="ok"))
+
+
+async def _readyz(request: Request) -> Response:
+    state: ServerState = request.app.state.interlock
+    if not state.ready:
+        return json_response(Status(status="starting"), 503)
+    for served in state.served.values():
+        try:
+            await served.store.get_thread("readyz")
+        except InterlockError as exc:
+            log.warning("store of %s is not ready: %s", served.name, exc)
+            return json_response(Status(status=f"store of {served.name} unavailable"), 503)
+    return json_response(Status(status="ready"))
+
+
+async def _metrics(request: Request) -> Response:
+    state: ServerState = request.app.state.interlock
+    _identity(request, "viewer")
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _page(request: Request) -> Response:
+    page = resources.files("interlock.server") / "web" / "inbox.html"
+    return Response(
+        page.read_bytes(),
+        media_type="text/html; charset=utf-8",
+        headers={
+            "Content-Security-Policy": (
+                "default-src 'self'; script-src 'self'; style-src 'self'; "
+                "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+            ),
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if notifier is not None:
+                # Entered outside the task group: closing it drains queued deliveries.
+                await stack.enter_async_context(notifier)
+            async with anyio.create_task_group() as group:
+                for served in state.served.values():
+                    cursor = await served.store.change_cursor()
+                    group.start_soon(_follow, state, served, cursor)
+                state.runs.attach(group)
+                state.ready = True
+                try:
+                    yield
+                finally:
+                    state.ready = False
+                    state.runs.attach(None)
+                    group.cancel_scope.cancel()
+
+    return lifespan
+
+
+async def _follow(state: ServerState, served: Served, cursor: str | None) -> None:
+    """Read one store's change feed; wake the event streams and tell the listeners."""
+    failures = 0
+    while True:
+        try:
+            events = await served.events(cursor)
+        except StoreClosed:
+            return
+        except InterlockError as exc:
+            failures += 1
+            log.warning("reading the change feed of %s failed (%s); retrying", served.name, exc)
+            await anyio.sleep(min(5.0, state.poll_interval * 2**failures))
+            continue
+        failures = 0
+        if not events:
+            await anyio.sleep(state.poll_interval)
+            continue
+        cursor = events[-1].id.partition(":")[2]
+        state.ticker.tick()
+        for event in events:
+            state.metrics.events.labels(event.type).inc()
+            for listener in state.listeners:
+                try:
+                    await listener(event)
+                except Exception:
+                    log.exception("a listener failed on event %s", event.id)

@@ -1,0 +1,377 @@
+"""The OpenAPI 3.1 description of the HTTP API, built from the same Structs the handlers speak."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from .._args import MAX_ID
+from ._views import (
+    AuditPage,
+    DecisionRequest,
+    DecisionResult,
+    ErrorBody,
+    HistoryPage,
+    IdentityView,
+    InterruptDetail,
+    InterruptPage,
+    PauseAccepted,
+    PauseRequest,
+    RunAccepted,
+    RunRequest,
+    Status,
+    ThreadView,
+)
+
+__all__ = ["ROUTES", "openapi"]
+
+_BODIES: Final = (
+    Status,
+    AuditPage,
+    DecisionRequest,
+    DecisionResult,
+    ErrorBody,
+    HistoryPage,
+    IdentityView,
+    InterruptDetail,
+    InterruptPage,
+    PauseAccepted,
+    PauseRequest,
+    RunAccepted,
+    RunRequest,
+    ThreadView,
+)
+
+
+def _ref(kind: type) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{kind.__name__}"}
+
+
+def _json(kind: type, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(kind)}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json(ErrorBody, description)
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+def _in_path(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ID,
+            "pattern": "^[^/\\u0000]+$",
+        },
+        "description": description,
+    }
+
+
+_TEXT: Final = {"type": "string", "maxLength": MAX_ID, "pattern": "^[^\\u0000]*$"}
+_LIMIT: Final = {"type": "integer", "minimum": 1, "maximum": 500}
+_AUTH_ERRORS: Final = {
+    "401": _error("No valid bearer token."),
+    "403": _error("The identity's role or scopes do not allow this."),
+}
+_BAD: Final = {"400": _error("A parameter is not valid.")}
+_APP: Final = _query("app", _TEXT, "The served app (needed when several are served).")
+
+# (path, method, handler name, operation)
+ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
+    (
+        "/v1/interrupts",
+        "get",
+        "list_interrupts",
+        {
+            "summary": "List pending interrupts (the inbox), oldest first",
+            "parameters": [
+                _APP,
+                _query("thread", _TEXT, "Only this thread's."),
+                _query("tool", _TEXT, "Only those gating this tool."),
+                _query("key", _TEXT, "Only those with this key."),
+                _query(
+                    "older_than",
+                    {"type": "number", "minimum": 0, "maximum": 1e10},
+                    "Raised at least this many seconds ago.",
+                ),
+                _query(
+                    "deadline_before",
+                    {"type": "number", "minimum": 0, "maximum": 1e11},
+                    "Deadline before this Unix time.",
+                ),
+                _query("limit", _LIMIT, "Page size (default 50)."),
+                _query("after", _TEXT, "The previous page's next."),
+            ],
+            "responses": {
+                "200": _json(InterruptPage, "A page."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such app."),
+            },
+        },
+    ),
+    (
+        "/v1/interrupts/{id}",
+        "get",
+        "get_interrupt",
+        {
+            "summary": "One interrupt with its thread's context and audit trail",
+            "parameters": [_in_path("id", "The interrupt id.")],
+            "responses": {
+                "200": _json(InterruptDetail, "The interrupt."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such interrupt."),
+            },
+        },
+    ),
+    (
+        "/v1/interrupts/{id}/decision",
+        "post",
+        "post_decision",
+        {
+            "summary": "Decide an interrupt",
+            "description": (
+                "Records the authenticated identity's answer, exactly once, then continues the "
+                "thread in the background. The body carries the payload hash of the question as "
+                "shown; the Idempotency-Key header makes a retried request safe."
+            ),
+            "parameters": [
+                _in_path("id", "The interrupt id."),
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "description": "New for each decision; the same key and body is a replay.",
+                },
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(DecisionRequest)}},
+            },
+            "responses": {
+                "200": _json(DecisionResult, "The same request again: the recorded decision."),
+                "201": _json(DecisionResult, "Recorded."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such interrupt."),
+                "409": _error(
+                    "Someone decided first (their decision is included), or the thread is busy."
+                ),
+                "412": _error("The question changed since it was shown."),
+                "413": _error("The body is too large."),
+                "422": _error("The answer fails the question's schema, or the key was reused."),
+                "429": _error("Too many decisions from this identity."),
+            },
+        },
+    ),
+    (
+        "/v1/threads/{thread}",
+        "get",
+        "get_thread",
+        {
+            "summary": "A thread's latest state",
+            "parameters": [_in_path("thread", "The thread id."), _APP],
+            "responses": {
+                "200": _json(ThreadView, "The thread."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such thread."),
+            },
+        },
+    ),
+    (
+        "/v1/threads/{thread}/history",
+        "get",
+        "get_history",
+        {
+            "summary": "A thread's checkpoints, newest first",
+            "parameters": [
+                _in_path("thread", "The thread id."),
+                _APP,
+                _query("limit", _LIMIT, "Page size (default 20)."),
+                _query("before", _TEXT, "The previous page's next."),
+            ],
+            "responses": {
+                "200": _json(HistoryPage, "A page."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such thread or checkpoint."),
+            },
+        },
+    ),
+    (
+        "/v1/threads/{thread}/audit",
+        "get",
+        "get_audit",
+        {
+            "summary": "A thread's audit log",
+            "parameters": [
+                _in_path("thread", "The thread id."),
+                _APP,
+                _query("limit", _LIMIT, "Page size (default 100)."),
+                _query(
+                    "after",
+                    {"type": "integer", "minimum": 0, "maximum": 2**62},
+                    "The previous page's next.",
+                ),
+            ],
+            "responses": {
+                "200": _json(AuditPage, "A page."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such thread."),
+            },
+        },
+    ),
+    (
+        "/v1/threads/{thread}/runs",
+        "post",
+        "post_run",
+        {
+            "summary": "Start a turn with new input, or continue the thread",
+            "parameters": [_in_path("thread", "The thread id.")],
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": _ref(RunRequest)}},
+            },
+            "responses": {
+                "200": _json(RunAccepted, "With wait: the run stopped; the thread's view."),
+                "202": _json(RunAccepted, "Accepted; it runs in the background."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such thread or app."),
+                "409": _error("The thread waits on decisions, or is running."),
+                "413": _error("The body is too large."),
+                "422": _error("The body is not valid."),
+            },
+        },
+    ),
+    (
+        "/v1/threads/{thread}/pause",
+        "post",
+        "post_pause",
+        {
+            "summary": "Ask whichever process runs the thread to pause it",
+            "parameters": [_in_path("thread", "The thread id."), _APP],
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": _ref(PauseRequest)}},
+            },
+            "responses": {
+                "202": _json(PauseAccepted, "Stored."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such thread."),
+                "413": _error("The body is too large."),
+                "422": _error("The body is not valid."),
+            },
+        },
+    ),
+    (
+        "/v1/me",
+        "get",
+        "get_me",
+        {
+            "summary": "Who the token belongs to",
+            "responses": {"200": _json(IdentityView, "The identity."), **_AUTH_ERRORS},
+        },
+    ),
+    (
+        "/v1/events",
+        "get",
+        "get_events",
+        {
+            "summary": "Server-sent events: interrupts created, decided, expired; runs finished",
+            "description": (
+                "A text/event-stream. Each event's id is a position: reconnect with "
+                "Last-Event-ID (or ?last_event_id=) to continue after it."
+            ),
+            "parameters": [
+                _query("types", _TEXT, "Comma-separated event types to receive."),
+                _query("last_event_id", _TEXT, "Continue after this event id."),
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "schema": _TEXT,
+                    "description": "Continue after this event id.",
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The stream.",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                **_BAD,
+                **_AUTH_ERRORS,
+            },
+        },
+    ),
+]
+
+_PLAIN: Final = [
+    ("/healthz", "The process answers.", "healthz"),
+    ("/readyz", "Every store answers (503 when one does not).", "readyz"),
+]
+
+
+def openapi(title: str, version: str) -> dict[str, Any]:
+    """The document served at ``/openapi.json``."""
+    _, components = msgspec.json.schema_components(
+        _BODIES, ref_template="#/components/schemas/{name}"
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, name, operation in ROUTES:
+        op = {"operationId": name, "security": [{"bearer": []}], **operation}
+        paths.setdefault(path, {})[method] = op
+    for path, text, name in _PLAIN:
+        paths[path] = {
+            "get": {
+                "operationId": name,
+                "summary": text,
+                "security": [],
+                "responses": {
+                    "200": _json(Status, "Healthy."),
+                    **({"503": _json(Status, "Not ready.")} if name == "readyz" else {}),
+                },
+            }
+        }
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics",
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {
+                    "description": "Metrics.",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                },
+                **_AUTH_ERRORS,
+            },
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,293 @@
+"""The JSON the HTTP API speaks: one Struct per body, which also gives the OpenAPI schemas."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .._args import MAX_TEXT
+from ..runtime._records import Decision, Interrupt
+
+__all__ = [
+    "AuditItem",
+    "CheckpointItem",
+    "DecisionBody",
+    "DecisionRequest",
+    "DecisionResult",
+    "ErrorBody",
+    "IdentityView",
+    "InterruptDetail",
+    "InterruptPage",
+    "InterruptView",
+    "PauseRequest",
+    "RunAccepted",
+    "RunRequest",
+    "Status",
+    "ThreadView",
+    "decision_body",
+    "interrupt_view",
+    "plain",
+    "summary_of",
+]
+
+
+class InterruptView(msgspec.Struct, kw_only=True):
+    """A question as the inbox lists it."""
+
+    id: str
+    app: str
+    thread: str
+    key: str | None
+    kind: str
+    status: str
+    address: str
+    tool: str | None
+    summary: str
+    info: Any
+    answer_schema: Any
+    created_at: float
+    deadline: float | None
+    payload_hash: str
+    approvals: int = 1
+    """Distinct approvals the question needs (more than 1: a quorum)."""
+    approved_by: list[str] = []
+    """Who has approved it so far."""
+
+
+class DecisionBody(msgspec.Struct, kw_only=True):
+    """A recorded decision."""
+
+    interrupt_id: str
+    thread: str
+    answer: Any
+    actor: str | None
+    reason: str | None
+    payload_hash: str
+    decided_at: float
+    details: Any
+    final: bool = True
+    """False for one approval of several needed: the question is still pending."""
+    approved_by: list[str] = []
+    """Who has approved so far (for a quorum)."""
+
+
+class AuditItem(msgspec.Struct, kw_only=True):
+    """One entry of a thread's audit log."""
+
+    seq: int
+    at: float
+    kind: str
+    actor: str | None
+    data: Any
+
+
+class InterruptDetail(msgspec.Struct, kw_only=True):
+    """One question with its context: the thread's recent state and who did what."""
+
+    interrupt: InterruptView
+    decision: DecisionBody | None
+    thread_status: str | None
+    messages: list[Any]
+    values: Any
+    audit: list[AuditItem]
+
+
+class InterruptPage(msgspec.Struct, kw_only=True):
+    """A page of the inbox; pass ``next`` as ``after`` for the following one."""
+
+    items: list[InterruptView]
+    next: str | None
+
+
+class DecisionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/interrupts/{id}/decision``: the answer and the question it answers."""
+
+    answer: Any
+    payload_hash: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_TEXT)] | None = None
+    wait: bool = False
+    """Continue the thread before answering, and include its view (``thread_view``)."""
+
+
+class DecisionResult(msgspec.Struct, kw_only=True):
+    """What a decision did: recorded (``final`` False for one approval of several needed)."""
+
+    decision: DecisionBody
+    replayed: bool
+    continued: bool
+    thread_view: ThreadView | None = None
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every refusal: a stable ``error`` code and a message that says what to do."""
+
+    error: str
+    message: str
+    decision: DecisionBody | None = None
+
+
+class ThreadView(msgspec.Struct, kw_only=True):
+    """A thread's latest state, summarised."""
+
+    thread: str
+    app: str
+    status: str
+    checkpoint_id: str
+    step: int
+    updated_at: float
+    next: list[str]
+    interrupts: list[InterruptView]
+    values: Any
+    messages: list[Any]
+
+
+class CheckpointItem(msgspec.Struct, kw_only=True):
+    """One checkpoint of a thread's history."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    status: str
+    source: str
+    created_at: float
+    next: list[str]
+    metadata: Any
+
+
+class HistoryPage(msgspec.Struct, kw_only=True):
+    """A page of history, newest first; pass ``next`` as ``before`` for older ones."""
+
+    items: list[CheckpointItem]
+    next: str | None
+
+
+class AuditPage(msgspec.Struct, kw_only=True):
+    """A page of a thread's audit log; pass ``next`` as ``after`` for later entries."""
+
+    items: list[AuditItem]
+    next: int | None
+
+
+class RunRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/threads/{thread}/runs``: new input starts a turn; no input continues."""
+
+    input: Any = None
+    app: str | None = None
+    wait: bool = False
+
+
+class RunAccepted(msgspec.Struct, kw_only=True):
+    """A run accepted (202) — or, with ``wait``, finished (200) with the thread's view."""
+
+    thread: str
+    app: str
+    action: Literal["run", "continue"]
+    thread_view: ThreadView | None = None
+
+
+class PauseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/threads/{thread}/pause``."""
+
+    forced: bool = False
+
+
+class PauseAccepted(msgspec.Struct, kw_only=True):
+    """A pause request stored for whichever process runs the thread."""
+
+    thread: str
+    forced: bool
+
+
+class Status(msgspec.Struct, kw_only=True):
+    """``/healthz`` and ``/readyz``."""
+
+    status: str
+
+
+class IdentityView(msgspec.Struct, kw_only=True):
+    """Who the caller is."""
+
+    name: str
+    role: str
+    tools: list[str]
+    threads: list[str]
+    four_eyes: bool
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-able builtins (anything unknown becomes its ``str``)."""
+    try:
+        out = msgspec.to_builtins(value, enc_hook=str, str_keys=True)
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
+    return _finite(out)
+
+
+def _finite(value: Any) -> Any:
+    # JSON has no NaN or infinity; a state may hold them.
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def summary_of(info: Any) -> str:
+    """One line for a person: the question's text, or its start."""
+    if isinstance(info, dict):
+        for field in ("question", "summary", "message", "title"):
+            text = info.get(field)
+            if isinstance(text, str) and text:
+                return _line(text)
+    if isinstance(info, str):
+        return _line(info)
+    return _line(str(plain(info))) if info is not None else ""
+
+
+def _line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 200 else flat[:199] + "…"
+
+
+def interrupt_view(
+    app: str, interrupt: Interrupt, payload_hash: str, tool: str | None
+) -> InterruptView:
+    """The inbox's view of one interrupt."""
+    return InterruptView(
+        id=interrupt.id,
+        app=app,
+        thread=interrupt.thread,
+        key=interrupt.key,
+        kind=interrupt.kind,
+        status=interrupt.status,
+        address=str(interrupt.address),
+        tool=tool,
+        summary=summary_of(interrupt.info),
+        info=plain(interrupt.info),
+        answer_schema=plain(interrupt.schema) if interrupt.schema is not None else None,
+        created_at=interrupt.created_at,
+        deadline=interrupt.deadline,
+        payload_hash=payload_hash,
+        approvals=interrupt.approvals,
+        approved_by=list(interrupt.approved_by),
+    )
+
+
+def decision_body(decision: Decision) -> DecisionBody:
+    """The API's view of a recorded decision."""
+    return DecisionBody(
+        interrupt_id=decision.interrupt_id,
+        thread=decision.thread,
+        answer=plain(decision.answer),
+        actor=decision.actor,
+        reason=decision.reason,
+        payload_hash=decision.payload_hash,
+        decided_at=decision.decided_at,
+        details=plain(decision.details),
+        final=decision.final,
+        approved_by=list(decision.approved_by),
+    )

@@ -1,0 +1,114 @@
+// What surrounds a question: its thread's status and recent messages, and the audit trail.
+
+import { diffList } from "./args.js";
+import { h, jsonBlock, liveTime, when } from "./dom.js";
+
+const STATUS = {
+  interrupted: "waiting for a decision",
+  ready: "running",
+  paused: "paused",
+  done: "done",
+  failed: "failed",
+};
+
+/** A thread's status as a badge a person can read. */
+export function statusBadge(status, id) {
+  const text = status ? STATUS[status] ?? status : "unknown";
+  return h("span", { className: `badge status-${status ?? "unknown"}`, id, "data-status": status ?? "" }, text);
+}
+
+/** A decision's answer in words: "approve", "reject: <message>", "edit the arguments"... */
+export function answerText(answer) {
+  if (answer === true) return "approve";
+  if (answer === false) return "reject";
+  if (answer && typeof answer === "object" && typeof answer.action === "string") {
+    if (answer.action === "reject" && answer.message) return `reject: “${answer.message}”`;
+    if (answer.action === "respond") return `answer instead of the tool: “${answer.content}”`;
+    if (answer.action === "edit") return "run with edited arguments";
+    return answer.action;
+  }
+  return JSON.stringify(answer);
+}
+
+function messageItem(m) {
+  const role = typeof m?.role === "string" ? m.role : "message";
+  const who = m?.name && role !== "user" ? `${role} · ${m.name}` : role;
+  const parts = [];
+  if (typeof m?.content === "string" && m.content) parts.push(h("div", { className: "content" }, m.content));
+  else if (m?.content !== undefined && m?.content !== null && m?.content !== "") parts.push(jsonBlock(m.content));
+  for (const call of Array.isArray(m?.tool_calls) ? m.tool_calls : []) {
+    parts.push(h("div", { className: "call" }, "calls ", h("code", {}, call.name), jsonBlock(call.arguments, `Arguments of ${call.name}`)));
+  }
+  if (!parts.length && (!m || typeof m !== "object" || !("role" in m))) parts.push(jsonBlock(m));
+  return h("li", { className: `message role-${role}` }, h("span", { className: "role" }, who), parts);
+}
+
+/** The recent messages of a thread, oldest first. */
+export function messageList(messages) {
+  if (!messages?.length) return h("p", { className: "muted" }, "No messages in this thread.");
+  return h("ol", { className: "messages", "aria-label": "Recent messages" }, messages.map(messageItem));
+}
+
+/** The thread's state besides its messages, folded away when there is any. */
+export function stateBlock(values) {
+  const empty = values === null || values === undefined || (typeof values === "object" && !Object.keys(values).length);
+  if (empty) return null;
+  return h("details", { className: "state" }, h("summary", {}, "State"), jsonBlock(values, "The thread's state"));
+}
+
+function describe(entry) {
+  const d = entry.data && typeof entry.data === "object" ? entry.data : {};
+  const who = entry.actor ?? "someone";
+  switch (entry.kind) {
+    case "interrupt":
+      return ["The question was asked"];
+    case "decision": {
+      const parts = [`${who} decided: ${answerText(d.answer)}`];
+      if (d.reason) parts.push(h("div", { className: "reason" }, `Reason: ${d.reason}`));
+      if (Array.isArray(d.details?.diff)) parts.push(diffList(d.details.diff));
+      return parts;
+    }
+    case "approval":
+      return [`${who} approved (${(d.approved_by ?? []).length} of ${d.approvals ?? "?"} approvals needed)`];
+    case "expired":
+      return ["The deadline passed; the question expired"];
+    case "cancelled":
+      return ["The question was withdrawn"];
+    case "edit":
+      return [`${who} edited the thread's state`];
+    case "dropped":
+      return [`Decisions were set aside (${who})`];
+    case "effect_started":
+      return [`Started ${d.name ?? "an outside call"}`];
+    case "effect_retried":
+      return [`Started ${d.name ?? "an outside call"} again`];
+    case "effect_done":
+      return [`${d.name ?? "An outside call"} finished`];
+    case "effect_reconciled":
+      return [`${d.name ?? "An outside call"}: its outcome was settled by ${who}`];
+    case "thread_deleted":
+      return [`${who} deleted the thread`];
+    default:
+      return [`${entry.kind}${entry.actor ? ` by ${entry.actor}` : ""}`];
+  }
+}
+
+/** The audit trail: who did what, when. */
+export function auditList(entries) {
+  if (!entries?.length) return h("p", { className: "muted" }, "Nothing recorded yet.");
+  return h(
+    "ol",
+    { className: "audit" },
+    entries.map((e) =>
+      h(
+        "li",
+        { "data-kind": e.kind },
+        h("time", { datetime: new Date(e.at * 1000).toISOString() }, when(e.at)),
+        " (",
+        liveTime(e.at, "ago"),
+        ")",
+        h("div", { className: "what" }, describe(e)),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,83 @@
+// One thread: its status, the questions it waits on, its recent messages and audit trail.
+
+import * as api from "./api.js";
+import { auditList, messageList, stateBlock, statusBadge } from "./context.js";
+import { h, fill, liveTime, when } from "./dom.js";
+
+/** The view of thread `id`. */
+export function threadView(id) {
+  const title = h("h1", { tabindex: -1 }, `Thread ${id}`);
+  const body = h("div", { className: "columns" });
+  let app = null;
+  let reads = 0;
+  let shown = 0;
+
+  async function load() {
+    const seq = ++reads;
+    let thread;
+    let trail;
+    try {
+      thread = await api.thread(id, app);
+      trail = await api.audit(id, thread.app);
+    } catch (error) {
+      if (seq < shown) return;
+      const why = error.status === 404 ? "There is no such thread." : `The thread could not be read: ${error.message}`;
+      fill(body, h("p", { className: "error", role: "alert" }, why));
+      return;
+    }
+    if (seq < shown) return; // an older read answered late
+    shown = seq;
+    app = thread.app;
+    const waiting = thread.interrupts.length
+      ? h(
+          "ul",
+          { className: "plain" },
+          thread.interrupts.map((i) =>
+            h("li", {}, h("a", { href: `#/interrupts/${encodeURIComponent(i.id)}` }, i.summary || i.id), " · asked ", liveTime(i.created_at, "ago")),
+          ),
+        )
+      : h("p", { className: "muted" }, "No question waits.");
+    fill(
+      body,
+      h(
+        "div",
+        { className: "main-column" },
+        h(
+          "section",
+          { className: "card" },
+          h("h2", {}, "Status"),
+          h(
+            "dl",
+            { className: "facts" },
+            h("dt", {}, "Status"),
+            h("dd", {}, statusBadge(thread.status, "thread-status")),
+            h("dt", {}, "App"),
+            h("dd", {}, thread.app),
+            h("dt", {}, "Updated"),
+            h("dd", {}, when(thread.updated_at)),
+            h("dt", {}, "Step"),
+            h("dd", {}, String(thread.step)),
+          ),
+          h("h3", {}, "Waiting on"),
+          waiting,
+        ),
+        h("section", { className: "card" }, h("h2", {}, "Recent messages"), messageList(thread.messages), stateBlock(thread.values)),
+      ),
+      h("div", { className: "side-column" }, h("section", { className: "card" }, h("h2", {}, "Audit trail"), auditList(trail.items))),
+    );
+  }
+
+  function onEvent(event) {
+    if (event.thread === id && (!app || !event.app || event.app === app)) load();
+  }
+
+  load();
+  const element = h(
+    "article",
+    { className: "view" },
+    h("nav", { className: "crumbs" }, h("a", { href: "#/" }, "← Pending questions")),
+    title,
+    body,
+  );
+  return { element, title: `Thread ${id}`, onEvent, reload: load };
+}

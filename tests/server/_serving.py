@@ -1,0 +1,225 @@
+"""A real approval server on loopback for the tests, and the apps it serves.
+
+The server runs in a thread of its own with its own event loop and its own `App` objects
+(built there by a factory), as it would in another process; the tests talk to it over HTTP
+and read the same SQLite file through Apps of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from interlock import END, START, App, Graph, SqliteStore, approve
+from interlock.agents import (
+    ApprovalPolicy,
+    ScriptedModel,
+    ToolAgent,
+    UserMessage,
+    call,
+    require_approval,
+    tool,
+)
+from interlock.server import Identity, TokenAuth, hash_token
+
+TOKENS = {
+    "ana": ("ana-token", Identity(name="ana", role="approver")),
+    "ben": ("ben-token", Identity(name="ben", role="approver")),
+    "vic": ("vic-token", Identity(name="vic", role="viewer")),
+    "root": ("root-token", Identity(name="root", role="admin")),
+    "mailer": ("mailer-token", Identity(name="mailer", role="approver", tools=("send_*",))),
+    "ops": ("ops-token", Identity(name="ops", role="approver", threads=("ops-",))),
+}
+"""name: (token, identity)."""
+
+
+def auth() -> TokenAuth:
+    return TokenAuth({hash_token(token): identity for token, identity in TOKENS.values()})
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[name][0]}"}
+
+
+class Order(TypedDict, total=False):
+    n: int
+    approved: bool
+    done: bool
+
+
+def order_app(path: Path) -> App[Any]:
+    """prepare → review (a person approves) → finish, on a SQLite file."""
+    return order_graph().compile(store=SqliteStore(path))
+
+
+def order_graph() -> Graph[Order]:
+    """prepare → review (a person approves) → finish."""
+
+    def prepare(state: Order) -> Order:
+        return {"n": state.get("n", 0) + 1}
+
+    def review(state: Order) -> Order:
+        return {"approved": approve(f"Ship order {state['n']}?", details={"n": state["n"]})}
+
+    def finish(state: Order) -> Order:
+        return {"done": True}
+
+    g = Graph(Order, name="orders")
+    g.add_node("prepare", prepare).add_node("review", review).add_node("finish", finish)
+    g.add_edge(START, "prepare").add_edge("prepare", "review")
+    g.add_edge("review", "finish").add_edge("finish", END)
+    return g
+
+
+def quorum_app(path: Path) -> App[Any]:
+    """One payment that two distinct people must approve."""
+
+    def pay(state: Order) -> Order:
+        return {"approved": approve("Pay 9,000 EUR?", approvals=2)}
+
+    g = Graph(Order, name="payments")
+    g.add_node("pay", pay).add_edge(START, "pay").add_edge("pay", END)
+    return g.compile(store=SqliteStore(path))
+
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Send an email.
+
+    Args:
+        to: The address.
+        body: The text.
+    """
+    return f"sent to {to}"
+
+
+def mail_agent(path: Path) -> App[Any]:
+    """An agent whose every send_email call waits for a person."""
+
+    def script(messages: Any, tools: Any) -> Any:
+        if isinstance(messages[-1], UserMessage):
+            return call("send_email", {"to": "cfo@example.com", "body": messages[-1].content})
+        return f"finished: {messages[-1].content}"
+
+    policy = ApprovalPolicy({"send_email": [require_approval(name="mail")]})
+    agent = ToolAgent("mailer", ScriptedModel(script, name="mailer"), [send_email], policy=policy)
+    return agent.compile(store=SqliteStore(path))
+
+
+@dataclass
+class Serving:
+    """A server running on loopback."""
+
+    url: str
+    server: uvicorn.Server
+
+
+@contextmanager
+def serving(factory: Callable[[], ASGIApp]) -> Iterator[Serving]:
+    """Run ``factory()`` (built in the server's thread) under uvicorn on a free port."""
+    holder: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        try:
+            config = uvicorn.Config(
+                factory(),
+                host="127.0.0.1",
+                port=0,
+                log_level="warning",
+                lifespan="on",
+                timeout_graceful_shutdown=1,
+            )
+            server = uvicorn.Server(config)
+            holder["server"] = server
+        except BaseException as exc:
+            holder["error"] = exc
+            ready.set()
+            raise
+        ready.set()
+        server.run()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    if "error" in holder:
+        raise holder["error"]
+    server: uvicorn.Server = holder["server"]
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Serving(url=f"http://127.0.0.1:{port}", server=server)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def env_order_app() -> App[Any]:
+    """`order_app` on the file named by ``INTERLOCK_TEST_DB`` (for ``interlock serve --app``)."""
+    import os
+
+    return order_app(Path(os.environ["INTERLOCK_TEST_DB"]))
+
+
+@dataclass
+class ServeProcess:
+    """``interlock serve`` running in a process of its own."""
+
+    url: str
+    log: Path
+    """Its stdout and stderr."""
+    returncode: int | None = None
+    """Set once it stopped."""
+
+
+@contextmanager
+def serve_process(db: Path, tokens: Path) -> Iterator[ServeProcess]:
+    """``interlock serve`` for `env_order_app` on ``db``; stopped with SIGTERM at the end."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import httpx2 as httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    running = ServeProcess(url=f"http://127.0.0.1:{port}", log=db.parent / f"serve-{port}.log")
+    command = ["interlock", "serve", "--app", "_serving:env_order_app", "--tokens", str(tokens)]
+    with running.log.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *command, "--port", str(port)],
+            cwd=Path(__file__).resolve().parent,
+            env={**os.environ, "INTERLOCK_TEST_DB": str(db)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(running.url + "/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"interlock serve did not start: {running.log.read_text()}")
+            time.sleep(0.05)
+        yield running
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        running.returncode = proc.wait(30)

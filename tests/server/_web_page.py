@@ -1,0 +1,185 @@
+"""The web inbox under test: the server with both test apps, a real Chromium, and the API.
+
+Chromium is Debian's (``/usr/bin/chromium``, the ``chromium`` package), driven by Playwright;
+Playwright's own browser downloads are not used.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypedDict
+
+from _serving import TOKENS, auth, mail_agent, order_app
+from playwright.sync_api import Browser, Page, Playwright, expect
+from starlette.types import ASGIApp
+
+from interlock import END, START, App, Graph, SqliteStore, interrupt
+from interlock.server import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+class ChromiumMissing(RuntimeError):
+    """Raised when Debian's Chromium is not installed."""
+
+
+def launch(playwright: Playwright) -> Browser:
+    """Debian's Chromium, headless."""
+    if not CHROMIUM.exists():
+        raise ChromiumMissing(
+            f"the web inbox tests drive a real browser and need {CHROMIUM}: install the "
+            "`chromium` package (apt-get install chromium)"
+        )
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+
+
+def inbox_server(folder: Path, **options: Any) -> ASGIApp:
+    """The approval server for the order graph (``orders``) and the mail agent (``mailer``)."""
+    apps = {"orders": order_app(folder / "orders.db"), "mailer": mail_agent(folder / "mail.db")}
+    return create_app(apps, auth=auth(), **options)
+
+
+class Refund(TypedDict, total=False):
+    amount: int
+    granted: int
+
+
+def refund_app(path: Path) -> App[Any]:
+    """A question that is neither a tool call nor approve(): how much to refund, within the hour."""
+
+    def decide(state: Refund) -> Refund:
+        amount = state["amount"]
+        granted = interrupt(
+            {"question": f"How much of the {amount} € should be refunded?", "amount": amount},
+            schema={"type": "integer", "minimum": 0, "maximum": amount},
+            deadline=3600,
+        )
+        return {"granted": granted}
+
+    g = Graph(Refund, name="refunds")
+    g.add_node("decide", decide).add_edge(START, "decide").add_edge("decide", END)
+    return g.compile(store=SqliteStore(path))
+
+
+def refund_server(folder: Path) -> ASGIApp:
+    """The approval server for the refund graph alone."""
+    return create_app({"refunds": refund_app(folder / "refunds.db")}, auth=auth())
+
+
+class Api:
+    """The server's HTTP API, as the tests call it beside the browser."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        who: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """``(status, JSON body)`` of one request made as ``who`` (a name in TOKENS)."""
+        request = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {TOKENS[who][0]}",
+                **(headers or {}),
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return refused.code, json.loads(refused.read() or b"null")
+
+    def get(self, path: str, who: str = "root") -> Any:
+        """The JSON of a GET that must succeed."""
+        status, body = self.call("GET", path, who)
+        assert status == 200, (path, status, body)
+        return body
+
+    def order(self, thread: str, n: int = 1, who: str = "ana", *, wait: bool = False) -> None:
+        """Start the order graph on ``thread``; it stops at its approve() question.
+
+        With ``wait``, return once it has stopped there (else as soon as it is accepted).
+        """
+        body = {"input": {"n": n}, "app": "orders", "wait": wait}
+        status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
+        assert status == (200 if wait else 202), answer
+
+    def mail(self, thread: str, text: str, who: str = "ana") -> None:
+        """Start the mail agent on ``thread``; it stops before sending ``text``."""
+        message = {"role": "user", "content": text}
+        body = {"input": {"messages": [message]}, "app": "mailer"}
+        status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
+        assert status == 202, answer
+
+    def refund(self, thread: str, amount: int, who: str = "ana") -> None:
+        """Start the refund graph on ``thread`` and wait until it asks."""
+        body = {"input": {"amount": amount}, "app": "refunds", "wait": True}
+        status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
+        assert status == 200, answer
+
+    def pending(self, thread: str) -> list[Any]:
+        """The pending interrupts of ``thread``."""
+        items: list[Any] = self.get(f"/v1/interrupts?thread={thread}")["items"]
+        return items
+
+
+@contextmanager
+def opened(browser: Browser, url: str, *, width: int = 1280, height: int = 800) -> Iterator[Page]:
+    """A page of the inbox in a browser context of its own (its own session storage).
+
+    On leaving, fails if the page threw an uncaught error or broke its Content Security
+    Policy (an inline script or style would).
+    """
+    context = browser.new_context(viewport={"width": width, "height": height})
+    problems: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(message.text) if "Content Security Policy" in message.text else None
+            ),
+        )
+        page.goto(url + "/inbox")
+        yield page
+    finally:
+        context.close()
+    assert not problems, problems
+
+
+def sign_in(page: Page, who: str, *, live: bool = True) -> None:
+    """Sign in as ``who`` and (``live``) wait until the event stream is open."""
+    page.get_by_label("Access token").fill(TOKENS[who][0])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#who-name")).to_have_text(who)
+    if live:
+        expect(page.locator("#live")).to_have_text("Live")
+
+
+def open_question(page: Page, text: str) -> None:
+    """Open the pending question whose text contains ``text`` from the list."""
+    page.locator("tr[data-id]").filter(has_text=text).get_by_role("link").first.click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(text)

@@ -1,0 +1,109 @@
+"""``interlock serve`` and ``interlock token new``, as a person runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+import httpx2 as httpx
+from _serving import serve_process
+from click.testing import CliRunner
+
+from interlock.cli import cli
+from interlock.server import TokenAuth
+
+HERE = Path(__file__).resolve().parent
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_token_new_prints_a_token_once_and_an_entry_that_authenticates_it(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["token", "new", "ana", "--role", "approver", "--tool", "send_*"]
+    )
+    assert result.exit_code == 0, result.output
+    token = result.stderr.rsplit(": ", 1)[1].strip()
+    entry = result.stdout
+    assert token not in entry
+    path = tmp_path / "tokens.toml"
+    path.write_text(entry)
+    identity = TokenAuth.from_file(path).authenticate(f"Bearer {token}")
+    assert identity is not None
+    assert (identity.name, identity.role, identity.tools) == ("ana", "approver", ("send_*",))
+
+
+def test_serve_runs_the_api_for_the_app_and_stops_on_sigterm(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    made = CliRunner().invoke(cli, ["token", "new", "ana"])
+    tokens.write_text(made.stdout)
+    secret = made.stderr.rsplit(": ", 1)[1].strip()
+    with serve_process(tmp_path / "o.db", tokens) as running:
+        url = running.url
+        headers = {"Authorization": f"Bearer {secret}"}
+        r = httpx.post(
+            f"{url}/v1/threads/t/runs", json={"input": {"n": 1}, "wait": True}, headers=headers
+        )
+        assert r.status_code == 200, r.text
+        question = r.json()["thread_view"]["interrupts"][0]
+        decided = httpx.post(
+            f"{url}/v1/interrupts/{question['id']}/decision",
+            json={"answer": True, "payload_hash": question["payload_hash"], "wait": True},
+            headers={**headers, "Idempotency-Key": "k"},
+        )
+        assert decided.status_code == 201
+        assert decided.json()["thread_view"]["status"] == "done"
+        unknown = httpx.get(f"{url}/v1/me", headers={"Authorization": "Bearer nope"})
+        assert unknown.status_code == 401
+    out = running.log.read_text()
+    # uvicorn shuts down cleanly, then ends by the signal it got (as its docs say).
+    assert running.returncode in (0, -signal.SIGTERM), out
+    assert "Application shutdown complete" in out
+    assert f"serving 'orders' on {url}" in out
+
+
+def test_serve_says_what_is_missing(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["serve", "--app", "x:y"], env={"INTERLOCK_TOKENS": None})
+    assert missing.exit_code == 2
+    assert "--tokens" in missing.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[identity]]\nname = 'a'\n")
+    refused = runner.invoke(cli, ["serve", "--app", "x:y", "--tokens", str(bad)])
+    assert refused.exit_code == 2
+    assert "token_sha256" in refused.output
+
+
+def test_the_mounting_example_in_the_docs_serves_under_its_prefix(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    import re
+
+    from _serving import order_app, serving
+
+    doc = (HERE.parent.parent / "docs" / "approvers.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", doc, re.S)
+    made = CliRunner().invoke(cli, ["token", "new", "ana"])
+    secret = made.stderr.rsplit(": ", 1)[1].strip()
+    (tmp_path / "tokens.toml").write_text(made.stdout)
+
+    def factory() -> object:
+        scope: dict[str, object] = {"app": order_app(tmp_path / "o.db")}
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            exec(compile(block, "approvers.md", "exec"), scope)
+        finally:
+            os.chdir(cwd)
+        return scope["outer"]
+
+    with serving(factory) as s:  # type: ignore[arg-type]
+        assert httpx.get(f"{s.url}/approvals/readyz").json() == {"status": "ready"}
+        me = httpx.get(f"{s.url}/approvals/v1/me", headers={"Authorization": f"Bearer {secret}"})
+        assert me.json()["name"] == "ana"
+        assert me.json()["four_eyes"] is True
