@@ -29,6 +29,8 @@ kept apart from failures of a run, and both apart from storage problems::
 
 `interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol),
 an `InterlockError` defined beside the MCP client, which needs the ``mcp`` extra.
+`interlock.server` adds `SignatureError` (a webhook's signature is malformed, wrong or too
+old), raised by `verify_signature` on the receiving side.
 
 Interrupt *signals* are not errors: they derive from `BaseException` (see
 `interlock.runtime._signals`) so that `except Exception` in user code cannot swallow them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -60,7 +61,8 @@ def test_verify_one_thread(cli: Approvers) -> None:
 
 
 def test_a_tampered_row_breaks_the_chain_and_exits_1(cli: Approvers) -> None:
-    with sqlite3.connect(cli.db) as db:  # someone with write access rewrites who decided
+    # Someone with write access rewrites who decided.
+    with closing(sqlite3.connect(cli.db)) as db, db:
         changed = db.execute(
             "UPDATE audit SET actor = 'mallory' WHERE thread = 'order-1' AND kind = 'decision'"
         ).rowcount
@@ -87,7 +89,7 @@ def test_a_tampered_row_breaks_the_chain_and_exits_1(cli: Approvers) -> None:
 
 
 def test_a_removed_row_is_found(cli: Approvers) -> None:
-    with sqlite3.connect(cli.db) as db:
+    with closing(sqlite3.connect(cli.db)) as db, db:
         db.execute("DELETE FROM audit WHERE thread = 'order-2' AND seq = 1")
     result = cli.read("audit", "verify", "--thread", "order-2")
     assert result.exit_code == 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -122,6 +123,14 @@ class Serving:
     server: uvicorn.Server
 
 
+def _stores_of(asgi: Any) -> list[Any]:
+    """The stores of the apps an approval server (or an app it is mounted in) serves."""
+    state = getattr(getattr(asgi, "state", None), "interlock", None)
+    if state is not None:
+        return [served.store for served in state.served.values()]
+    return [store for route in getattr(asgi, "routes", ()) for store in _stores_of(route.app)]
+
+
 @contextmanager
 def serving(factory: Callable[[], ASGIApp]) -> Iterator[Serving]:
     """Run ``factory()`` (built in the server's thread) under uvicorn on a free port."""
@@ -145,7 +154,12 @@ def serving(factory: Callable[[], ASGIApp]) -> Iterator[Serving]:
             ready.set()
             raise
         ready.set()
-        server.run()
+        try:
+            server.run()
+        finally:
+            # The served apps' stores were opened here, by the factory: close them here.
+            for store in _stores_of(config.app):
+                anyio.run(store.close)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

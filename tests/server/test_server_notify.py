@@ -51,3 +51,9 @@ def test_a_webhook_hears_of_the_question_and_of_who_decided(tmp_path: Path) -> N
             assert second.headers["interlock-event-id"] == event["id"]
             time.sleep(0.2)  # run.finished is not among the webhook's events
             assert len(receiver.requests) == 2
+            log = client.get("/v1/deliveries", headers=bearer("root")).json()["items"]
+            assert [(d["event_id"], d["outcome"], d["status"]) for d in log] == [
+                (created["id"], "delivered", 200),
+                (event["id"], "delivered", 200),
+            ]
+            assert client.get("/v1/deliveries", headers=bearer("ana")).status_code == 403

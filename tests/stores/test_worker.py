@@ -88,3 +88,17 @@ async def test_a_task_among_others_waits_on_the_queue_and_gets_results_and_error
     with pytest.raises(KeyError, match="lost"):
         await worker.run(boom)
     await anyio.to_thread.run_sync(worker.stop)
+
+
+def test_helper_threads_leave_ctrl_c_to_the_main_thread() -> None:
+    import signal
+    import threading
+
+    from interlock.stores._worker import start_thread
+
+    seen: list[set[int]] = []
+    thread = start_thread(lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])), "t")
+    thread.join(5)
+    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert thread.daemon and isinstance(thread, threading.Thread)

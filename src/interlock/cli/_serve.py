@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
 import click
 
 from ._load import APP_VARIABLE, STORE_VARIABLE, open_target
@@ -120,7 +121,10 @@ def serve(
         f"interlock: serving {target.app.plan.name!r} on http://{host}:{port} "
         f"(web inbox at /inbox, API at /v1, OpenAPI at /openapi.json); Ctrl-C stops"
     )
-    uvicorn.run(api, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    try:
+        uvicorn.run(api, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    finally:
+        anyio.run(target.app.store.close)
 
 
 @click.group()

@@ -27,6 +27,7 @@ import anyio.to_thread
 
 from .._errors import FencedOut
 from ..stores import Fence, Store
+from ..stores._worker import start_thread
 
 __all__ = ["KEEPER", "LeaseKeeper", "Watch"]
 
@@ -76,10 +77,7 @@ class LeaseKeeper:
         with self._cond:
             self._watches.add(watch)
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._serve, name="interlock-lease-keeper", daemon=True
-                )
-                self._thread.start()
+                self._thread = start_thread(self._serve, "interlock-lease-keeper")
             elif self._wake_at is None or watch.due < self._wake_at:
                 self._cond.notify()
         return watch

@@ -45,6 +45,8 @@ from ._views import (
     CheckpointItem,
     DecisionRequest,
     DecisionResult,
+    DeliveryItem,
+    DeliveryPage,
     HistoryPage,
     IdentityView,
     InterruptDetail,
@@ -299,7 +301,9 @@ async def get_interrupt(request: Request) -> Response:
     except (CheckpointNotFound, CheckpointCorrupt):
         pass
     audit = [a for a in await _audit(served, row.thread, None, 1000) if _concerns(a, interrupt.id)]
+    starter = (await served.metadata(row.thread, row.checkpoint_id)).get("started_by")
     detail = InterruptDetail(
+        started_by=starter if isinstance(starter, str) else None,
         interrupt=served.view(interrupt, row.tool),
         decision=decision_body(decided) if decided is not None else None,
         thread_status=status,
@@ -640,6 +644,30 @@ async def get_me(request: Request) -> Response:
     return json_response(view)
 
 
+async def get_deliveries(request: Request) -> Response:
+    state = _state(request)
+    _identity(request, "admin")
+    limit = _limit(request, 100)
+    event_id = _text(request, "event_id")
+    log = getattr(state.notifier, "log", None)
+    records = [] if log is None else log.entries(limit=limit, event_id=event_id)
+    items = [
+        DeliveryItem(
+            event_id=r.event_id,
+            event_type=r.event_type,
+            channel=r.channel,
+            attempt=r.attempt,
+            at=r.at,
+            outcome=r.outcome,
+            status=r.status,
+            error=r.error,
+            elapsed_ms=r.elapsed_ms,
+        )
+        for r in records
+    ]
+    return json_response(DeliveryPage(items=items))
+
+
 # -- the event stream ----------------------------------------------------------------------------
 
 
@@ -728,5 +756,6 @@ HANDLERS: Final[dict[str, Handler]] = {
     "post_run": post_run,
     "post_pause": post_pause,
     "get_me": get_me,
+    "get_deliveries": get_deliveries,
     "get_events": get_events,
 }

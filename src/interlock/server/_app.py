@@ -20,7 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._errors import InterlockError, StoreClosed
+from .._errors import CheckpointCorrupt, InterlockError, StoreClosed, StoreError
 from ..runtime._app import App
 from ._api import HANDLERS, _identity
 from ._errors import ApiError, json_response
@@ -36,6 +36,8 @@ __all__ = ["create_app"]
 log = logging.getLogger("interlock.server")
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+_RETRY: Final = {"Retry-After": "5"}
 
 Listener = Callable[[ServerEvent], Coroutine[Any, Any, None]]
 
@@ -119,6 +121,7 @@ def create_app(
         if not callable(publish) or not hasattr(notifier, "__aenter__"):
             raise TypeError("notifier must be a Notifier (an async context with publish(event))")
         state.listeners.append(publish)
+        state.notifier = notifier
 
     routes: list[BaseRoute] = [
         Route(path, _endpoint(state, name, HANDLERS[name]), methods=[method.upper()], name=name)
@@ -208,7 +211,8 @@ def _endpoint(
         except ApiError as refusal:
             response = refusal.response()
         except StoreClosed as exc:
-            response = ApiError(503, "store_closed", f"{exc}; restart the server").response()
+            message = f"{exc}; restart the server"
+            response = ApiError(503, "store_closed", message, headers=_RETRY).response()
         except RuntimeError as exc:
             if "lifespan" not in str(exc):
                 raise
@@ -216,6 +220,14 @@ def _endpoint(
         except (ValueError, TypeError) as exc:
             # A caller mistake the runtime's own checks caught (an id it refuses...).
             response = ApiError(400, "bad_request", str(exc)).response()
+        except StoreError as exc:
+            log.warning("%s: the store failed: %s", name, exc)
+            message = f"the store did not answer ({exc}); try again in a moment"
+            response = ApiError(503, "store_unavailable", message, headers=_RETRY).response()
+        except CheckpointCorrupt as exc:
+            log.error("%s: %s", name, exc)
+            message = f"{exc}; the record is damaged: restore the store from a backup"
+            response = ApiError(500, "damaged_record", message).response()
         except InterlockError as exc:
             log.exception("%s failed", name)
             response = ApiError(500, "internal", f"{type(exc).__name__}: {exc}").response()

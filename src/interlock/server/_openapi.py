@@ -11,6 +11,7 @@ from ._views import (
     AuditPage,
     DecisionRequest,
     DecisionResult,
+    DeliveryPage,
     ErrorBody,
     HistoryPage,
     IdentityView,
@@ -28,6 +29,7 @@ __all__ = ["ROUTES", "openapi"]
 
 _BODIES: Final = (
     Status,
+    DeliveryPage,
     AuditPage,
     DecisionRequest,
     DecisionResult,
@@ -88,6 +90,10 @@ _AUTH_ERRORS: Final = {
     "403": _error("The identity's role or scopes do not allow this."),
 }
 _BAD: Final = {"400": _error("A parameter is not valid.")}
+_FAULT: Final = _error(
+    "The server or its store failed (500: a damaged record; 503: the store is closed or does "
+    "not answer, see Retry-After): the message says what to do."
+)
 _APP: Final = _query("app", _TEXT, "The served app (needed when several are served).")
 
 # (path, method, handler name, operation)
@@ -293,6 +299,19 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
         },
     ),
     (
+        "/v1/deliveries",
+        "get",
+        "get_deliveries",
+        {
+            "summary": "The notifier's latest delivery attempts (admin)",
+            "parameters": [
+                _query("limit", _LIMIT, "At most this many, the latest (default 100)."),
+                _query("event_id", _TEXT, "Only this event's."),
+            ],
+            "responses": {"200": _json(DeliveryPage, "The attempts."), **_BAD, **_AUTH_ERRORS},
+        },
+    ),
+    (
         "/v1/events",
         "get",
         "get_events",
@@ -339,6 +358,7 @@ def openapi(title: str, version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for path, method, name, operation in ROUTES:
         op = {"operationId": name, "security": [{"bearer": []}], **operation}
+        op["responses"] = {**op["responses"], "default": _FAULT}
         paths.setdefault(path, {})[method] = op
     for path, text, name in _PLAIN:
         paths[path] = {

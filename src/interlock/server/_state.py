@@ -150,4 +150,6 @@ class ServerState:
     poll_interval: float
     ticker: Ticker = field(default_factory=Ticker)
     listeners: list[Callable[[Any], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    notifier: Any = None
+    """The `Notifier` events go to, if any (its ``log`` is read by ``/v1/deliveries``)."""
     ready: bool = False

@@ -16,6 +16,8 @@ __all__ = [
     "DecisionBody",
     "DecisionRequest",
     "DecisionResult",
+    "DeliveryItem",
+    "DeliveryPage",
     "ErrorBody",
     "IdentityView",
     "InterruptDetail",
@@ -92,6 +94,8 @@ class InterruptDetail(msgspec.Struct, kw_only=True):
     messages: list[Any]
     values: Any
     audit: list[AuditItem]
+    started_by: str | None = None
+    """Who started the run that asks (its ``started_by`` metadata), if recorded."""
 
 
 class InterruptPage(msgspec.Struct, kw_only=True):
@@ -204,6 +208,26 @@ class Status(msgspec.Struct, kw_only=True):
     """``/healthz`` and ``/readyz``."""
 
     status: str
+
+
+class DeliveryItem(msgspec.Struct, kw_only=True):
+    """One notification attempt (or a delivery dropped before it was sent)."""
+
+    event_id: str
+    event_type: str
+    channel: str
+    attempt: int
+    at: float
+    outcome: str
+    status: int | None
+    error: str | None
+    elapsed_ms: float | None
+
+
+class DeliveryPage(msgspec.Struct, kw_only=True):
+    """The notifier's latest delivery attempts, oldest first (empty without a notifier)."""
+
+    items: list[DeliveryItem]
 
 
 class IdentityView(msgspec.Struct, kw_only=True):

@@ -168,6 +168,7 @@ export function detailView(id, { me }) {
         ["App", item.app],
         ["Address", h("code", {}, item.address)],
         ["Key", item.key],
+        ["Started by", detail.started_by],
         ["Asked", [when(item.created_at), " (", liveTime(item.created_at, "ago"), ")"]],
         ["Deadline", item.deadline ? [when(item.deadline), " (", liveTime(item.deadline, "deadline"), ")"] : "none"],
       ]),
