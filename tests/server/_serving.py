@@ -80,6 +80,21 @@ def order_graph() -> Graph[Order]:
     return g
 
 
+def two_step_app(path: Path) -> App[Any]:
+    """Two approvals in a row: ship, then invoice."""
+
+    def ship(state: Order) -> Order:
+        return {"approved": approve("Ship it?")}
+
+    def invoice(state: Order) -> Order:
+        return {"done": approve("Send the invoice?")}
+
+    g = Graph(Order, name="two_steps")
+    g.add_node("ship", ship).add_node("invoice", invoice)
+    g.add_edge(START, "ship").add_edge("ship", "invoice").add_edge("invoice", END)
+    return g.compile(store=SqliteStore(path))
+
+
 def quorum_app(path: Path) -> App[Any]:
     """One payment that two distinct people must approve."""
 
@@ -199,8 +214,8 @@ class ServeProcess:
 
 
 @contextmanager
-def serve_process(db: Path, tokens: Path) -> Iterator[ServeProcess]:
-    """``interlock serve`` for `env_order_app` on ``db``; stopped with SIGTERM at the end."""
+def serve_process(db: Path, tokens: Path, *, stop: int = 15) -> Iterator[ServeProcess]:
+    """``interlock serve`` for `env_order_app` on ``db``; stopped with ``stop`` (SIGTERM)."""
     import os
     import signal
     import socket
@@ -235,5 +250,5 @@ def serve_process(db: Path, tokens: Path) -> Iterator[ServeProcess]:
             time.sleep(0.05)
         yield running
     finally:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.Signals(stop))
         running.returncode = proc.wait(30)

@@ -231,6 +231,25 @@ def test_four_eyes_refuses_the_starter(db: Path) -> None:
         assert client.get("/v1/me", headers=bearer("ben")).json()["four_eyes"] is True
 
 
+def test_four_eyes_holds_for_the_later_questions_of_the_run(tmp_path: Path) -> None:
+    from _serving import two_step_app
+
+    factory = lambda: create_app(two_step_app(tmp_path / "t.db"), auth=auth(), four_eyes=True)  # noqa: E731
+    with serving(factory) as s, httpx.Client(base_url=s.url, timeout=10) as client:
+        r = client.post(
+            "/v1/threads/t/runs", json={"input": {}, "wait": True}, headers=bearer("ana")
+        )
+        first = r.json()["thread_view"]["interrupts"][0]
+        done = decide(client, first, True, who="ben", wait=True)
+        assert done.status_code == 201
+        second = done.json()["thread_view"]["interrupts"][0]
+        assert second["summary"] == "Send the invoice?"
+        # The run ben continued is still ana's: she may not approve its next question.
+        refused = decide(client, second, True, who="ana", key="k2")
+        assert (refused.status_code, refused.json()["error"]) == (403, "four_eyes")
+        assert decide(client, second, True, who="ben", key="k3").status_code == 201
+
+
 def test_decisions_are_rate_limited_per_identity(db: Path) -> None:
     factory = lambda: create_app(  # noqa: E731
         order_app(db), auth=auth(), decisions_per_second=0.01, decision_burst=2

@@ -67,6 +67,16 @@ def test_serve_runs_the_api_for_the_app_and_stops_on_sigterm(tmp_path: Path) -> 
     assert f"serving 'orders' on {url}" in out
 
 
+def test_ctrl_c_stops_the_server_cleanly(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(CliRunner().invoke(cli, ["token", "new", "ana"]).stdout)
+    with serve_process(tmp_path / "o.db", tokens, stop=signal.SIGINT) as running:
+        assert httpx.get(f"{running.url}/healthz").status_code == 200
+    out = running.log.read_text()
+    assert running.returncode in (0, -signal.SIGINT, 130), out
+    assert "Application shutdown complete" in out
+
+
 def test_serve_says_what_is_missing(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(cli, ["serve", "--app", "x:y"], env={"INTERLOCK_TOKENS": None})
