@@ -528,3 +528,26 @@ def test_cors_is_off_unless_origins_are_named(tmp_path: Path, client: httpx.Clie
         assert ok.headers["access-control-allow-origin"] == "https://ok.example"
         evil = other.options("/v1/interrupts/x/decision", headers=preflight)
         assert "access-control-allow-origin" not in evil.headers
+
+
+def test_input_the_state_cannot_take_is_refused_and_a_failed_run_is_reported(
+    client: httpx.Client,
+) -> None:
+    for bad in ({"zzz": 1}, 5, [1]):
+        r = client.post("/v1/threads/bad/runs", json={"input": bad}, headers=bearer("ana"))
+        assert (r.status_code, r.json()["error"]) == (422, "invalid_input"), bad
+    assert client.get("/v1/threads/bad", headers=bearer("vic")).status_code == 404
+    failed = client.post(
+        "/v1/threads/f1/runs", json={"input": {"n": "x"}, "wait": True}, headers=bearer("ana")
+    )
+    assert failed.status_code == 200
+    assert failed.json()["thread_view"]["status"] == "failed"
+    r = client.post("/v1/threads/f2/runs", json={"input": {"n": "x"}}, headers=bearer("ana"))
+    assert r.status_code == 202
+    view = wait_for(
+        lambda: (
+            (v := client.get("/v1/threads/f2", headers=bearer("vic"))).status_code == 200
+            and v.json()["status"] == "failed"
+        )
+    )
+    assert view

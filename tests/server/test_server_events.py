@@ -164,3 +164,17 @@ def test_bad_stream_requests_are_refused(server: Serving) -> None:
             r = client.get("/v1/events", params=params, headers=bearer("vic"))
             assert r.status_code == 400, params
             assert r.json()["error"] == "bad_parameter"
+
+
+def test_a_failed_run_is_told_on_the_stream(server: Serving) -> None:
+    listener = Listener(f"{server.url}/v1/events?types=run.failed,run.finished", "vic")
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        r = client.post("/v1/threads/f/runs", json={"input": {"n": "x"}}, headers=bearer("ana"))
+        assert r.status_code == 202
+        _, kind, event = listener.next()
+        assert (kind, event["thread"], event["summary"]) == (
+            "run.failed",
+            "f",
+            "The run failed in a node.",
+        )
+    listener.close()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, Literal, TypeVar
@@ -28,6 +28,8 @@ from .._errors import (
     InterlockError,
     InterruptAlreadyResolved,
     InvalidResume,
+    InvalidUpdate,
+    RunError,
     StoreClosed,
     ThreadBusy,
     UnknownInterrupt,
@@ -62,6 +64,8 @@ from ._views import (
 )
 
 __all__ = ["HANDLERS"]
+
+log = logging.getLogger("interlock.server")
 
 T = TypeVar("T")
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
@@ -423,8 +427,13 @@ async def post_decision(request: Request) -> Response:
     if final and body.wait:
         # The decision is recorded; the continuation's refusal (a run elsewhere took the
         # thread) is not this request's failure: the view says where the thread is.
-        with contextlib.suppress(ThreadBusy):
+        try:
             await served.app.resume(row.thread, metadata=metadata)
+            continued = True
+        except ThreadBusy:
+            pass
+        except RunError as exc:
+            log.info("continuing thread %r failed: %s", row.thread, exc)
             continued = True
         view = await _thread_view(served, row.thread, identity)
     elif final and state.continue_runs:
@@ -473,22 +482,23 @@ def _refused(
 # -- threads -------------------------------------------------------------------------------------
 
 
-async def get_thread(request: Request) -> Response:
-    state = _state(request)
-    identity = _identity(request, "viewer")
+def _thread_request(request: Request, role: Role) -> tuple[ServerState, Identity, str]:
+    """The server, the caller (with ``role``) and the thread in the path (in its scope)."""
+    identity = _identity(request, role)
     thread = _path(request, "thread")
     if not identity.sees_thread(thread):
         _scoped(identity, thread, None)
+    return _state(request), identity, thread
+
+
+async def get_thread(request: Request) -> Response:
+    state, identity, thread = _thread_request(request, "viewer")
     served = await _thread_served(state, thread, _text(request, "app"))
     return json_response(await _thread_view(served, thread, identity))
 
 
 async def get_history(request: Request) -> Response:
-    state = _state(request)
-    identity = _identity(request, "viewer")
-    thread = _path(request, "thread")
-    if not identity.sees_thread(thread):
-        _scoped(identity, thread, None)
+    state, _, thread = _thread_request(request, "viewer")
     served = await _thread_served(state, thread, _text(request, "app"))
     limit = _limit(request, 20)
     try:
@@ -527,11 +537,7 @@ async def _audit(served: Served, thread: str, after: int | None, limit: int) -> 
 
 
 async def get_audit(request: Request) -> Response:
-    state = _state(request)
-    identity = _identity(request, "viewer")
-    thread = _path(request, "thread")
-    if not identity.sees_thread(thread):
-        _scoped(identity, thread, None)
+    state, _, thread = _thread_request(request, "viewer")
     served = await _thread_served(state, thread, _text(request, "app"))
     limit = _limit(request, 100)
     after = _number(request, "after", lo=0, hi=2**62)
@@ -545,11 +551,7 @@ async def get_audit(request: Request) -> Response:
 
 
 async def post_run(request: Request) -> Response:
-    state = _state(request)
-    identity = _identity(request, "approver")
-    thread = _path(request, "thread")
-    if not identity.sees_thread(thread):
-        _scoped(identity, thread, None)
+    state, identity, thread = _thread_request(request, "approver")
     body = await _body(request, RunRequest)
     served = _served_for(state, body.app) if body.app or len(state.served) == 1 else None
     if served is None:
@@ -573,11 +575,16 @@ async def post_run(request: Request) -> Response:
             return app.run(body.input, thread=thread, metadata=metadata)
         return app.resume(thread, metadata=metadata)
 
+    if action == "run":
+        _check_input(served, body.input)
     if body.wait:
         try:
             await call()
         except ThreadBusy as exc:
             raise ApiError(409, "thread_busy", f"{exc}; try again once it stops") from exc
+        except RunError as exc:
+            # The run failed in a node: its thread says so (status "failed"), as the answer.
+            log.info("run of thread %r failed: %s", thread, exc)
         except InterlockError as exc:
             raise ApiError(409, "run_refused", str(exc)) from exc
         view = await _thread_view(served, thread, identity)
@@ -589,6 +596,23 @@ async def post_run(request: Request) -> Response:
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )
     return json_response(RunAccepted(thread=thread, app=served.name, action=action), 202)
+
+
+def _check_input(served: Served, value: Any) -> None:
+    """Refuse new input the state cannot take (its shape and keys; nodes check the rest)."""
+    schema = served.app.plan.schema
+    try:
+        keys = set(schema.values_of(value))
+    except InvalidUpdate as exc:
+        raise ApiError(422, "invalid_input", f"{exc}; send an object of state keys") from exc
+    unknown = sorted(keys - schema.names)
+    if unknown:
+        raise ApiError(
+            422,
+            "invalid_input",
+            f"the state of {served.name} has no key {unknown[0]!r}; its keys are "
+            f"{sorted(schema.names)}",
+        )
 
 
 async def _thread_view(served: Served, thread: str, identity: Identity) -> ThreadView:
@@ -619,11 +643,7 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
 
 
 async def post_pause(request: Request) -> Response:
-    state = _state(request)
-    identity = _identity(request, "admin")
-    thread = _path(request, "thread")
-    if not identity.sees_thread(thread):
-        _scoped(identity, thread, None)
+    state, _, thread = _thread_request(request, "admin")
     body = await _body(request, PauseRequest)
     served = await _thread_served(state, thread, _text(request, "app"))
     if not await served.app.request_pause(thread, forced=body.forced):
