@@ -190,6 +190,15 @@ calls = st.one_of(
         after=arg("interrupt"),
         deadline_before=time_bound,
     ),
+    call(
+        "inbox_counts",
+        {},
+        thread=thread,
+        key=arg(None, "approval", "note"),
+        tool=arg(None, "act"),
+        older_than=time_bound,
+        deadline_before=time_bound,
+    ),
     call("get_state", {"thread": thread}, checkpoint_id=checkpoint),
     call("history", {"thread": thread}, limit=limit, before=checkpoint),
     call(

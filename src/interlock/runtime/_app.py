@@ -445,6 +445,36 @@ class App(Generic[StateT]):
         )
         return await _threads.inbox(self._calls, where, limit=limit, after=after)
 
+    async def inbox_counts(
+        self,
+        *,
+        thread: str | None = None,
+        key: str | None = None,
+        tool: str | None = None,
+        older_than: float | None = None,
+        deadline_before: float | None = None,
+    ) -> dict[str | None, int]:
+        """Return how many interrupts are pending, per tool, through the store's index.
+
+        The filters are those of `inbox`, and the counts agree with the interrupts it lists
+        for them. The keys are the tools the interrupts wait on, None for those that gate no
+        tool (a node's own interrupt); a tool with nothing pending is absent. Nothing is
+        decoded: the cost grows with the number counted, not with the size of the interrupts.
+        """
+        check_id(thread, "thread", optional=True)
+        check_id(key, "key", optional=True)
+        check_id(tool, "tool", optional=True)
+        older_than = check_time(older_than, "older_than")
+        deadline_before = check_time(deadline_before, "deadline_before")
+        where = PendingFilter(
+            thread=thread,
+            key=key,
+            tool=tool,
+            older_than=older_than,
+            deadline_before=deadline_before,
+        )
+        return await self._calls.store.pending_counts(where)
+
     async def get_state(
         self, thread: str, checkpoint_id: str | None = None
     ) -> StateSnapshot[StateT]:

@@ -51,6 +51,7 @@ from ._views import (
     DeliveryPage,
     HistoryPage,
     IdentityView,
+    InterruptCounts,
     InterruptDetail,
     InterruptPage,
     InterruptView,
@@ -59,6 +60,7 @@ from ._views import (
     RunAccepted,
     RunRequest,
     ThreadView,
+    ToolCount,
     decision_body,
     plain,
 )
@@ -218,13 +220,23 @@ async def _thread_served(state: ServerState, thread: str, name: str | None) -> S
 # -- the inbox -----------------------------------------------------------------------------------
 
 
+def _inbox_filters(request: Request) -> dict[str, Any]:
+    """The inbox's filters from the query, as `App.inbox` takes them."""
+    age = _number(request, "older_than", lo=0, hi=1e10)
+    return {
+        "thread": _text(request, "thread"),
+        "tool": _text(request, "tool"),
+        "key": _text(request, "key"),
+        "older_than": None if age is None else time.time() - age,
+        "deadline_before": _number(request, "deadline_before", lo=0, hi=1e11),
+    }
+
+
 async def list_interrupts(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
     limit = _limit(request)
-    thread, tool, key = (_text(request, n) for n in ("thread", "tool", "key"))
-    age = _number(request, "older_than", lo=0, hi=1e10)
-    deadline_before = _number(request, "deadline_before", lo=0, hi=1e11)
+    where = _inbox_filters(request)
     after = _text(request, "after")
     named = _text(request, "app")
     apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
@@ -238,13 +250,6 @@ async def list_interrupts(request: Request) -> Response:
         if not all(v is None or isinstance(v, str) for v in decoded.values()):
             raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
         cursors.update(decoded)
-    where = {
-        "thread": thread,
-        "tool": tool,
-        "key": key,
-        "older_than": None if age is None else time.time() - age,
-        "deadline_before": deadline_before,
-    }
     candidates: list[tuple[float, str, str, InterruptView]] = []
     scanned: dict[str, str | None] = {}
     more = False
@@ -266,6 +271,43 @@ async def list_interrupts(request: Request) -> Response:
     more = more or bool(rest)
     items = [view for *_, view in page]
     return json_response(InterruptPage(items=items, next=_b64(cursors) if more else None))
+
+
+async def count_interrupts(request: Request) -> Response:
+    """The inbox's filters, counted per tool through each app's index.
+
+    Tools outside the identity's scope are left out. The index counts all threads or one, not
+    a prefix, so an identity limited to some thread prefixes must name a thread: one within
+    its scope is counted, one outside counts nothing, and none at all is refused with 403.
+    """
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    where = _inbox_filters(request)
+    thread, tool = where["thread"], where["tool"]
+    named = _text(request, "app")
+    apps = [_served_for(state, named)] if named is not None else list(state.served.values())
+    if thread is None and "" not in identity.threads:
+        raise ApiError(
+            403,
+            "forbidden",
+            f"{identity.name} sees only threads starting with {sorted(identity.threads)}; "
+            "counts need an identity whose thread scope is all threads, or a thread= "
+            "within its scope",
+        )
+    counts: dict[str | None, int] = {}
+    if (thread is None or identity.sees_thread(thread)) and (
+        tool is None or identity.sees_tool(tool)
+    ):
+        for served in apps:
+            found = await served.app.inbox_counts(**where)
+            for name, pending in found.items():
+                if identity.sees_tool(name):
+                    counts[name] = counts.get(name, 0) + pending
+    by_tool = [
+        ToolCount(tool=name, pending=counts[name])
+        for name in sorted(counts, key=lambda n: (n is None, n or ""))
+    ]
+    return json_response(InterruptCounts(by_tool=by_tool, total=sum(counts.values())))
 
 
 async def _visible_page(
@@ -768,6 +810,7 @@ def _frame(event: ServerEvent, position: str) -> bytes:
 
 HANDLERS: Final[dict[str, Handler]] = {
     "list_interrupts": list_interrupts,
+    "count_interrupts": count_interrupts,
     "get_interrupt": get_interrupt,
     "post_decision": post_decision,
     "get_thread": get_thread,

@@ -15,6 +15,7 @@ from ._views import (
     ErrorBody,
     HistoryPage,
     IdentityView,
+    InterruptCounts,
     InterruptDetail,
     InterruptPage,
     PauseAccepted,
@@ -36,6 +37,7 @@ _BODIES: Final = (
     ErrorBody,
     HistoryPage,
     IdentityView,
+    InterruptCounts,
     InterruptDetail,
     InterruptPage,
     PauseAccepted,
@@ -124,6 +126,42 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
             ],
             "responses": {
                 "200": _json(InterruptPage, "A page."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such app."),
+            },
+        },
+    ),
+    # Before /v1/interrupts/{id}: routes are matched in this order.
+    (
+        "/v1/interrupts/counts",
+        "get",
+        "count_interrupts",
+        {
+            "summary": "Count pending interrupts per tool (the inbox's filters)",
+            "description": (
+                "Counted through the store's index, for the tools in the identity's scope. An "
+                "identity limited to some thread prefixes must pass a thread within them: "
+                "without one the answer is 403, since the index counts all threads or one."
+            ),
+            "parameters": [
+                _APP,
+                _query("thread", _TEXT, "Only this thread's."),
+                _query("tool", _TEXT, "Only those gating this tool."),
+                _query("key", _TEXT, "Only those with this key."),
+                _query(
+                    "older_than",
+                    {"type": "number", "minimum": 0, "maximum": 1e10},
+                    "Raised at least this many seconds ago.",
+                ),
+                _query(
+                    "deadline_before",
+                    {"type": "number", "minimum": 0, "maximum": 1e11},
+                    "Deadline before this Unix time.",
+                ),
+            ],
+            "responses": {
+                "200": _json(InterruptCounts, "The counts."),
                 **_BAD,
                 **_AUTH_ERRORS,
                 "404": _error("No such app."),

@@ -20,6 +20,7 @@ __all__ = [
     "DeliveryPage",
     "ErrorBody",
     "IdentityView",
+    "InterruptCounts",
     "InterruptDetail",
     "InterruptPage",
     "InterruptView",
@@ -28,6 +29,7 @@ __all__ = [
     "RunRequest",
     "Status",
     "ThreadView",
+    "ToolCount",
     "decision_body",
     "interrupt_view",
     "plain",
@@ -103,6 +105,24 @@ class InterruptPage(msgspec.Struct, kw_only=True):
 
     items: list[InterruptView]
     next: str | None
+
+
+class ToolCount(msgspec.Struct, kw_only=True):
+    """How many interrupts wait on one tool."""
+
+    tool: str | None
+    """The tool (None: interrupts that gate no tool)."""
+    pending: int
+    """How many of its interrupts are pending."""
+
+
+class InterruptCounts(msgspec.Struct, kw_only=True):
+    """``GET /v1/interrupts/counts``: the pending interrupts counted per tool."""
+
+    by_tool: list[ToolCount]
+    """One entry per tool with something pending, by tool name (None last)."""
+    total: int
+    """The sum of the entries."""
 
 
 class DecisionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -445,6 +445,22 @@ class Store(Protocol):
         """
         ...
 
+    async def pending_counts(self, where: PendingFilter | None = None, /) -> dict[str | None, int]:
+        """Return how many pending interrupts match ``where``, per tool, through an index.
+
+        The keys are the tools the interrupts gate (None for those that gate no tool); a tool
+        with no pending interrupt is absent. The counts agree with the rows `pending` lists
+        for the same filter.
+
+        Args:
+            where: Only those that match it (None: all of them).
+
+        Raises:
+            TypeError: ``where`` is not a `PendingFilter`, or a text filter is not a str.
+            ValueError: A text filter holds a lone surrogate.
+        """
+        ...
+
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend (or with ``fence.release``, end) a held lease without writing a checkpoint.
 

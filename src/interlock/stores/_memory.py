@@ -375,6 +375,16 @@ class MemoryStore(StoreLifecycle):
         self._check_open()
         return self._oldest_pending(where, limit, after)
 
+    async def pending_counts(self, where: PendingFilter | None = None, /) -> dict[str | None, int]:
+        """Return how many pending interrupts match ``where``, per tool."""
+        where = check_pending_args(where, None)
+        self._check_open()
+        counts: dict[str | None, int] = {}
+        for i in self._pending.values():
+            if where.matches(i):
+                counts[i.tool] = counts.get(i.tool, 0) + 1
+        return counts
+
     def _oldest_pending(
         self, where: PendingFilter, limit: int, after: str | None = None
     ) -> list[InterruptRecord]:

@@ -287,6 +287,11 @@ class PostgresStore(StoreLifecycle):
         checked = check_pending_args(where, after)
         return await self._run(lambda c: ops.pending(c, checked, max(limit, 0), after))
 
+    async def pending_counts(self, where: PendingFilter | None = None, /) -> dict[str | None, int]:
+        """Return how many pending interrupts match ``where``, per tool, through an index."""
+        checked = check_pending_args(where, None)
+        return await self._run(lambda c: ops.pending_counts(c, checked))
+
     async def request_pause(self, thread: str, *, kind: PauseKind = "planned") -> bool:
         """Ask whoever runs the thread to pause it (see `Store.request_pause`)."""
         check_text("thread", thread)

@@ -62,6 +62,7 @@ __all__ = [
     "interrupt",
     "nothing",
     "pending",
+    "pending_counts",
     "prune_changes",
     "renew",
     "request_pause",
@@ -465,6 +466,12 @@ def pending(
     """`Store.pending`."""
     query, params = sql.pending_query(where, limit, after)
     return conv.pending_from_rows(_fetchall(conn, query, params), where)
+
+
+def pending_counts(conn: Conn, where: PendingFilter) -> dict[str | None, int]:
+    """`Store.pending_counts`."""
+    query, params = sql.pending_counts_query(where)
+    return {tool: int(count) for tool, count in _fetchall(conn, query, params)}
 
 
 def request_pause(conn: Conn, thread: str, kind: PauseKind, now: float) -> bool:

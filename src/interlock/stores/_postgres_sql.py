@@ -112,6 +112,18 @@ def pending_query(
     return query, (*params, limit)
 
 
+def pending_counts_query(where: PendingFilter) -> tuple[str, tuple[object, ...]]:
+    """The query counting pending interrupts per tool.
+
+    Every pending index fits its conditions; without a thread or key filter the planner can
+    answer it from ``interrupts_pending_tool_count`` (tool) alone, an index-only scan already
+    grouped by tool (once vacuum has marked the pages all-visible).
+    """
+    conditions, params = pending_filters(where, None, mark="%s", tiebreak="ord")
+    query = f"SELECT tool, count(*) FROM interrupts WHERE {' AND '.join(conditions)} GROUP BY tool"
+    return query, tuple(params)
+
+
 REQUEST_PAUSE: Final = """
     INSERT INTO pause_requests (thread, kind, requested_at)
     SELECT %(thread)s, %(kind)s, %(at)s

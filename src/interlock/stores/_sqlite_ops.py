@@ -51,6 +51,7 @@ __all__ = [
     "interrupt",
     "nothing",
     "pending",
+    "pending_counts",
     "prune_changes",
     "renew",
     "request_pause",
@@ -439,3 +440,9 @@ def pending(
     """`Store.pending`, through the index that fits the filter."""
     query, params = sql.pending_query(where, limit, after)
     return conv.pending_from_rows(conn.execute(query, params).fetchall(), where)
+
+
+def pending_counts(conn: sqlite3.Connection, where: PendingFilter) -> dict[str | None, int]:
+    """`Store.pending_counts`."""
+    query, params = sql.pending_counts_query(where)
+    return {tool: int(count) for tool, count in conn.execute(query, params).fetchall()}

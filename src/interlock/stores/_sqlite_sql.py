@@ -122,6 +122,26 @@ def pending_query(
     return query, (*params, limit)
 
 
+def pending_counts_query(where: PendingFilter) -> tuple[str, tuple[object, ...]]:
+    """The query counting pending interrupts per tool, through the partial index that fits.
+
+    Without a thread or key filter, ``interrupts_pending_tool`` (tool, created_at) yields the
+    rows already grouped by tool, so no sort is needed.
+    """
+    conditions, params = pending_filters(where, None, mark="?", tiebreak="rowid")
+    if where.thread is not None:
+        index = "interrupts_thread"
+    elif where.key is not None:
+        index = "interrupts_pending_key"
+    else:
+        index = "interrupts_pending_tool"
+    query = (
+        f"SELECT tool, count(*) FROM interrupts INDEXED BY {index} "
+        f"WHERE {' AND '.join(conditions)} GROUP BY tool"
+    )
+    return query, tuple(params)
+
+
 PENDING_ALL: Final = pending_query(PendingFilter(), 0, None)[0]
 PENDING_BY_THREAD: Final = pending_query(PendingFilter(thread=""), 0, None)[0]
 PENDING_BY_KEY: Final = pending_query(PendingFilter(key=""), 0, None)[0]

@@ -90,6 +90,8 @@ class ArgumentConformance(ConformanceGroup):
             await store.pending(PendingFilter(key=lone))
         with pytest.raises(ValueError, match="after"):
             await store.pending(after=lone)
+        with pytest.raises(ValueError, match="tool"):
+            await store.pending_counts(PendingFilter(tool=lone))
         with pytest.raises(ValueError, match="thread"):
             await store.audit_log(thread=lone)
         with pytest.raises(TypeError, match="thread"):
@@ -132,5 +134,9 @@ class ArgumentConformance(ConformanceGroup):
         for where in ("t", {"thread": "t"}):
             with pytest.raises(TypeError, match="PendingFilter"):
                 await store.pending(where)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="PendingFilter"):
+                await store.pending_counts(where)  # type: ignore[arg-type]
         assert [i.id for i in await store.pending(None)] == ["a"]
         assert [i.id for i in await store.pending(PendingFilter())] == ["a"]
+        assert await store.pending_counts(None) == {None: 1}
+        assert await store.pending_counts(PendingFilter()) == {None: 1}

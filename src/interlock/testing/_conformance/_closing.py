@@ -46,4 +46,6 @@ class ClosingConformance(ConformanceGroup):
         with pytest.raises(StoreClosed):
             await store.pending()
         with pytest.raises(StoreClosed):
+            await store.pending_counts()
+        with pytest.raises(StoreClosed):
             await store.delete_thread("t")

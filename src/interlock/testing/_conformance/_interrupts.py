@@ -1,4 +1,4 @@
-"""`InterruptConformance`: resolutions, and what `Store.pending` lists."""
+"""`InterruptConformance`: resolutions, and what `Store.pending` lists and counts."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ class InterruptConformance(ConformanceGroup):
     not the thread's (`UnknownInterrupt`, listing the pending ones) refuses the whole append,
     and the head is checked before any of them. The inbox lists exactly the pending
     interrupts, oldest first with ties in append order, filtered by `PendingFilter` and paged
-    by the ``after`` cursor without losing or repeating any.
+    by the ``after`` cursor without losing or repeating any. `Store.pending_counts` counts,
+    per tool (None for the tool-less), exactly the rows `Store.pending` lists for a filter.
     """
 
     async def test_resolution_moves_interrupt_out_of_pending(self, store: Store) -> None:
@@ -235,3 +236,58 @@ class InterruptConformance(ConformanceGroup):
             "i2",
         ]
         assert (await store.get_interrupt("i1")) == rows[1]
+
+    async def test_pending_counts_agree_with_pending_per_tool(self, store: Store) -> None:
+        first = make_checkpoint("a", 1)
+        second = make_checkpoint("b", 1)
+        tools = ["mail", "shell", None]
+        a_rows = [
+            msgspec.structs.replace(
+                make_interrupt(
+                    f"a{n}",
+                    first,
+                    created_at=T0 + n,
+                    deadline=T0 + 50 + n,
+                    key="k" if n % 2 else None,
+                ),
+                tool=tools[n % 3],
+            )
+            for n in range(7)
+        ]
+        b_rows = [
+            msgspec.structs.replace(make_interrupt(f"b{n}", second, key="k"), tool=tools[n % 2])
+            for n in range(4)
+        ]
+        await store.append_checkpoint(first, expected_head=None, new_interrupts=a_rows)
+        await store.append_checkpoint(second, expected_head=None, new_interrupts=b_rows)
+        filters = [
+            None,
+            PendingFilter(),
+            PendingFilter(thread="a"),
+            PendingFilter(thread="b", key="k"),
+            PendingFilter(key="k"),
+            PendingFilter(tool="mail"),
+            PendingFilter(tool="absent"),
+            PendingFilter(older_than=T0 + 3),
+            PendingFilter(deadline_before=T0 + 54),
+            PendingFilter(thread="a", tool="shell", older_than=T0 + 5),
+            PendingFilter(thread="nobody"),
+        ]
+
+        async def agree() -> dict[str | None, int]:
+            for where in filters:
+                counted: dict[str | None, int] = {}
+                for row in await store.pending(where, limit=1000):
+                    counted[row.tool] = counted.get(row.tool, 0) + 1
+                assert await store.pending_counts(where) == counted, where
+            return await store.pending_counts()
+
+        assert await agree() == {"mail": 5, "shell": 4, None: 2}
+        await store.append_checkpoint(
+            make_checkpoint("a", 2),
+            expected_head=first.id,
+            resolutions=[resolve("a0"), resolve("a2", "expired", None), resolve("a3", "cancelled")],
+        )
+        assert await agree() == {"mail": 3, "shell": 4, None: 1}
+        assert await store.pending_counts(PendingFilter(tool="mail")) == {"mail": 3}
+        assert await store.pending_counts(PendingFilter(thread="nobody")) == {}
