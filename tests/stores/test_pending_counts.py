@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import TypedDict
 
@@ -97,7 +98,7 @@ async def test_sqlite_counts_go_through_a_pending_index(tmp_path: Path) -> None:
     path = tmp_path / "counts.db"
     async with SqliteStore(path) as store:
         await store.get_thread("t")
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         for where, index in [
             (PendingFilter(), "INDEX interrupts_pending_tool"),
             (PendingFilter(tool="mail"), "INDEX interrupts_pending_tool"),
