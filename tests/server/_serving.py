@@ -42,6 +42,18 @@ TOKENS = {
 """name: (token, identity)."""
 
 
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
 def auth() -> TokenAuth:
     return TokenAuth({hash_token(token): identity for token, identity in TOKENS.values()})
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -11,24 +10,12 @@ from typing import Any
 import anyio
 import httpx2 as httpx
 import pytest
-from _serving import Serving, auth, bearer, mail_agent, order_app, serving
+from _serving import Serving, auth, bearer, mail_agent, order_app, serving, wait_for
 
 from interlock import SqliteStore
 from interlock.server import create_app
 
 Poll = Callable[[Callable[[], Any]], Any]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
-from _serving import auth, bearer, mail_agent, order_app, serving
+from _serving import auth, bearer, mail_agent, order_app, serving, wait_for
 
 from interlock.server import create_app
 
 COUNTS = "/v1/interrupts/counts"
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 @pytest.fixture
