@@ -171,7 +171,7 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         Metric("S5", "s5_build_s", f"build {n5:,} waiting threads (untargeted)", "s", "lower",
                "faster"),
         Metric("S5", "s5_list_s", f"fresh process: list {n5:,} pending", "s", "lower",
-               "faster", ratio_at_least(100)),
+               "faster", ratio_at_least(10)),
         Metric("S5", "s5_list_floor_s",
                f"  floor: bare sqlite3 fetch of (id, thread) × {n5:,}", "s", "lower"),
         Metric("S5", "s5_resume_all_s", f"fresh process: resume all {n5:,}", "s", "lower",

@@ -18,11 +18,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "interlock"
 LAYERS: dict[str, int] = {
     "_errors": 0,  # the error tree and the argument checks everything shares
     "_args": 0,
+    "_collector": 0,  # pausing the garbage collector while a page of records is built
+    "observability": 0,  # traces, logs and metrics: the runtime reports, and knows nothing above
     "serde": 1,
     "stores": 1,
     "graph": 2,
     "runtime": 3,
     "agents": 4,
+    "workers": 4,  # procrastinate jobs that run an App's threads
     "cli": 5,
     "server": 5,
     "testing": 5,  # the store conformance kit: used by tests, imported by nothing

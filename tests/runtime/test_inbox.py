@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any, TypedDict
 
+import msgspec
 import pytest
 
-from interlock import START, Graph, Store, approve, choose
+from interlock import START, CheckpointCorrupt, Graph, Store, approve, choose
 
 pytestmark = pytest.mark.anyio
 
@@ -49,3 +51,36 @@ async def test_inbox_lists_every_waiting_thread_and_answers_resume_them(store: S
         await app.resume(i.thread, {i.id: False})
     remaining: list[Any] = await app.inbox()
     assert [(i.thread, i.key) for i in remaining] == [(f"order-{n}", "pick") for n in range(5)]
+
+
+@pytest.mark.parametrize("running", [True, False])
+async def test_listing_leaves_the_garbage_collector_as_it_found_it(
+    store: Store, running: bool
+) -> None:
+    g = Graph(S)
+    g.add_node("gate", lambda s: {"ok": approve("ship?")})
+    g.add_edge(START, "gate")
+    app = g.compile(store=store)
+    for n in range(3):
+        await app.run({}, thread=f"t{n}")
+    was = gc.isenabled()
+    try:
+        if not running:
+            gc.disable()
+        assert len(await app.inbox()) == 3  # the store's page and its decoding pause it
+        assert gc.isenabled() is running
+        # A page the codec refuses: the collector comes back on with the error.
+        row = (await store.pending(limit=1))[0]
+        head = await store.get_checkpoint(row.thread)
+        assert head is not None
+        damaged = msgspec.structs.replace(
+            row, id="damaged", thread="t9", checkpoint_id="t9-1", body=b"ILK\x01!"
+        )
+        record = msgspec.structs.replace(head, thread="t9", id="t9-1", parent_id=None, seq=1)
+        await store.append_checkpoint(record, expected_head=None, new_interrupts=[damaged])
+        with pytest.raises(CheckpointCorrupt):
+            await app.inbox()
+        assert gc.isenabled() is running
+    finally:
+        if was:
+            gc.enable()

@@ -2,8 +2,9 @@
 
 Each area is a module of its own: finding the app and its store (`_load`), the inbox and one
 question (`_inbox`), decisions (`_decide`), a thread's record and moving it on (`_threads`),
-the audit log (`_audit`), the approval server and its tokens (`_serve`), and the demo
-(`_demo`). A new command is a click command in a module of its own, added to `COMMANDS`.
+the audit log (`_audit`), the approval server and its tokens (`_serve`), workers (`_worker`)
+and the demo (`_demo`). A new command is a click command in a module of its own, added to
+`COMMANDS`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ._demo import demo
 from ._inbox import inbox, show
 from ._serve import serve, token
 from ._threads import history, pause, resume, sweep
+from ._worker import worker
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -55,6 +57,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     audit,
     serve,
     token,
+    worker,
     demo,
 )
 """The commands of the group, in the order its help lists them."""

@@ -34,6 +34,7 @@ from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._control import RunControl, RunHandle
 from ._engine import remember
 from ._events import MODES, Event, EventStream, RunStartedEvent, StreamMode
+from ._observe import CallScope, RunWatch
 from ._persist import ThreadIO
 from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
 from ._resume import Targets, payload_hash
@@ -162,12 +163,17 @@ class App(Generic[StateT]):
         # In "sync" mode the first thing a run does is commit its input, by compare-and-set on
         # the head: a cached (or assumed-new) view of the thread is verified by that commit, so
         # the read can be skipped.
-        return await self._calls.verified(
-            thread,
-            optimistic=options.durability == "sync",
-            new=True,
-            call=lambda opened: self._calls.run(opened, input, thread, on_pending, options),
-        )
+        with RunWatch(thread, self._calls.plan.name, resumed=False) as watch:
+            return watch.stopped(
+                await self._calls.verified(
+                    thread,
+                    optimistic=options.durability == "sync",
+                    new=True,
+                    call=lambda opened: self._calls.run(
+                        watch.opened(opened), input, thread, on_pending, options
+                    ),
+                )
+            )
 
     def _options(
         self,
@@ -258,9 +264,10 @@ class App(Generic[StateT]):
                 "answers is empty: pass {interrupt_id_or_key: answer} for at least one pending "
                 "interrupt (list them with app.inbox(thread=...))"
             )
-        return await self._calls.decide(
-            thread, answers, actor=actor, reason=reason, nonce=nonce, seen=seen
-        )
+        with CallScope(thread, "decide"):
+            return await self._calls.decide(
+                thread, answers, actor=actor, reason=reason, nonce=nonce, seen=seen
+            )
 
     async def sweep(self, *, now: float | None = None, limit: int = 100) -> list[RunResult[StateT]]:
         """Resolve interrupts whose deadline passed by their ``on_timeout``; continue threads.
@@ -349,14 +356,22 @@ class App(Generic[StateT]):
         # thread by compare-and-set, so the read can be skipped (see `run`).
         if emit is not None:
             emit(RunStartedEvent(thread=thread, resumed=True))
-        return await self._calls.verified(
-            thread,
-            optimistic=True,
-            new=False,
-            call=lambda opened: self._calls.resume(
-                opened, thread, targets, checkpoint_id, (actor, reason), options
-            ),
-        )
+        with RunWatch(thread, self._calls.plan.name, resumed=True) as watch:
+            return watch.stopped(
+                await self._calls.verified(
+                    thread,
+                    optimistic=True,
+                    new=False,
+                    call=lambda opened: self._calls.resume(
+                        watch.opened(opened),
+                        thread,
+                        targets,
+                        checkpoint_id,
+                        (actor, reason),
+                        options,
+                    ),
+                )
+            )
 
     def start(
         self,

@@ -449,20 +449,43 @@ class Calls(Generic[StateT]):
         self, *, now: float | None, limit: int, durability: Durability
     ) -> list[RunResult[StateT]]:
         """`App.sweep` with its arguments checked."""
-        now = time.time() if now is None else now
-        rows = await self.store.pending(PendingFilter(deadline_before=now), limit=limit)
         results: list[RunResult[StateT]] = []
-        for thread in dict.fromkeys(r.thread for r in rows):
-            due = {r.id for r in rows if r.thread == thread}
+        for thread, due in await self._due(now, limit):
             try:
-                results.append(await self._expire(thread, due, durability))
+                result = await self._expire(thread, due, durability, drive=True)
             except (ThreadBusy, InterruptAlreadyResolved):
                 continue  # another process acted on the thread; a later sweep looks again
+            assert result is not None
+            results.append(result)
         return results
 
+    async def expire_due(self, *, now: float | None, limit: int) -> list[str]:
+        """Answer interrupts whose deadline passed, without continuing their threads.
+
+        For workers: each expiry commits and lets the thread go, and whoever queues
+        continuations continues it. Returns the threads written.
+        """
+        written: list[str] = []
+        for thread, due in await self._due(now, limit):
+            try:
+                await self._expire(thread, due, "sync", drive=False)
+            except (ThreadBusy, InterruptAlreadyResolved):
+                continue
+            written.append(thread)
+        return written
+
+    async def _due(self, now: float | None, limit: int) -> list[tuple[str, set[str]]]:
+        """The threads with interrupts past their deadline, and those interrupts' ids."""
+        now = time.time() if now is None else now
+        rows = await self.store.pending(PendingFilter(deadline_before=now), limit=limit)
+        return [
+            (thread, {r.id for r in rows if r.thread == thread})
+            for thread in dict.fromkeys(r.thread for r in rows)
+        ]
+
     async def _expire(
-        self, thread: str, due: set[str], durability: Durability
-    ) -> RunResult[StateT]:
+        self, thread: str, due: set[str], durability: Durability, *, drive: bool
+    ) -> RunResult[StateT] | None:
         opened = await self.open(thread, optimistic=False)
         level = opened.level
         if level is None:
@@ -487,5 +510,9 @@ class Calls(Generic[StateT]):
             reason="deadline passed",
             status="expired",
         )
-        await ctx.commit(level, "resume", resolutions, actor="sweeper", decisions=decisions)
+        await ctx.commit(
+            level, "resume", resolutions, actor="sweeper", final=not drive, decisions=decisions
+        )
+        if not drive:
+            return None
         return await self.drive(level, ctx, None)

@@ -146,6 +146,22 @@ class RunHandle:
             raise GraphDefinitionError("the run was cancelled; it has no result")
         return self._result
 
+    async def check_pause_request(self) -> None:
+        """Look at the store's pause request for this run now, not at the next poll.
+
+        For whoever learns of a request first (a worker listening for them): a planned
+        request stops the run at its next superstep boundary, a forced one cancels its running
+        tasks at once. Without a request in the store this does nothing.
+        """
+        control = self._control
+        if not self._done.is_set() and control.remote is not None and not control.forced:
+            await control.apply(await control.remote())
+
+    def force_pause(self) -> None:
+        """Cancel the running tasks now, without waiting (a forced pause; `pause` waits)."""
+        if not self._done.is_set():
+            self._control.force()
+
     def request_pause(self) -> None:
         """Ask for a planned pause without waiting for it (`pause` waits)."""
         if not self._done.is_set():

@@ -31,6 +31,7 @@ from .._errors import GraphDefinitionError
 from ..stores import EffectRecord
 from ._context import TaskContext, current_address, current_task, local_key
 from ._interrupts import answer_or_raise, call_maybe_async
+from ._observe import EffectOutcome, effect_span
 from ._records import Address
 
 __all__ = ["RETRY", "effect", "effect_key", "node_effect"]
@@ -101,7 +102,13 @@ async def effect(
     result: T
     public = f"{ctx.thread}/{key}"
     if idempotent:
-        result = await call_maybe_async(fn, *args, effect_key=public, **kwargs)
+        traced = effect_span(name, public, idempotent=True)
+        if traced is None:
+            result = await call_maybe_async(fn, *args, effect_key=public, **kwargs)
+        else:
+            with traced as span:
+                result = await call_maybe_async(fn, *args, effect_key=public, **kwargs)
+                span.set_attribute("interlock.effect.outcome", "called")
     else:
         result = await _guarded(
             ctx, key, name, lambda: call_maybe_async(fn, *args, **kwargs), shown=public
@@ -123,6 +130,19 @@ async def _guarded(
     ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
 ) -> Any:
     """Make a dangerous call at most once under record ``key``; ``shown`` is its effect key."""
+    traced = effect_span(name, shown, idempotent=False)
+    if traced is None:
+        return (await _guard(ctx, key, name, call, shown=shown))[1]
+    with traced as span:
+        outcome, result = await _guard(ctx, key, name, call, shown=shown)
+        span.set_attribute("interlock.effect.outcome", outcome)
+        return result
+
+
+async def _guard(
+    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
+) -> tuple[EffectOutcome, Any]:
+    """`_guarded`'s work; also say what it did."""
     io = ctx.effects
     if io is None:
         raise GraphDefinitionError(
@@ -135,19 +155,23 @@ async def _guarded(
         address = current_address()
         question = local_key(str(address), f"effect:{key}#{record.attempt}")
         if question not in ctx.scratch.answers:
-            return _ask_to_reconcile(ctx, address, question, shown, name, record)
+            # Raises the question (a `reconcile` outcome, as the span says).
+            return "reconciled", _ask_to_reconcile(ctx, address, question, shown, name, record)
         answer = ctx.scratch.answers[question]
         if isinstance(answer, dict):
             # A person says it happened: record that, with the result they give.
             await io.finish(ctx.thread, key, name, answer.get("result"), how="effect_reconciled")
-            return answer.get("result")
+            return "reconciled", answer.get("result")
         started, record = await io.begin(ctx.thread, key, name, retry=True)
+        retried = True
+    else:
+        retried = False
     if started:
         result = await call()
         await io.finish(ctx.thread, key, name, result)
-        return result
+        return "retried" if retried else "called", result
     # Done, by an earlier attempt (or reconciled): its recorded result, never a second call.
-    return None if record.result is None else io.codec.decode(record.result)
+    return "recorded", None if record.result is None else io.codec.decode(record.result)
 
 
 def _ask_to_reconcile(

@@ -35,6 +35,7 @@ from ._control import RunControl
 from ._effects import node_effect
 from ._events import ChunkEvent, Event, StepEvent, StepFinishedEvent
 from ._level import Level, LevelStatus, Outcome, TaskState
+from ._observe import Steps
 from ._recorder import EffectIO
 from ._records import Address
 from ._signals import InterruptSignal
@@ -75,6 +76,8 @@ class Engine:
     """Receives step, chunk and output events (the top level only)."""
     custom: Callable[[Event], None] | None = None
     """Receives the events nodes emit with `emit_event` (every level: subgraphs pass it on)."""
+    steps: Steps | None = None
+    """Spans and DEBUG records of supersteps and tasks (None: nobody looks)."""
 
     async def run(self, level: Level, *, on_step: StepHook | None, limit: int) -> LevelStatus:
         """Advance ``level`` until done or stopped; return its status.
@@ -116,7 +119,11 @@ class Engine:
                 raise RecursionLimit(limit)
             if emit is not None:
                 emit(StepEvent(step=level.step, nodes=tuple(t.node for t in runnable)))
-            outcomes, cancelled = await self._execute(level, runnable)
+            if self.steps is None:
+                outcomes, cancelled = await self._execute(level, runnable)
+            else:
+                with self.steps.step(level, runnable):
+                    outcomes, cancelled = await self._execute(level, runnable)
             # A store or lease error inside a task (recording an effect) is not the node's
             # failure: the run stops with it and the thread stays at its last checkpoint.
             failed = next((o for o in outcomes if o.error is not None), None)
@@ -199,9 +206,14 @@ class Engine:
         )
         address = level.address_of(task)
         arg = level.view() if task.arg is MISSING else task.arg
+        span = None if self.steps is None else self.steps.node(level, task, address)
         try:
             with enter_task(ctx, address):
-                out = await self._call(level, task, spec, ctx, address, arg)
+                if span is None:
+                    out = await self._call(level, task, spec, ctx, address, arg)
+                else:
+                    with span:
+                        out = await self._call(level, task, spec, ctx, address, arg)
             return Outcome(task=task, result=level.result_of(task.node, out))
         except InterruptSignal as sig:
             # The signal has done its job; its traceback would keep the frames alive, and
@@ -310,7 +322,9 @@ class Engine:
         level.base = address
         level.track_writes = True
         level.set_run_breakpoints(*(breakpoints or ([], [])))
-        child = Engine(effects=self.effects, control=self.control, custom=self.custom)
+        child = Engine(
+            effects=self.effects, control=self.control, custom=self.custom, steps=self.steps
+        )
         status = await child.run(level, on_step=None, limit=sub.recursion_limit)
         if status == "done":
             ctx.scratch.children.pop(where, None)

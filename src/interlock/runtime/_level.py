@@ -129,6 +129,7 @@ class Level:
         "_addresses",
         "_base",
         "after",
+        "answered",
         "before",
         "channels",
         "dropped",
@@ -161,6 +162,8 @@ class Level:
         self.pending: list[Raised] = []
         self.dropped: list[str] = []
         """Pending interrupts that vanished because their task re-ran without raising them."""
+        self.answered: dict[str, Interrupt] = {}
+        """Interrupts answered since the last commit, by id (what observers are told of)."""
         self.step = 0
         self.steps_taken = 0
         self.written: set[str] = set()

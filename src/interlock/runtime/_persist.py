@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from .._collector import collector_paused
 from .._errors import (
     CheckpointCorrupt,
     CheckpointNotFound,
@@ -37,6 +38,7 @@ from ..stores import (
 )
 from ._context import interrupt_id
 from ._level import Level, new_id
+from ._observe import committed
 from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
@@ -296,6 +298,10 @@ class ThreadIO:
         for ch in level.channels.values():
             if ch.dirty:
                 ch.mark()
+        if fresh or decisions:
+            committed(level, thread, fresh, decisions)
+        if level.answered:
+            level.answered.clear()
         # chain/snap above describe the state *after* this body (what the next commit needs).
         return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata)), token
 
@@ -383,15 +389,37 @@ class ThreadIO:
         )
 
     def interrupts_of(self, rows: Sequence[InterruptRecord]) -> list[Interrupt]:
-        """Turn rows of the store's interrupt index into `Interrupt` objects, a page at once."""
-        try:
-            bodies = self.codec.decode_many([row.body for row in rows])
-            return [
-                _interrupt(row, Address.parse(row.address), *body)
-                for row, body in zip(rows, bodies, strict=True)
-            ]
-        except (CheckpointCorrupt, ValueError, TypeError):
-            return [self.interrupt_of(row) for row in rows]  # raises for the first bad row
+        """Turn rows of the store's interrupt index into `Interrupt` objects, a page at once.
+
+        The cyclic garbage collector is paused while the page is built (see `_collector`).
+        """
+        with collector_paused():
+            try:
+                bodies = self.codec.decode_many([row.body for row in rows])
+                parse = Address.parse
+                # [info, schema], the common case, is built here (a call of `_interrupt` per
+                # row cost as much again); a quorum's goes through its checks.
+                return [
+                    Interrupt(
+                        id=row.id,
+                        thread=row.thread,
+                        key=row.key,
+                        address=parse(row.address),
+                        kind=row.kind,
+                        info=body[0],
+                        schema=body[1],
+                        created_at=row.created_at,
+                        deadline=row.deadline,
+                        status=row.status,
+                    )
+                    if type(body) is list and len(body) == 2
+                    else _interrupt(row, parse(row.address), *body)
+                    if type(body) is list and len(body) == 3
+                    else interrupt_of(self.codec, row)  # raises: the body is not such a list
+                    for row, body in zip(rows, bodies, strict=True)
+                ]
+            except (CheckpointCorrupt, ValueError, TypeError):
+                return [self.interrupt_of(row) for row in rows]  # raises for the first bad row
 
     def interrupt_of(self, row: InterruptRecord) -> Interrupt:
         """Turn a row of the store's interrupt index into an `Interrupt`."""

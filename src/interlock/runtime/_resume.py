@@ -265,6 +265,7 @@ def decide(
     for iid, answer in answers.items():
         r = by_id[iid]
         i = r.interrupt
+        level.answered[iid] = i  # for the commit's observers (it clears them)
         approved_by = (*i.approved_by, actor) if iid in votes and actor is not None else None
         d = Decision(
             interrupt_id=iid,

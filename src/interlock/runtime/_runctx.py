@@ -19,6 +19,7 @@ from ._engine import Engine, StepHook
 from ._events import CheckpointEvent, Event, InterruptEvent, RunFinishedEvent
 from ._keeper import KEEPER, Watch
 from ._level import Level
+from ._observe import TRACEPARENT, RunWatch, deciding, lease_lost, stored_traceparent
 from ._persist import Head, ThreadIO
 from ._recorder import EffectIO
 from ._records import Decision, RunResult, RunStatus
@@ -39,6 +40,8 @@ class Opened:
     known: set[str]
     verified: bool = True
     """False while the view comes from this process's cache and no commit has confirmed it."""
+    watch: RunWatch | None = None
+    """The `App.run`/`App.resume` call that opened it, for its spans (None: another call)."""
 
     def check(self, error: Exception) -> None:
         """Raise ``error`` if the view is verified; otherwise start over (it may be stale)."""
@@ -104,6 +107,14 @@ class RunCtx:
         self.thread = thread
         self.durability = durability
         self.metadata = dict(metadata or {})
+        watch = opened.watch
+        # What links a later resume to this call's span, or to the one the thread stored
+        # (carried forward by a call with no span of its own); a caller's own value is kept.
+        carried = None if watch is None else watch.traceparent
+        if carried is None and opened.head is not None and opened.head.meta:
+            carried = stored_traceparent(opened.head.meta)
+        if carried is not None:
+            self.metadata.setdefault(TRACEPARENT, carried)
         self.emit = emit
         self.head = opened.head
         self.parent: Head | None = None
@@ -118,6 +129,7 @@ class RunCtx:
             control=control,
             emit=emit,
             custom=emit,
+            steps=None if watch is None else watch.steps,
         )
         """Runs the call's levels; its effect records carry this call's lease."""
 
@@ -156,6 +168,11 @@ class RunCtx:
         status = level.status()
         parent = self.parent or self.head
         meta = self.metadata
+        traced = (
+            deciding(self.thread, self.head.meta if self.head else None, decisions, actor)
+            if decisions
+            else None
+        )
         if actor or metadata:
             meta = {**meta, **({"actor": actor} if actor else {}), **(metadata or {})}
 
@@ -197,12 +214,16 @@ class RunCtx:
                 with anyio.CancelScope(shield=True):
                     head, token = await write()
         except BaseException as exc:
+            if traced is not None:
+                traced.end(exc)
             if reclaimed and self.token is not None:
                 self.lease.strand(self.thread, self.token)  # still ours; the next call retries
                 self.token = None
             if isinstance(exc, ThreadBusy | ResumeError):
                 self.opened.check(exc)
             raise
+        if traced is not None:
+            traced.end()
         self.token = None if final else token
         self.head = head
         self.opened.verified = True
@@ -376,6 +397,7 @@ async def _renew_once(ctx: RunCtx, watch: Watch) -> FencedOut | None:
     try:
         await ctx.io.store.renew_lease(ctx.thread, ctx.fence())
     except FencedOut as exc:
+        lease_lost(ctx.thread, exc)
         return exc
     except Exception:  # the store hiccuped: the next period tries again
         return None

@@ -39,6 +39,10 @@ _NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 _RETRY: Final = {"Retry-After": "5"}
 
+PENDING_REFRESH: Final = 5.0
+"""Seconds between counts of the pending interrupts for ``interlock_interrupts_pending``
+(a scrape of ``/metrics`` counts them too)."""
+
 Listener = Callable[[ServerEvent], Coroutine[Any, Any, None]]
 
 
@@ -258,7 +262,22 @@ async def _readyz(request: Request) -> Response:
 async def _metrics(request: Request) -> Response:
     state: ServerState = request.app.state.interlock
     _identity(request, "viewer")
+    await _count_pending(state)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _count_pending(state: ServerState) -> None:
+    """Set the pending-interrupts gauge from the served apps (on failure it keeps its values)."""
+    try:
+        await state.metrics.runtime.refresh(*(served.app for served in state.served.values()))
+    except InterlockError as exc:
+        log.warning("counting the pending interrupts failed: %s", exc)
+
+
+async def _keep_counting_pending(state: ServerState) -> None:
+    while True:
+        await _count_pending(state)
+        await anyio.sleep(PENDING_REFRESH)
 
 
 async def _page(request: Request) -> Response:
@@ -287,6 +306,8 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
                 for served in state.served.values():
                     cursor = await served.store.change_cursor()
                     group.start_soon(_follow, state, served, cursor)
+                state.metrics.runtime.attach()
+                group.start_soon(_keep_counting_pending, state)
                 state.runs.attach(group)
                 state.ready = True
                 try:
@@ -294,6 +315,7 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
                 finally:
                     state.ready = False
                     state.runs.attach(None)
+                    state.metrics.runtime.detach()
                     group.cancel_scope.cancel()
 
     return lifespan

@@ -12,6 +12,7 @@ from anyio.abc import TaskGroup
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .._errors import InterlockError
+from ..observability import PrometheusMetrics
 from ._auth import Identity
 from ._limits import RateLimiter
 from ._served import Served
@@ -43,7 +44,11 @@ class Ticker:
 
 
 class Metrics:
-    """The server's Prometheus metrics, in a registry of its own."""
+    """The server's Prometheus metrics, in a registry of its own, and the runtime's beside them.
+
+    The runtime's (`PrometheusMetrics`: runs, interrupts, decisions, pending interrupts)
+    count while the server's lifespan runs; they count every App of the process.
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -83,6 +88,8 @@ class Metrics:
             "Background runs that ended with an error.",
             registry=self.registry,
         )
+        self.runtime = PrometheusMetrics(self.registry)
+        """The runtime's metrics, attached by the lifespan."""
 
 
 class Runs:

@@ -135,6 +135,11 @@ class PostgresStore(StoreLifecycle):
         self._pool: ConnectionPool[Conn] | None = None
         self._closed = False
 
+    @property
+    def dsn(self) -> str:
+        """The connection string the store was given (for tools that share its database)."""
+        return self._dsn
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._pool is not None else "unopened"
         return f"<PostgresStore {self._where} {state}>"

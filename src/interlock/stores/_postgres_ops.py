@@ -475,8 +475,16 @@ def pending_counts(conn: Conn, where: PendingFilter) -> dict[str | None, int]:
 
 
 def request_pause(conn: Conn, thread: str, kind: PauseKind, now: float) -> bool:
-    """`Store.request_pause`."""
-    return _changed(conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": now})
+    """`Store.request_pause`, announced on `sql.PAUSE_CHANNEL` when it commits.
+
+    A worker running the thread listens there and looks at once, instead of at its next poll.
+    """
+    with conn.transaction():
+        if not _changed(conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": now}):
+            return False
+        payload = thread if len(thread.encode()) <= sql.PAUSE_PAYLOAD_MAX else ""
+        conn.execute(sql.NOTIFY_PAUSE, (sql.PAUSE_CHANNEL, payload))
+    return True
 
 
 def take_pause(conn: Conn, thread: str) -> PauseKind | None:

@@ -115,13 +115,47 @@ def pending_query(
 def pending_counts_query(where: PendingFilter) -> tuple[str, tuple[object, ...]]:
     """The query counting pending interrupts per tool.
 
-    Every pending index fits its conditions; without a thread or key filter the planner can
-    answer it from ``interrupts_pending_tool_count`` (tool) alone, an index-only scan already
-    grouped by tool (once vacuum has marked the pages all-visible).
+    Filtered by nothing but the tool, the counts are sums of ``pending_count_deltas`` (schema
+    version 8), a few rows per tool: see `PENDING_COUNTS`. Otherwise the pending index that
+    fits the filters is read, a row per interrupt counted.
     """
+    if (where.thread, where.key, where.older_than, where.deadline_before) == (None,) * 4:
+        if where.tool is None:
+            return PENDING_COUNTS, ()
+        return PENDING_COUNT_OF_TOOL, (where.tool,)
     conditions, params = pending_filters(where, None, mark="%s", tiebreak="ord")
     query = f"SELECT tool, count(*) FROM interrupts WHERE {' AND '.join(conditions)} GROUP BY tool"
     return query, tuple(params)
+
+
+FOLD_DELTAS_AFTER: Final = 256
+"""Rows of ``pending_count_deltas`` past which counting folds them into one per tool."""
+_COUNTS_LOCK: Final = 0x494C4B32
+"""High half of the advisory lock key of folding (ASCII ``ILK2``); the low half is the table."""
+
+# The sums, and the rows folded when there are many: each row deleted (by this statement or
+# a concurrent one, never both) has its delta re-inserted within the same statement, so the
+# sums never change. The advisory lock (keyed by the table, so one schema does not hold up
+# another's) only spares two counts deleting the same rows: the one that does not get it
+# leaves the folding to the other. The counts come from the statement's snapshot, which the
+# folding does not change (the data-modifying parts' effects are not visible to it).
+_PENDING_SUMS: Final = f"""
+    WITH sums AS (
+        SELECT tool, sum(delta)::BIGINT AS n, count(*) AS deltas
+        FROM pending_count_deltas GROUP BY tool
+    ), folded AS (
+        DELETE FROM pending_count_deltas
+        WHERE (SELECT sum(deltas) FROM sums) > {FOLD_DELTAS_AFTER}
+            AND pg_try_advisory_xact_lock(
+                ({_COUNTS_LOCK}::BIGINT << 32) | 'pending_count_deltas'::REGCLASS::OID::BIGINT)
+        RETURNING tool, delta
+    ), refolded AS (
+        INSERT INTO pending_count_deltas (tool, delta)
+        SELECT tool, sum(delta)::BIGINT FROM folded GROUP BY tool HAVING sum(delta) <> 0
+    )
+    SELECT tool, n FROM sums WHERE n <> 0"""
+PENDING_COUNTS: Final = _PENDING_SUMS
+PENDING_COUNT_OF_TOOL: Final = f"{_PENDING_SUMS} AND tool = %s"
 
 
 REQUEST_PAUSE: Final = """
@@ -132,6 +166,11 @@ REQUEST_PAUSE: Final = """
         kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
         requested_at = excluded.requested_at
 """
+PAUSE_CHANNEL: Final = "interlock_pause"
+"""The channel a pause request is announced on (payload: the thread), for whoever runs it."""
+NOTIFY_PAUSE: Final = "SELECT pg_notify(%s, %s)"
+PAUSE_PAYLOAD_MAX: Final = 7900
+"""A NOTIFY payload must stay under 8,000 bytes: a longer thread id is announced as ``""``."""
 TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = %s RETURNING kind"
 
 EXPIRED_THREADS: Final = (

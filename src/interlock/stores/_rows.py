@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections.abc import Sequence
-from typing import Any, Final
+from itertools import islice
+from typing import Any, Final, get_args
 
 import msgspec
 
@@ -31,6 +32,7 @@ from ._base import (
     ChangeRecord,
     CheckpointRecord,
     EffectRecord,
+    InterruptKind,
     InterruptRecord,
     PendingFilter,
     ThreadRecord,
@@ -86,6 +88,8 @@ CHANGE_COLUMNS: Final = "at, kind, thread, checkpoint_id, interrupt_id, actor, d
 
 _encode = msgspec.msgpack.Encoder().encode
 _sha256 = hashlib.sha256
+_hash_digest: Final = operator.methodcaller("digest")
+_first8: Final = operator.itemgetter(slice(8))
 
 
 def digest(*values: object) -> bytes:
@@ -269,6 +273,15 @@ def checked_page(
 
 # The columns each digest covers, by position in INTERRUPT_COLUMNS / CHECKPOINT_COLUMNS.
 _INTERRUPT_VALUES: Final = operator.itemgetter(*range(13))
+_STORED_DIGEST: Final = operator.itemgetter(13)
+_KIND: Final = operator.itemgetter(5)
+_STATUS: Final = operator.itemgetter(6)
+_ORDER: Final = operator.itemgetter(7, 14)  # created_at, then the tiebreak after the columns
+_RESOLUTION: Final = operator.itemgetter(10, 11)
+_PENDING_ONLY: Final = frozenset({"pending"})
+_UNRESOLVED: Final = frozenset({(None, None)})
+_KINDS: Final[dict[str, InterruptKind]] = {kind: kind for kind in get_args(InterruptKind)}
+_EVERYTHING: Final = PendingFilter()
 _CHECKPOINT_VALUES: Final = operator.itemgetter(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 
@@ -330,9 +343,58 @@ def interrupt_from_row(
 def pending_from_rows(rows: Sequence[Any], where: PendingFilter) -> list[InterruptRecord]:
     """An inbox page from rows of INTERRUPT_COLUMNS plus the tiebreak, each one checked.
 
-    Every row must be pending, match ``where`` and come after the one before it: an index
-    that a damaged file mixed up cannot slip in a decided interrupt or another thread's.
+    Every row must match its digest, be pending, match ``where`` and come after the one before
+    it: an index that a damaged file mixed up cannot slip in a decided interrupt or another
+    thread's. The checks run over the whole page in C-level passes; when one fails, the rows
+    are checked again one by one, so the error names the first bad row.
     """
+    if not _page_is_sound(rows):
+        return _pending_one_by_one(rows, where)
+    # The kinds are the vocabulary's own strings, one object each however many rows.
+    out = [
+        InterruptRecord(
+            id=row[0],
+            thread=row[1],
+            checkpoint_id=row[2],
+            key=row[3],
+            address=row[4],
+            kind=_KINDS[row[5]],
+            status="pending",
+            created_at=row[7],
+            deadline=row[8],
+            body=bytes(row[9]),
+            tool=row[12],
+        )
+        for row in rows
+    ]
+    if where != _EVERYTHING and not all(map(where.matches, out)):
+        return _pending_one_by_one(rows, where)
+    return out
+
+
+def _page_is_sound(rows: Sequence[Any]) -> bool:
+    """Whether every row passes `interrupt_from_row`'s checks and comes after the one before it.
+
+    The checks are C-level passes over the whole page. A pending row with a resolution (which
+    interlock never writes) is left to the row-by-row path, which keeps the resolution.
+    """
+    try:
+        encoded = map(_encode, map(_INTERRUPT_VALUES, rows))
+        digests = map(_first8, map(_hash_digest, map(_sha256, encoded)))
+        orders = list(map(_ORDER, rows))
+        return (
+            list(digests) == list(map(_STORED_DIGEST, rows))
+            and set(map(_STATUS, rows)) <= _PENDING_ONLY
+            and set(map(_KIND, rows)) <= INTERRUPT_KINDS
+            and set(map(_RESOLUTION, rows)) <= _UNRESOLVED
+            and all(map(operator.lt, orders, islice(orders, 1, None)))
+        )
+    except (TypeError, ValueError, OverflowError):
+        return False  # a damaged column of a type that does not even encode or compare
+
+
+def _pending_one_by_one(rows: Sequence[Any], where: PendingFilter) -> list[InterruptRecord]:
+    """`pending_from_rows`, a row at a time: raises for the first row that is not sound."""
     out = [interrupt_from_row(row, thread=where.thread) for row in rows]
     last: tuple[float, int] | None = None
     for record, row in zip(out, rows, strict=True):

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+from .._collector import collector_paused
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, StoreError, UnknownInterrupt
 from . import _rows as conv
 from . import _sqlite_sql as sql
@@ -439,7 +440,8 @@ def pending(
 ) -> list[InterruptRecord]:
     """`Store.pending`, through the index that fits the filter."""
     query, params = sql.pending_query(where, limit, after)
-    return conv.pending_from_rows(conn.execute(query, params).fetchall(), where)
+    with collector_paused():
+        return conv.pending_from_rows(conn.execute(query, params).fetchall(), where)
 
 
 def pending_counts(conn: sqlite3.Connection, where: PendingFilter) -> dict[str | None, int]:

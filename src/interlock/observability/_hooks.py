@@ -1,0 +1,103 @@
+"""The runtime's observer hook: what happened, told to whoever subscribed (metrics).
+
+The runtime calls the functions below at the moments they name; each tells every subscribed
+`RuntimeObserver`. With none subscribed, the runtime checks ``OBSERVERS`` (an empty list) and
+calls nothing: a run pays one list check. An observer that raises is logged and skipped; it
+never fails a run.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ._logging import library_logger
+
+__all__ = [
+    "OBSERVERS",
+    "RuntimeObserver",
+    "decision_recorded",
+    "interrupt_raised",
+    "reconcile_raised",
+    "run_ended",
+    "subscribe",
+    "unsubscribe",
+]
+
+_log = library_logger("interlock.observability")
+
+
+class RuntimeObserver(Protocol):
+    """Receives what the runtime reports (`PrometheusMetrics` is one)."""
+
+    def run_ended(self, status: str, seconds: float) -> None:
+        """A run (`App.run`/`App.resume`) ended with ``status`` after ``seconds``."""
+        ...
+
+    def interrupt_raised(self, tool: str | None, kind: str) -> None:
+        """An interrupt of ``kind`` was committed, waiting on ``tool`` (None: on no tool)."""
+        ...
+
+    def decision_recorded(self, tool: str | None, seconds: float, final: bool) -> None:
+        """A decision was committed ``seconds`` after its interrupt was raised.
+
+        ``final`` is False for a vote toward a quorum (the interrupt stays pending).
+        """
+        ...
+
+    def reconcile_raised(self) -> None:
+        """A dangerous call's outcome was unknown: a ``reconcile`` question was committed."""
+        ...
+
+
+OBSERVERS: list[RuntimeObserver] = []
+"""The subscribed observers. Replaced, never changed in place, so that a call going through
+it while another task subscribes sees one consistent list."""
+
+
+def subscribe(observer: RuntimeObserver) -> None:
+    """Tell ``observer`` what the runtime reports from now on (once, however often called)."""
+    global OBSERVERS
+    if not any(o is observer for o in OBSERVERS):
+        OBSERVERS = [*OBSERVERS, observer]
+
+
+def unsubscribe(observer: RuntimeObserver) -> None:
+    """Stop telling ``observer``; nothing happens if it was not subscribed."""
+    global OBSERVERS
+    OBSERVERS = [o for o in OBSERVERS if o is not observer]
+
+
+def run_ended(status: str, seconds: float) -> None:
+    """Tell every observer that a run ended."""
+    for o in OBSERVERS:
+        try:
+            o.run_ended(status, seconds)
+        except Exception:
+            _log.exception("observer %r failed on run_ended", o)
+
+
+def interrupt_raised(tool: str | None, kind: str) -> None:
+    """Tell every observer that an interrupt was committed."""
+    for o in OBSERVERS:
+        try:
+            o.interrupt_raised(tool, kind)
+        except Exception:
+            _log.exception("observer %r failed on interrupt_raised", o)
+
+
+def decision_recorded(tool: str | None, seconds: float, final: bool) -> None:
+    """Tell every observer that a decision was committed."""
+    for o in OBSERVERS:
+        try:
+            o.decision_recorded(tool, seconds, final)
+        except Exception:
+            _log.exception("observer %r failed on decision_recorded", o)
+
+
+def reconcile_raised() -> None:
+    """Tell every observer that a reconcile question was committed."""
+    for o in OBSERVERS:
+        try:
+            o.reconcile_raised()
+        except Exception:
+            _log.exception("observer %r failed on reconcile_raised", o)

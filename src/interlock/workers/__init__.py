@@ -1,0 +1,13 @@
+"""Workers: an App's runs spread over worker processes on many machines sharing one PostgreSQL.
+
+Built on procrastinate (PostgreSQL-based task processing); needs the ``worker`` extra::
+
+    pip install 'interlock[worker]'
+    interlock worker --app myapp:app
+
+See `Workers` and docs/scale.md.
+"""
+
+from ._workers import Workers
+
+__all__ = ["Workers"]

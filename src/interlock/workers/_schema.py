@@ -1,0 +1,74 @@
+"""What `Workers.install` writes into the database: procrastinate's schema, and the trigger that
+queues a thread's continuation in the transaction of the decision that makes it runnable.
+
+The trigger is the reason a decision is never recorded without its continuation queued, nor
+queued twice: it runs inside the decision's own commit (a deferred constraint trigger fires at
+commit time, when the thread's lease shows who goes on), whatever process, tool or interlock
+version made the decision. It queues when an interrupt leaves ``pending`` answered (resolved,
+or expired by the sweeper) and nobody holds the thread's lease: a caller that resumes with
+targets holds the lease through its decision and goes on itself, so nothing is queued for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from psycopg import AsyncConnection, sql
+
+__all__ = ["INSTALL_LOCK", "install"]
+
+INSTALL_LOCK: Final = 0x696E746C6B776B  # "intlkwk": one installer at a time per database
+
+_FUNCTION: Final = """
+CREATE OR REPLACE FUNCTION interlock_queue_continuation() RETURNS TRIGGER
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_lock TEXT := {prefix} || NEW.thread;
+BEGIN
+    IF EXISTS (SELECT 1 FROM threads t WHERE t.thread = NEW.thread AND t.lease_owner IS NULL)
+        AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs j
+            WHERE j.queueing_lock = v_lock AND j.status = 'todo')
+    THEN
+        BEGIN
+            PERFORM procrastinate_defer_jobs_v1(ARRAY[ROW({queue}, {task}, 0, v_lock, v_lock,
+                jsonb_build_object('thread', NEW.thread),
+                NULL)::procrastinate_job_to_defer_v1]);
+        EXCEPTION WHEN unique_violation THEN
+            NULL;  -- queued meanwhile by a worker giving the thread back: once is enough
+        END;
+    END IF;
+    RETURN NULL;
+END
+$fn$
+"""
+
+_TRIGGER: Final = """
+CREATE CONSTRAINT TRIGGER interlock_continue_after_decision AFTER UPDATE OF status ON interrupts
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status IN ('resolved', 'expired'))
+    EXECUTE FUNCTION interlock_queue_continuation()
+"""
+
+
+async def install(
+    conn: AsyncConnection[Any], *, schema_sql: str, queue: str, task: str, lock_prefix: str
+) -> bool:
+    """Create procrastinate's schema when missing, and (re)create the continuation trigger.
+
+    One transaction under an advisory lock, so workers starting together install once.
+    Returns whether procrastinate's schema was created by this call.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (INSTALL_LOCK,))
+        cur = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NULL")
+        row = await cur.fetchone()
+        created = bool(row and row[0])
+        if created:
+            await conn.execute(schema_sql)  # procrastinate's own SQL, as it applies it
+        body = sql.SQL(_FUNCTION).format(
+            prefix=sql.Literal(lock_prefix), queue=sql.Literal(queue), task=sql.Literal(task)
+        )
+        await conn.execute(body)
+        await conn.execute("DROP TRIGGER IF EXISTS interlock_continue_after_decision ON interrupts")
+        await conn.execute(_TRIGGER)
+    return created

@@ -1,0 +1,521 @@
+"""`Workers`: an App's runs spread over worker processes on many machines, on procrastinate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import msgspec
+import procrastinate
+import psycopg
+from procrastinate import Blueprint, JobContext, PsycopgConnector, exceptions
+from procrastinate.jobs import Status
+
+from .._errors import CheckpointNotFound, InvalidResume, ThreadBusy
+from ..observability import _tracing
+from ..runtime._app import App
+from ..runtime._control import RunHandle
+from ..runtime._records import RunResult
+from ..stores import PostgresStore
+from ..stores._postgres_sql import PAUSE_CHANNEL
+from ._schema import install
+
+__all__ = ["Workers"]
+
+_POLL: Final = 2.0
+"""Seconds between a running thread's own looks for a forced pause request (the listener
+hears of one at once; this covers requests made while it reconnects)."""
+
+log = logging.getLogger("interlock.workers")
+
+_BUSY_BACKOFF: Final = (0.05, 1.0)
+"""First and longest wait between attempts on a thread whose lease another executor holds."""
+
+
+class Workers:
+    """Run an App's threads as procrastinate jobs, on any number of worker processes.
+
+    Every process sharing the App's PostgreSQL database (servers, CLIs, scripts, workers)
+    queues work into it; ``interlock worker --app module:attr`` (or `run`) takes it out:
+
+    * ``start_run``: a run of new input on a thread (queue it with `start`);
+    * ``continue_thread``: continue a thread once decisions make it runnable. Queued by the
+      database itself, in the transaction of the decision (see `install`), at most once
+      while waiting however many decisions arrive;
+    * ``sweep`` (periodic): answer interrupts whose deadline passed by their ``on_timeout``
+      (each thread is then continued by its own job);
+    * ``expire`` (periodic, with ``expire_after``): delete finished threads left that long;
+    * ``recover`` (periodic): jobs of a worker that stopped sending heartbeats (killed,
+      frozen, cut off) are queued again; their threads resume from their last checkpoint,
+      and a dangerous call that may have been in flight becomes a reconcile question.
+
+    Jobs of one thread carry the thread as their procrastinate lock, so they run one at a time;
+    interlock's lease with its fencing token stays the second line of defence (a worker that
+    was thought dead and wakes up cannot write over its successor).
+
+    On SIGTERM or SIGINT a worker pauses the threads it runs (planned: at the next step
+    boundary; forced after ``grace`` seconds: running tasks are cancelled and re-run on
+    resume), queues their continuation for another worker, and exits. A second signal forces
+    at once. A pause asked for with ``app.request_pause(thread)`` reaches the worker running
+    the thread through PostgreSQL's LISTEN/NOTIFY, not at its next poll.
+
+    To run the tasks inside an existing procrastinate app instead, ``register`` them there.
+
+    Args:
+        app: An App whose store is a `PostgresStore`.
+        queue: The procrastinate queue of the jobs.
+        namespace: The prefix of the task names (``interlock:continue_thread``...).
+        concurrency: Jobs one worker process runs at once.
+        grace: Seconds a stopping worker lets running tasks finish before cancelling them.
+        sweep_every: Seconds between deadline sweeps, looks for workers gone silent and
+            expiries (a divisor of 60).
+        expire_after: Delete finished threads untouched for this many seconds (None: never).
+        stalled_after: Seconds without a heartbeat after which a worker counts as gone and
+            its jobs are queued again. Keep it above ``heartbeat`` and the App's lease TTL.
+        heartbeat: Seconds between a worker's heartbeats.
+        poll_interval: Seconds between a worker's looks for jobs when no notification came
+            (notifications wake it at once; this is the fallback).
+    """
+
+    def __init__(
+        self,
+        app: App[Any],
+        *,
+        queue: str = "interlock",
+        namespace: str = "interlock",
+        concurrency: int = 10,
+        grace: float = 10.0,
+        sweep_every: int = 10,
+        expire_after: float | None = None,
+        stalled_after: float = 30.0,
+        heartbeat: float = 10.0,
+        poll_interval: float = 1.0,
+    ) -> None:
+        if not isinstance(app, App):
+            raise TypeError(f"app must be an interlock App, not {type(app).__name__}")
+        if not isinstance(app.store, PostgresStore):
+            raise TypeError(
+                f"workers share their jobs through PostgreSQL, but this App's store is "
+                f"{app.store!r}; compile the graph with store=PostgresStore(dsn)"
+            )
+        _check_name(queue, "queue")
+        _check_name(namespace, "namespace")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, not {concurrency!r}")
+        if not isinstance(sweep_every, int) or not 1 <= sweep_every <= 60 or 60 % sweep_every:
+            raise ValueError(f"sweep_every must divide 60 seconds, not {sweep_every!r}")
+        for name, value in (
+            ("grace", grace),
+            ("stalled_after", stalled_after),
+            ("heartbeat", heartbeat),
+            ("poll_interval", poll_interval),
+        ):
+            _check_seconds(value, name)
+        if expire_after is not None:
+            _check_seconds(expire_after, "expire_after")
+        if stalled_after <= heartbeat:
+            raise ValueError(
+                f"stalled_after ({stalled_after}) must be longer than heartbeat ({heartbeat}), "
+                "or live workers would count as gone"
+            )
+        self.app = app
+        self.queue = queue
+        self.namespace = namespace
+        self.concurrency = concurrency
+        self.grace = grace
+        self.sweep_every = sweep_every
+        self.expire_after = expire_after
+        self.stalled_after = stalled_after
+        self.heartbeat = heartbeat
+        self.poll_interval = poll_interval
+        self.lock_prefix = f"{namespace}/"
+        """Jobs of thread ``t`` carry the procrastinate lock ``lock_prefix + t``."""
+        self._store: PostgresStore = app.store
+        self._running: dict[str, RunHandle] = {}
+        self._stopping: asyncio.Event | None = None
+        self._forced = False
+        self._open = False
+        self._job_metrics: Any = None
+        self.procrastinate: procrastinate.App = procrastinate.App(
+            connector=PsycopgConnector(conninfo=self._store.dsn)
+        )
+        """The procrastinate app the tasks are registered on (see `register`)."""
+        self.register(self.procrastinate)
+
+    def __repr__(self) -> str:
+        return f"<Workers queue={self.queue!r} app={self.app.plan.name!r}>"
+
+    # -- setting up ---------------------------------------------------------------------------
+
+    def register(self, papp: procrastinate.App) -> None:
+        """Register interlock's tasks on a procrastinate app (``namespace:task_name``).
+
+        For running them in an existing procrastinate deployment: that app's workers then run
+        interlock's jobs too (give them ``queues=[workers.queue]`` or all queues). Its
+        connector must reach the App's database.
+        """
+        self.procrastinate = papp
+        papp.add_tasks_from(self._blueprint(), namespace=self.namespace)
+
+    async def install(self) -> bool:
+        """Create procrastinate's schema if missing and the continuation trigger (idempotent).
+
+        Safe to run from several processes at once; `run` does it first. The interlock
+        schema is migrated first (the trigger is on its tables). Returns whether
+        procrastinate's schema was created now. Upgrading procrastinate's schema later is
+        procrastinate's job (``procrastinate schema --migrate``).
+        """
+        await self._store.migrate()
+        async with await psycopg.AsyncConnection.connect(self._store.dsn, autocommit=True) as conn:
+            return await install(
+                conn,
+                schema_sql=self.procrastinate.schema_manager.get_schema(),
+                queue=self.queue,
+                task=f"{self.namespace}:continue_thread",
+                lock_prefix=self.lock_prefix,
+            )
+
+    # -- queueing ----------------------------------------------------------------------------
+
+    async def start(
+        self, input: Any, *, thread: str, metadata: Mapping[str, Any] | None = None
+    ) -> int:
+        """Queue a run of ``input`` on ``thread`` for a worker; return the job id.
+
+        ``input`` and ``metadata`` travel as JSON. A worker that dies during the run leaves
+        it to another, which continues the thread rather than start it again.
+        """
+        if not isinstance(thread, str) or not thread:
+            raise ValueError(f"thread must be a non-empty str, not {thread!r}")
+        args = {"thread": thread, "input": input, "metadata": dict(metadata or {})}
+        try:
+            msgspec.json.encode(args)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise TypeError(f"input and metadata must be JSON to be queued: {exc}") from None
+        async with self._opened():
+            task = self.procrastinate.tasks[f"{self.namespace}:start_run"]
+            return await task.configure(lock=self.lock_prefix + thread).defer_async(**args)
+
+    async def continue_thread(self, thread: str) -> int | None:
+        """Queue a continuation of ``thread``; None when one is waiting already.
+
+        Decisions queue theirs by themselves; this is for threads stopped otherwise (a
+        static breakpoint to go past, a crashed run of a process that was not a worker).
+        """
+        if not isinstance(thread, str) or not thread:
+            raise ValueError(f"thread must be a non-empty str, not {thread!r}")
+        async with self._opened():
+            return await self._queue_continuation(thread)
+
+    async def _queue_continuation(self, thread: str) -> int | None:
+        lock = self.lock_prefix + thread
+        task = self.procrastinate.tasks[f"{self.namespace}:continue_thread"]
+        try:
+            return await task.configure(lock=lock, queueing_lock=lock).defer_async(thread=thread)
+        except exceptions.AlreadyEnqueued:
+            return None
+
+    @contextlib.asynccontextmanager
+    async def _opened(self) -> AsyncIterator[None]:
+        """The procrastinate app open for the block (already open inside a worker)."""
+        if self._open:
+            yield
+            return
+        async with self.procrastinate.open_async():
+            yield
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        *,
+        name: str | None = None,
+        install_signal_handlers: bool = True,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> None:
+        """Be a worker until stopped (SIGTERM / SIGINT, or `stop`), then give threads back.
+
+        Args:
+            name: The worker's name in procrastinate's logs.
+            install_signal_handlers: Stop on SIGTERM and SIGINT (False: call `stop`).
+            metrics_port: Serve Prometheus metrics on this port (``/metrics``): the
+                runtime's (see `interlock.observability.PrometheusMetrics`; the pending gauge
+                refreshed every 5 s) and the worker's jobs
+                (``interlock_worker_jobs_total{task,outcome}``,
+                ``interlock_worker_running_threads``). Needs ``prometheus_client``.
+            metrics_host: The address the metrics listen on.
+        """
+        await self.install()
+        async with self._metrics(metrics_host, metrics_port):
+            await self._work(name, install_signal_handlers)
+
+    @contextlib.asynccontextmanager
+    async def _metrics(self, host: str, port: int | None) -> AsyncIterator[None]:
+        if port is None:
+            yield
+            return
+        from ._metrics import WorkerMetrics
+
+        metrics = WorkerMetrics(self.app, lambda: len(self._running), host, port)
+        self._job_metrics = metrics
+        try:
+            async with metrics.serving():
+                yield
+        finally:
+            self._job_metrics = None
+
+    async def _work(self, name: str | None, install_signal_handlers: bool) -> None:
+        self._stopping = asyncio.Event()
+        self._forced = False
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT) if install_signal_handlers else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, self.stop)
+        try:
+            async with self.procrastinate.open_async():
+                self._open = True
+                listener = asyncio.create_task(self._listen_for_pauses(), name="pause listener")
+                worker = asyncio.create_task(
+                    self.procrastinate.run_worker_async(
+                        queues=[self.queue],
+                        name=name or f"interlock-{os.getpid()}",
+                        concurrency=self.concurrency,
+                        install_signal_handlers=False,
+                        update_heartbeat_interval=self.heartbeat,
+                        stalled_worker_timeout=self.stalled_after,
+                        fetch_job_polling_interval=self.poll_interval,
+                        abort_job_polling_interval=max(self.poll_interval, 5.0),
+                        delete_jobs="successful",
+                    ),
+                    name="procrastinate worker",
+                )
+                stopping = asyncio.create_task(self._stopping.wait())
+                await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not worker.done():
+                    # Cancelling procrastinate's worker stops it fetching; it then waits for
+                    # its running jobs, which the pauses end.
+                    worker.cancel()
+                    await self._give_back()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await worker
+                listener.cancel()
+                stopping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+                if not worker.cancelled():
+                    worker.result()
+        finally:
+            self._open = False
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def stop(self) -> None:
+        """Stop the worker: pause its threads, queue them again, exit (again: force now)."""
+        if self._stopping is None:
+            return
+        if self._stopping.is_set():
+            self._forced = True
+            for handle in list(self._running.values()):
+                handle.force_pause()
+            return
+        log.info("stopping: pausing %d running thread(s)", len(self._running))
+        self._stopping.set()
+
+    async def _give_back(self) -> None:
+        """Pause every running thread (planned, forced after ``grace``)."""
+        handles = list(self._running.values())
+        timeout = 0.0 if self._forced else self.grace
+        await asyncio.gather(*(h.pause(timeout=timeout) for h in handles), return_exceptions=True)
+
+    async def _listen_for_pauses(self) -> None:
+        """Take pause requests for the threads this worker runs as soon as they are made."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._store.dsn, autocommit=True
+                ) as conn:
+                    await conn.execute(f"LISTEN {PAUSE_CHANNEL}")
+                    # Requests made while not listening are found by the runs' own polls.
+                    async for note in conn.notifies():
+                        if note.payload:
+                            handle = self._running.get(note.payload)
+                            targets = [] if handle is None else [handle]
+                        else:  # a thread id too long for a notification: look at all
+                            targets = list(self._running.values())
+                        for target in targets:
+                            try:
+                                await target.check_pause_request()
+                            except Exception as exc:  # the run's own poll looks again
+                                log.warning("could not take a pause request: %s", exc)
+            except psycopg.OperationalError as exc:
+                log.warning("pause listener lost its connection (%s); reconnecting", exc)
+                await asyncio.sleep(1.0)
+
+    # -- the tasks ---------------------------------------------------------------------------
+
+    def _blueprint(self) -> Blueprint:
+        bp = Blueprint()
+        queue = self.queue
+
+        @bp.task(name="start_run", queue=queue, pass_context=True)
+        async def start_run(
+            context: JobContext, thread: str, input: Any, metadata: dict[str, Any]
+        ) -> str:
+            return await self._job("start_run", thread, context, input=input, metadata=metadata)
+
+        @bp.task(name="continue_thread", queue=queue, pass_context=True)
+        async def continue_thread(context: JobContext, thread: str) -> str:
+            return await self._job("continue_thread", thread, context)
+
+        @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="sweep")
+        @bp.task(name="sweep", queue=queue, queueing_lock=f"{self.lock_prefix}sweep")
+        async def sweep(timestamp: int) -> int:
+            written = await self.app._calls.expire_due(now=None, limit=1000)
+            return len(written)
+
+        @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="expire")
+        @bp.task(name="expire", queue=queue, queueing_lock=f"{self.lock_prefix}expire")
+        async def expire(timestamp: int) -> int:
+            if self.expire_after is None:
+                return 0
+            gone = await self.app.store.expire(older_than=time.time() - self.expire_after)
+            return len(gone)
+
+        @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="recover")
+        @bp.task(
+            name="recover",
+            queue=queue,
+            queueing_lock=f"{self.lock_prefix}recover",
+            pass_context=True,
+        )
+        async def recover(context: JobContext, timestamp: int) -> int:
+            return await self._recover(context.app)
+
+        return bp
+
+    async def _job(self, task: str, thread: str, context: JobContext, **kwargs: Any) -> str:
+        """A job of a thread: a span (the runs in it are its children), counted by outcome."""
+        metrics = self._job_metrics
+        tracing = _tracing.tracer()
+        try:
+            if tracing is None:
+                outcome = await self._drive(thread, context, **kwargs)
+            else:
+                attributes: dict[str, str | int] = {
+                    "interlock.thread": thread,
+                    "interlock.job.task": f"{self.namespace}:{task}",
+                    "interlock.job.id": int(context.job.id or 0),
+                    "interlock.job.attempts": int(context.job.attempts),
+                }
+                with tracing.active(tracing.span("interlock.job", attributes)) as span:
+                    outcome = await self._drive(thread, context, **kwargs)
+                    span.set_attribute("interlock.job.outcome", outcome)
+        except BaseException:
+            if metrics is not None:
+                metrics.job(task, "error")
+            raise
+        if metrics is not None:
+            metrics.job(task, outcome)
+        return outcome
+
+    async def _drive(
+        self,
+        thread: str,
+        context: JobContext,
+        *,
+        input: Any = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Run or continue ``thread`` to its next stop; return the status it stopped in."""
+        job = str(context.job.id)
+        fresh = metadata is not None
+        if fresh and await self._store.get_thread(thread) is not None:
+            # A retried start (its first worker died) continues what that one began.
+            with contextlib.suppress(CheckpointNotFound):
+                state = await self.app.get_state(thread)
+                fresh = state.metadata.get("job") != job
+        delay, longest = _BUSY_BACKOFF
+        waited_from = time.monotonic()
+        while True:
+            if fresh:
+                meta = {**(metadata or {}), "job": job}
+                handle = self.app.start(input, thread=thread, metadata=meta, poll_interval=_POLL)
+            else:
+                handle = self.app.start(
+                    thread=thread, resume=True, metadata={"job": job}, poll_interval=_POLL
+                )
+            try:
+                result = await self._watched(thread, handle)
+            except InvalidResume:
+                if fresh:
+                    raise
+                # Nothing to run: every interrupt left waits for an answer (the job was
+                # queued again after the work was done). The next decision queues another.
+                return "interrupted"
+            except ThreadBusy as busy:
+                if busy.holder is None:
+                    continue  # changed under us (a decision landed): read it again
+                # Another executor holds the lease: a dead one's runs out within its TTL.
+                if time.monotonic() - waited_from > 2 * self.app.lease.ttl + 1:
+                    log.info("thread %s is run by %s; leaving it to them", thread, busy.holder)
+                    return "busy"
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+                continue
+            break
+        if result.status == "paused" and self._stopping is not None and self._stopping.is_set():
+            await self._queue_continuation(thread)  # for the next worker
+        return result.status
+
+    async def _watched(self, thread: str, handle: RunHandle) -> RunResult[Any]:
+        """Run ``handle`` where a pause request or a stopping worker can reach it."""
+        async with handle:
+            self._running[thread] = handle
+            try:
+                if self._stopping is not None and self._stopping.is_set():
+                    handle.request_pause()
+                # Its error, if any, is raised below, outside the handle's task group (inside,
+                # it would come out wrapped in an exception group).
+                with contextlib.suppress(Exception):
+                    await handle.result()
+            finally:
+                self._running.pop(thread, None)
+        return await handle.result()
+
+    async def _recover(self, papp: procrastinate.App | None) -> int:
+        """Queue again the jobs of workers that stopped sending heartbeats."""
+        manager = (papp or self.procrastinate).job_manager
+        stalled = await manager.get_stalled_jobs(
+            queue=self.queue, seconds_since_heartbeat=self.stalled_after
+        )
+        n = 0
+        for job in stalled:
+            assert job.id is not None
+            try:
+                await manager.retry_job(job)
+            except exceptions.ConnectorException:
+                # A continuation of the thread is waiting already (queueing lock): that one
+                # goes on; this one only has to leave "doing", which blocks the thread's lock.
+                # (Or another recovery got to it first, and this changes nothing.)
+                with contextlib.suppress(exceptions.ConnectorException):
+                    await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+            log.warning("job %s (%s) of a worker gone silent is queued again", job.id, job.lock)
+            n += 1
+        return n
+
+
+def _check_name(value: object, name: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable():
+        raise ValueError(f"{name} must be a short printable non-empty str, not {value!r}")
+
+
+def _check_seconds(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a number of seconds > 0, not {value!r}")
