@@ -75,11 +75,9 @@ async def w1(
         with fleet(dsn, ledger, n_workers, concurrency=concurrency) as procs:
             await asyncio.sleep(1.5)  # let the workers start before the clock does
             t0 = time.perf_counter()
-            async with workers.procrastinate.open_async():
-                workers._open = True
+            async with workers.opened():
                 for i in range(n_threads):
                     await workers.start({"order": i, "tid": f"o-{i}"}, thread=f"o-{i}")
-                workers._open = False
             driver = Driver(app, ledger)
             killed: dict[int, float] = {}
             done = 0

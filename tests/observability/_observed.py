@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypedDict
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -11,7 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from interlock import END, START, Graph, approve
+import interlock
+from interlock import END, START, App, Graph, approve, effect
 from interlock.agents import (
     ApprovalPolicy,
     ScriptedModel,
@@ -97,3 +102,32 @@ def mail_agent() -> ToolAgent:
 
 MAIL = {"messages": [{"role": "user", "content": "hi"}]}
 """The mail agent's input: one message, one call of send_email."""
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter that imports this checkout's interlock; it must pass."""
+    src = str(Path(interlock.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+class Receipt(TypedDict, total=False):
+    receipt: str
+
+
+def failing_charge_app() -> App[Receipt]:
+    """A dangerous call that fails after it started: resuming asks to reconcile it."""
+
+    def charge() -> str:
+        raise ConnectionError("the bank hung up")
+
+    async def pay(s: Receipt) -> Receipt:
+        return {"receipt": await effect("charge", charge)}
+
+    g = Graph(Receipt)
+    g.add_node("pay", pay).add_edge(START, "pay").add_edge("pay", END)
+    return g.compile()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
 import sys
 import threading
 from collections import Counter
@@ -16,7 +14,7 @@ from typing import Any, TypedDict
 
 import anyio
 import pytest
-from _observed import MAIL, mail_agent, order_graph
+from _observed import MAIL, failing_charge_app, mail_agent, order_graph, run_python
 
 import interlock
 from interlock import END, START, FencedOut, Graph, SqliteStore, effect
@@ -229,18 +227,7 @@ async def test_runtime_records_through_the_json_formatter_parse(tmp_path: Path) 
 
 
 async def test_a_reconcile_question_is_a_warning(runtime_log: Kept) -> None:
-    class S(TypedDict, total=False):
-        receipt: str
-
-    def charge() -> str:
-        raise ConnectionError("the bank hung up")
-
-    async def pay(s: S) -> S:
-        return {"receipt": await effect("charge", charge)}
-
-    g = Graph(S)
-    g.add_node("pay", pay).add_edge(START, "pay").add_edge("pay", END)
-    app = g.compile()
+    app = failing_charge_app()
     with pytest.raises(interlock.NodeError):
         await app.run({}, thread="e")
     (question,) = (await app.resume("e")).interrupts
@@ -316,10 +303,5 @@ def test_nothing_is_printed_by_default(tmp_path: Path) -> None:
         "handlers = logging.getLogger('interlock.runtime').handlers\n"
         "assert [type(h).__name__ for h in handlers] == ['NullHandler'], handlers\n"
     )
-    src = str(Path(interlock.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert out.stderr == ""

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TypedDict
 
 import pytest
-from _observed import MAIL, mail_agent, order_graph
+from _observed import MAIL, failing_charge_app, mail_agent, order_graph
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import interlock
-from interlock import END, START, Graph, NodeError, effect
+from interlock import END, START, Graph, NodeError
 from interlock.observability import PrometheusMetrics, _hooks
 
 pytestmark = pytest.mark.anyio
@@ -98,18 +98,7 @@ async def test_a_vote_is_not_a_decision_yet(metrics: PrometheusMetrics) -> None:
 
 
 async def test_reconcile_questions_are_counted(metrics: PrometheusMetrics) -> None:
-    class S(TypedDict, total=False):
-        receipt: str
-
-    def charge() -> str:
-        raise ConnectionError("the bank hung up")
-
-    async def pay(s: S) -> S:
-        return {"receipt": await effect("charge", charge)}
-
-    g = Graph(S)
-    g.add_node("pay", pay).add_edge(START, "pay").add_edge("pay", END)
-    app = g.compile()
+    app = failing_charge_app()
     with pytest.raises(NodeError):
         await app.run({}, thread="e")
     await app.resume("e")

@@ -3,15 +3,20 @@ carries a thread's trace across an interrupt, from one process (App, store) to t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from _observed import MAIL, attributes, mail_agent, named, order_graph, recording
+from _observed import (
+    MAIL,
+    attributes,
+    mail_agent,
+    named,
+    order_graph,
+    recording,
+    run_python,
+)
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,7 +24,6 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-import interlock
 from interlock import END, START, Graph, NodeError, SqliteStore, approve, effect
 from interlock.observability import _otel, _tracing
 
@@ -415,12 +419,7 @@ def test_interlock_imports_and_runs_without_opentelemetry(tmp_path: Path) -> Non
         "assert 'traceparent' not in app.get_state_sync('t').metadata\n"
         "print('ok', sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
-    src = str(Path(interlock.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert out.stdout.strip() == "ok ['opentelemetry']"
 
 
@@ -452,12 +451,7 @@ def test_the_api_is_imported_only_once_the_application_imported_it() -> None:
         "app.run_sync({}, thread='traced')\n"
         "print([s.name for s in exporter.get_finished_spans()])\n"
     )
-    src = str(Path(interlock.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert out.stdout.splitlines() == [
         "[]",
         "['interlock.node', 'interlock.step', 'interlock.run']",

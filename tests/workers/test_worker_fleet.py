@@ -54,8 +54,9 @@ async def test_four_workers_two_of_them_killed_run_every_refund_once(
     workers = fleet_workers(app)
     await workers.install()
     with fleet(dsn, ledger, 4, io=0.3) as procs:
-        for i in range(n):
-            await workers.start({"order": i, "tid": f"order-{i}"}, thread=f"order-{i}")
+        async with workers.opened():  # one pool for the forty jobs
+            for i in range(n):
+                await workers.start({"order": i, "tid": f"order-{i}"}, thread=f"order-{i}")
         driver = Driver(app, ledger)
         killed: dict[int, float] = {}
 

@@ -98,6 +98,23 @@ _FAULT: Final = _error(
 )
 _APP: Final = _query("app", _TEXT, "The served app (needed when several are served).")
 
+_INBOX_FILTERS: Final = [
+    _query("thread", _TEXT, "Only this thread's."),
+    _query("tool", _TEXT, "Only those gating this tool."),
+    _query("key", _TEXT, "Only those with this key."),
+    _query(
+        "older_than",
+        {"type": "number", "minimum": 0, "maximum": 1e10},
+        "Raised at least this many seconds ago.",
+    ),
+    _query(
+        "deadline_before",
+        {"type": "number", "minimum": 0, "maximum": 1e11},
+        "Deadline before this Unix time.",
+    ),
+]
+"""The filters the inbox listing and its counts share."""
+
 # (path, method, handler name, operation)
 ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
     (
@@ -108,19 +125,7 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
             "summary": "List pending interrupts (the inbox), oldest first",
             "parameters": [
                 _APP,
-                _query("thread", _TEXT, "Only this thread's."),
-                _query("tool", _TEXT, "Only those gating this tool."),
-                _query("key", _TEXT, "Only those with this key."),
-                _query(
-                    "older_than",
-                    {"type": "number", "minimum": 0, "maximum": 1e10},
-                    "Raised at least this many seconds ago.",
-                ),
-                _query(
-                    "deadline_before",
-                    {"type": "number", "minimum": 0, "maximum": 1e11},
-                    "Deadline before this Unix time.",
-                ),
+                *_INBOX_FILTERS,
                 _query("limit", _LIMIT, "Page size (default 50)."),
                 _query("after", _TEXT, "The previous page's next."),
             ],
@@ -146,19 +151,7 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
             ),
             "parameters": [
                 _APP,
-                _query("thread", _TEXT, "Only this thread's."),
-                _query("tool", _TEXT, "Only those gating this tool."),
-                _query("key", _TEXT, "Only those with this key."),
-                _query(
-                    "older_than",
-                    {"type": "number", "minimum": 0, "maximum": 1e10},
-                    "Raised at least this many seconds ago.",
-                ),
-                _query(
-                    "deadline_before",
-                    {"type": "number", "minimum": 0, "maximum": 1e11},
-                    "Deadline before this Unix time.",
-                ),
+                *_INBOX_FILTERS,
             ],
             "responses": {
                 "200": _json(InterruptCounts, "The counts."),

@@ -223,12 +223,29 @@ class Workers:
 
     @contextlib.asynccontextmanager
     async def _opened(self) -> AsyncIterator[None]:
-        """The procrastinate app open for the block (already open inside a worker)."""
+        """The procrastinate app open for the block (already open in a worker or `opened`)."""
         if self._open:
             yield
             return
-        async with self.procrastinate.open_async():
+        async with self.opened():
             yield
+
+    @contextlib.asynccontextmanager
+    async def opened(self) -> AsyncIterator[Workers]:
+        """Keep the job queue's connections open for the block, to queue many jobs.
+
+        Outside it, each `start` or `continue_thread` opens and closes them::
+
+            async with workers.opened():
+                for order in orders:
+                    await workers.start({"order": order}, thread=f"order-{order}")
+        """
+        async with self.procrastinate.open_async():
+            self._open = True
+            try:
+                yield self
+            finally:
+                self._open = False
 
     # -- running -------------------------------------------------------------------------------
 
@@ -279,8 +296,7 @@ class Workers:
         for sig in signals:
             loop.add_signal_handler(sig, self.stop)
         try:
-            async with self.procrastinate.open_async():
-                self._open = True
+            async with self.opened():
                 listener = asyncio.create_task(self._listen_for_pauses(), name="pause listener")
                 worker = asyncio.create_task(
                     self.procrastinate.run_worker_async(
@@ -312,7 +328,6 @@ class Workers:
                 if not worker.cancelled():
                     worker.result()
         finally:
-            self._open = False
             for sig in signals:
                 loop.remove_signal_handler(sig)
 
