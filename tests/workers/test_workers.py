@@ -246,6 +246,26 @@ async def _is(app: App[Any], thread: str, status: str) -> bool:
         return False
 
 
+async def test_a_thread_stopped_at_a_breakpoint_is_continued_when_queued(dsn: str) -> None:
+    g = Graph(S, name="breakpoint")
+    g.add_node("ask", ask).add_node("act", act)
+    g.add_edge(START, "ask").add_edge("ask", "act").add_edge("act", END)
+    app = g.compile(store=PostgresStore(dsn), interrupt_before=["act"])
+    workers = _fast(app)
+    await workers.install()
+    stopped = await app.run({"n": 1}, thread="b")
+    assert stopped.status == "interrupted"
+    await app.decide("b", {stopped.interrupts[0].id: True}, actor="ana")  # queues one
+    async with workers.opened():
+        assert await workers.continue_thread("b") is None  # one is waiting already
+    async with _working(workers):
+        await _until(lambda: _is(app, "b", "paused"))  # at the breakpoint before "act"
+        assert await workers.continue_thread("b") is not None
+        await _until(lambda: _is(app, "b", "done"))
+    assert (await app.get_state("b")).values == {"n": 2, "ok": True}
+    await app.store.close()
+
+
 async def test_a_pause_request_reaches_the_worker_without_waiting_for_a_poll(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
