@@ -176,6 +176,25 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
+    def wait_reading(self, timeout: float = 10) -> None:
+        """Wait until the program blocks reading the terminal, as it does when a person types.
+
+        A prompt shows just before ``input`` waits; a SIGINT sent in between, before the wait
+        begins, is seen by CPython's readline only on the next key, which never comes. A person
+        cannot press Ctrl-C within those microseconds; a test can, so it waits for the read.
+        """
+        waiting = {"0", "7", "23", "270", "271"}  # read, poll, select, pselect6, ppoll (x86-64)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.proc.pid}/syscall") as f:
+                    if f.read().split(" ", 1)[0] in waiting:
+                        return
+            except OSError:  # no /proc here, or not allowed to read it: wait a little instead
+                time.sleep(0.5)
+                return
+            time.sleep(0.01)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -191,6 +210,7 @@ def interrupt_at(tmp_path: Path, prompt: str, *answers: str) -> tuple[int, str]:
             assert "Your decision" in term.read_until("Your decision"), term.screen
             term.send(answer)
         assert prompt in term.read_until(prompt), term.screen
+        term.wait_reading()
         term.proc.send_signal(signal.SIGINT)
         screen = term.read_until("--resume --db")
         try:
