@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
@@ -40,7 +41,21 @@ TWINS: dict[str, Callable[[App[S]], Any]] = {
     "history": lambda app: app.history_sync("t"),
     "update_state": lambda app: app.update_state_sync("t", {"log": ["x"]}),
     "fork": lambda app: app.fork_sync("t", None, "t2"),
+    "decide": lambda app: app.decide_sync("t", {"x": True}),
+    "sweep": lambda app: app.sweep_sync(),
+    "inbox": lambda app: app.inbox_sync(),
+    "inbox_counts": lambda app: app.inbox_counts_sync(),
+    "request_pause": lambda app: app.request_pause_sync("t"),
 }
+
+
+def test_every_public_coroutine_method_has_a_twin() -> None:
+    coroutines = {
+        name
+        for name, value in vars(App).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(value)
+    }
+    assert coroutines - {"start", "stream"} <= set(TWINS)  # those two are context managers
 
 
 @pytest.mark.parametrize("method", list(TWINS))
@@ -70,6 +85,18 @@ def test_sync_twins_still_drive_a_thread_from_a_script() -> None:
     assert app.fork_sync("t", None, "t2")
     assert app.update_state_sync("t2", {"log": ["edited"]})
     assert app.get_state_sync("t2").values["log"] == ["edited"]
+
+
+def test_the_deciding_and_reading_twins_from_a_script() -> None:
+    app = build()
+    first = app.run_sync({}, thread="t")
+    (pending,) = app.inbox_sync()
+    assert pending.id == first.interrupt().id and app.inbox_counts_sync() == {None: 1}
+    assert app.request_pause_sync("t") is True and app.request_pause_sync("nope") is False
+    (decision,) = app.decide_sync("t", {pending.id: True}, actor="ana")
+    assert decision.actor == "ana" and app.inbox_sync() == []
+    assert app.sweep_sync() == []  # nothing had a deadline
+    assert app.resume_sync("t").values["ok"] is True
 
 
 def test_a_sync_twin_raises_what_the_call_raised_with_nothing_chained_on() -> None:

@@ -256,7 +256,7 @@ class ToolAgent(Agent):
             is answered to the model as an error; ``"raise"``: the run fails with `ToolError`.
         description: What the agent does (for supervisors and ``as_tool``).
 
-    Example:
+    Examples:
         >>> from interlock.agents import ScriptedModel, ToolAgent, call, tool
         >>> @tool
         ... def add(a: int, b: int) -> int:
@@ -324,9 +324,11 @@ class ToolAgent(Agent):
         }
 
     def step_budget(self) -> int:
+        """How many supersteps one run may need: two per model turn, and some to spare."""
         return 2 * self.max_turns + 10
 
     def build(self) -> Graph[AgentState]:
+        """Return the agent's graph: the model node, the tools node, and the loop between them."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         g.add_node("model", self.model_node)
         g.add_node("tools", self.tools_node)

@@ -75,6 +75,7 @@ class _Composite(Agent):
         self.agents = [a.with_policy(policy) for a in self.agents]
 
     def step_budget(self) -> int:
+        """The budgets of the agents in turn, added, and some to spare."""
         return sum(a.step_budget() for a in self.agents) + 10
 
 
@@ -85,6 +86,7 @@ class Sequential(_Composite):
         super().__init__(name, agents, "sequential")
 
     def build(self) -> Graph[AgentState]:
+        """Return the graph that runs the agents one after another."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
@@ -106,9 +108,11 @@ class Parallel(_Composite):
         super().__init__(name, agents, "parallel")
 
     def step_budget(self) -> int:
+        """The largest budget of the agents (they run side by side), and some to spare."""
         return max(a.step_budget() for a in self.agents) + 10
 
     def build(self) -> Graph[AgentState]:
+        """Return the graph that runs the agents side by side and merges their messages."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         for a in self.agents:
             g.add_node(a.name, a.app)
@@ -146,9 +150,11 @@ class Loop(_Composite):
         self.until = until
 
     def step_budget(self) -> int:
+        """The budget of one iteration, times the most iterations."""
         return self.max_iterations * (super().step_budget() + 1)
 
     def build(self) -> Graph[LoopState]:
+        """Return the graph that runs the agents in turn until one stops the loop."""
         g: Graph[LoopState] = Graph(LoopState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
@@ -236,6 +242,7 @@ class Supervisor(ToolAgent):
         self.agents = [a.with_policy(policy) for a in self.agents]
 
     def step_budget(self) -> int:
+        """The supervisor's own budget plus each worker agent's."""
         return super().step_budget() + sum(a.step_budget() for a in self.agents)
 
     def transfer_specs(self) -> list[ToolSpec]:
@@ -250,6 +257,7 @@ class Supervisor(ToolAgent):
         ]
 
     def build(self) -> Graph[AgentState]:
+        """Return the graph: the supervisor's model, its tools, and the hand-offs to the agents."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         g.add_node("model", self.supervise)
         g.add_node("tools", self.tools_node)
@@ -426,9 +434,11 @@ class PlanExecute(Agent):
         self.executor = self.executor.with_policy(policy)
 
     def step_budget(self) -> int:
+        """Three supersteps per planned step, and some to spare."""
         return 3 * self.max_steps + 10
 
     def build(self) -> Graph[PlanState]:
+        """Return the graph that plans, executes each step, and replans."""
         g: Graph[PlanState] = Graph(PlanState, types=AGENT_TYPES, name=self.name)
         g.add_node("plan", self.plan_node)
         g.add_node("execute", self.execute_node)

@@ -41,7 +41,7 @@ __all__ = [
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A model's request to call one tool.
 
-    Args:
+    Attributes:
         id: The call's id, unique in its conversation (the model gives it).
         name: The tool to call.
         arguments: The arguments, decoded from the model's JSON.

@@ -120,7 +120,7 @@ class ScriptedModel:
 
     Every request is kept in `requests`, to count and inspect the model's calls.
 
-    Example:
+    Examples:
         >>> model = ScriptedModel([call("search", {"q": "weather"}), "It is sunny."])
     """
 

@@ -15,7 +15,7 @@ Under trio, the SDK leaves the async generators of a finished stream to the garb
 collector; trio closes them and reports a ``ResourceWarning`` (seen only when such warnings
 are shown).
 
-Example:
+Examples:
     OpenAI, with the key in ``OPENAI_API_KEY``::
 
         model = OpenAIChatModel("gpt-4o-mini", temperature=0)

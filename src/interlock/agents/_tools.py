@@ -214,7 +214,7 @@ def tool(
     optional. The docstring's first paragraph describes the tool; its ``Args:`` section (or
     ``:param name:`` lines) describes each argument.
 
-    Example:
+    Examples:
         >>> @tool
         ... def execute(command: str, timeout: float = 10.0) -> str:
         ...     '''Run a shell command.

@@ -75,7 +75,7 @@ def serve(
     """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
 
     \b
-    Example:
+    Examples:
       interlock token new ana --role approver >> tokens.toml
       interlock serve --app shop.approvals:app --tokens tokens.toml --port 8000
     """

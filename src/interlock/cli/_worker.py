@@ -79,7 +79,7 @@ def worker(
     its settings are used and the options above are ignored.
 
     \b
-    Example:
+    Examples:
       interlock worker --app shop.approvals:app --concurrency 20
     """
     try:

@@ -24,7 +24,7 @@ _RULES: dict[type[Any], Callable[[list[Any]], Any]] = {}
 def register_concat(cls: type[T], fn: Callable[[list[T]], T]) -> None:
     """Register how chunks of type ``cls`` (and its subclasses) join into one value.
 
-    Example:
+    Examples:
         >>> from interlock import register_concat
         >>> class Tokens(list): ...
         >>> register_concat(Tokens, lambda chunks: Tokens(t for c in chunks for t in c))

@@ -46,6 +46,7 @@ class ContextFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Add the current thread, run and interrupt ids to ``record``; keep every record."""
         scope = CURRENT.get()
         fields = record.__dict__
         if scope is None:
@@ -73,6 +74,7 @@ class JsonFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
+        """Return ``record`` as one line of JSON, with its context ids and any exception."""
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,

@@ -245,11 +245,12 @@ class App(Generic[StateT]):
 
         Raises:
             ValueError: ``answers`` is empty.
-            UnknownInterrupt, InterruptAlreadyResolved (carrying the recorded `Decision`),
-            InvalidResume, CheckpointNotFound: Nothing was recorded. `InvalidResume` also
-                refuses an approval of a quorum without ``actor``, or by an actor who
-                approved it already (the same vote sent again with its ``nonce`` returns the
-                recorded vote instead).
+            UnknownInterrupt, InvalidResume, CheckpointNotFound: Nothing was recorded.
+                `InvalidResume` also refuses an approval of a quorum without ``actor``, or by
+                an actor who approved it already (the same vote sent again with its ``nonce``
+                returns the recorded vote instead).
+            InterruptAlreadyResolved: Another decision came first; it carries the recorded
+                `Decision`, and nothing was recorded.
             ThreadBusy: A run holds the thread (it is being continued) and has not answered
                 these interrupts; nothing was recorded, try again once it stops.
         """
@@ -630,6 +631,26 @@ class App(Generic[StateT]):
     def fork_sync(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
         """`fork` for scripts (starts an event loop)."""
         return _blocking("fork", lambda: self.fork(thread, checkpoint_id, new_thread))
+
+    def decide_sync(self, thread: str, answers: Mapping[str, Any], **kwargs: Any) -> list[Decision]:
+        """`decide` for scripts (starts an event loop)."""
+        return _blocking("decide", lambda: self.decide(thread, answers, **kwargs))
+
+    def sweep_sync(self, **kwargs: Any) -> list[RunResult[StateT]]:
+        """`sweep` for scripts (starts an event loop)."""
+        return _blocking("sweep", lambda: self.sweep(**kwargs))
+
+    def inbox_sync(self, **kwargs: Any) -> list[Interrupt]:
+        """`inbox` for scripts (starts an event loop)."""
+        return _blocking("inbox", lambda: self.inbox(**kwargs))
+
+    def inbox_counts_sync(self, **kwargs: Any) -> dict[str | None, int]:
+        """`inbox_counts` for scripts (starts an event loop)."""
+        return _blocking("inbox_counts", lambda: self.inbox_counts(**kwargs))
+
+    def request_pause_sync(self, thread: str, *, forced: bool = False) -> bool:
+        """`request_pause` for scripts (starts an event loop)."""
+        return _blocking("request_pause", lambda: self.request_pause(thread, forced=forced))
 
 
 _T = TypeVar("_T")

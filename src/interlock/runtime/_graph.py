@@ -25,7 +25,7 @@ class Graph(GraphBuilder[StateT]):
         types: Extra types the checkpoint codec must know (those in the schema are collected).
         name: The graph's name (shown in addresses of subgraphs and in errors).
 
-    Example:
+    Examples:
         >>> from typing import Annotated, TypedDict
         >>> from interlock import Graph, START, append
         >>> class S(TypedDict):

@@ -28,6 +28,7 @@ Role = Literal["viewer", "approver", "admin"]
 """What an identity may do; each role may do everything the ones before it may."""
 
 ROLES: Final[tuple[Role, ...]] = get_args(Role)
+"""Every role, from the least to the most allowed: ``("viewer", "approver", "admin")``."""
 _RANK: Final[dict[str, int]] = {r: i for i, r in enumerate(ROLES)}
 _PREFIX: Final = "sha256:"
 

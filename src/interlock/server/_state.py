@@ -25,7 +25,9 @@ log = logging.getLogger("interlock.server")
 class Authenticator(Protocol):
     """Turns an ``Authorization`` header value into an identity (None: not authenticated)."""
 
-    def authenticate(self, authorization: str | None) -> Identity | None: ...
+    def authenticate(self, authorization: str | None) -> Identity | None:
+        """The identity an ``Authorization`` header value names, or None to refuse it."""
+        ...
 
 
 class Ticker:

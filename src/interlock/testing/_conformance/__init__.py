@@ -48,6 +48,7 @@ class StoreConformance(
                 yield my_store
                 await my_store.close()
 
-    The tests are marked ``anyio`` and run under anyio's pytest plugin: on asyncio unless an
-    ``anyio_backend`` fixture of yours says otherwise.
+    The tests are marked ``anyio`` and run under anyio's pytest plugin: on every event loop
+    anyio finds installed (asyncio, and trio too where it is installed) unless an
+    ``anyio_backend`` fixture of yours names one.
     """
