@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 from sybil import Example, Sybil
 from sybil.evaluators.python import PythonEvaluator, pad
+from sybil.integration.pytest import SybilItem
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parent
@@ -80,7 +81,32 @@ def _run_shell(example: Example) -> None:
     example.namespace["_stderr"] = done.stderr
 
 
+def _track_stores(namespace: dict[str, Any]) -> None:
+    """Keep every store the page opens, so that its end closes it even after a rebinding.
+
+    A reader's script may open a store, name another one the same, and end without closing
+    either; the test must not leave them to the collector, which reports an unclosed SQLite
+    connection (Python 3.13) as an error of whichever test runs then.
+    """
+    from interlock.stores import PostgresStore, SqliteStore
+
+    opened: list[Any] = []
+    originals = {}
+    for cls in (SqliteStore, PostgresStore):
+        original = cls.__init__
+        originals[cls] = original
+
+        def init(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> None:
+            __original(self, *args, **kwargs)
+            opened.append(self)
+
+        cls.__init__ = init  # type: ignore[method-assign]
+    namespace["_opened_stores"] = opened
+    namespace["_store_inits"] = originals
+
+
 def _setup(namespace: dict[str, Any]) -> None:
+    _track_stores(namespace)
     folder = tempfile.mkdtemp(prefix="interlock-docs-")
     namespace["_folder"] = folder
     namespace["_previous_cwd"] = os.getcwd()
@@ -93,7 +119,12 @@ def _teardown(namespace: dict[str, Any]) -> None:
     from interlock.agents import Runner
     from interlock.stores import Store
 
+    for cls, original in namespace["_store_inits"].items():
+        cls.__init__ = original
+
     async def close_all() -> None:
+        for store in namespace["_opened_stores"]:
+            await store.close()  # closing twice is harmless
         for value in list(namespace.values()):
             if isinstance(value, Runner):
                 await value.app.store.close()
@@ -121,6 +152,22 @@ def _teardown(namespace: dict[str, Any]) -> None:
             if (getattr(module, "__file__", None) or "").startswith(namespace["_folder"]):
                 del sys.modules[module_name]
 
+
+def _lenient_traceback_filter(self: SybilItem, excinfo: Any) -> Any:
+    """Sybil's filter, or the whole traceback where the filter cannot cut it.
+
+    Sybil's filter expects two frames of the example's module in every traceback; the members
+    of an exception group have fewer, and the filter's IndexError would replace the test's
+    report with pytest's INTERNALERROR.
+    """
+    try:
+        return _sybil_traceback_filter(self, excinfo)
+    except IndexError:
+        return excinfo.traceback
+
+
+_sybil_traceback_filter = SybilItem._traceback_filter
+SybilItem._traceback_filter = _lenient_traceback_filter  # type: ignore[method-assign]
 
 pytest_collect_file = Sybil(
     parsers=[

@@ -34,7 +34,7 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S1": {"nodes": 50, "threads": 100},
         "S2": {"threads": 300, "warmup": 3},
         "S2pg": {"threads": 300, "warmup": 3},
-        "S3": {"turns": 300, "window": 20, "message_bytes": 1024, "page": 50},
+        "S3": {"turns": 300, "window": 20, "message_bytes": 1024, "page": 50, "state_reads": 20},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 5000},
         "A1": {"threads": 200, "warmup": 3},
@@ -46,7 +46,7 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S1": {"nodes": 50, "threads": 10},
         "S2": {"threads": 30, "warmup": 3},
         "S2pg": {"threads": 30, "warmup": 3},
-        "S3": {"turns": 60, "window": 20, "message_bytes": 1024, "page": 50},
+        "S3": {"turns": 60, "window": 20, "message_bytes": 1024, "page": 50, "state_reads": 20},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 300},
         "A1": {"threads": 20, "warmup": 3},
@@ -72,6 +72,47 @@ def message_text(turn: int, role: str, size: int) -> str:
 def thread_id(i: int) -> str:
     """The thread id both sides use for the ``i``-th thread of a scenario."""
     return f"thread-{i:05d}"
+
+
+def s3_checkpoints(turns: int) -> tuple[int, ...]:
+    """The turns after which S3 reads the chat's latest state: ``turns//6, turns//2, turns``
+    (50, 150, 300 at full size; 10, 30, 60 with ``--quick``)."""
+    return tuple(sorted({t for t in (turns // 6, turns // 2, turns) if t > 0}))
+
+
+def s3_state_file(work: Path, side: str, at: int, turns: int) -> Path:
+    """The SQLite file S3's fresh-process ``state`` phase reads at turn ``at``: the chat's own
+    file at the last turn, before that the copy the build took right after turn ``at``."""
+    return work / (f"s3-{side}.db" if at == turns else f"s3-{side}-t{at}.db")
+
+
+def chat_messages(turns: int, size: int) -> list[dict[str, str]]:
+    """S3's messages after ``turns`` turns: user, assistant, user, ... (identical on both sides)."""
+    return [
+        {"role": role, "content": message_text(turn, role, size)}
+        for turn in range(turns)
+        for role in ("user", "assistant")
+    ]
+
+
+def check_chat(messages: Sequence[Mapping[str, str]], turns: int, size: int) -> None:
+    """Raise unless ``messages`` is S3's whole chat after ``turns`` turns, message by message."""
+    if [dict(m) for m in messages] != chat_messages(turns, size):
+        raise AssertionError(f"the state at turn {turns} is not the chat's {2 * turns} messages")
+
+
+def snapshot_db(src: Path, dst: Path) -> None:
+    """Copy the SQLite database ``src`` (committed state, WAL included) to a new file ``dst``
+    with SQLite's online backup, while the library's own connection to ``src`` stays open."""
+    import sqlite3
+
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    target = sqlite3.connect(dst)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
 
 
 def peak_rss_kib() -> int:

@@ -25,6 +25,7 @@ from _common import (
     approval_script,
     chat_script,
     chat_user,
+    check_chat,
     db_bytes,
     db_sizes,
     emit,
@@ -36,6 +37,9 @@ from _common import (
     raw_message_bytes,
     read_spec,
     refuse_foreign,
+    s3_checkpoints,
+    s3_state_file,
+    snapshot_db,
     thread_id,
 )
 
@@ -219,7 +223,7 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
     turns, window, size, page = p["turns"], p["window"], p["message_bytes"], p["page"]
     graph = chat_graph(size)
 
-    async def chat(path: Path, n: int) -> list[float]:
+    async def chat(path: Path, n: int, copies: dict[int, Path]) -> list[float]:
         store = SqliteStore(path)
         app = graph.compile(store=store)
         times = []
@@ -228,14 +232,17 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
             t0 = perf_counter()
             r = await app.run({"messages": [user]}, thread="chat")
             times.append(perf_counter() - t0)
+            if turn + 1 in copies:  # untimed: the chat as it is after this turn, for "state"
+                snapshot_db(path, copies[turn + 1])
         if len(r.values["messages"]) != 2 * n:
             raise AssertionError(f"{len(r.values['messages'])} messages after {n} turns")
         await store.close()
         return times
 
-    await chat(work / "s3-interlock-warmup.db", 2)
+    await chat(work / "s3-interlock-warmup.db", 2, {})
     path = work / "s3-interlock.db"
-    times = await chat(path, turns)
+    copies = {at: s3_state_file(work, SIDE, at, turns) for at in s3_checkpoints(turns)[:-1]}
+    times = await chat(path, turns, copies)
     main_bytes, wal_bytes = db_sizes(path)
     raw = 2 * turns * size
 
@@ -268,6 +275,36 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
         "checkpoints_read": checkpoints,
         "raw_message_bytes": raw,
         "history": f"App.history(limit={page}, before=...) until empty",
+    }
+    return metrics, info
+
+
+async def s3_state(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """A fresh process reads the chat's latest state at turn ``at``: the first call, then the
+    median of ``state_reads`` more."""
+    at, size, reads = p["at"], p["message_bytes"], p["state_reads"]
+    t0 = perf_counter()
+    store = SqliteStore(s3_state_file(work, SIDE, at, p["turns"]))
+    await store.open()  # connect and check the schema now, not inside the first call
+    app = chat_graph(size).compile(store=store)
+    t1 = perf_counter()
+    first = await app.get_state("chat")
+    t2 = perf_counter()
+    warm: list[float] = []
+    for _ in range(reads):
+        t3 = perf_counter()
+        snap = await app.get_state("chat")
+        warm.append(perf_counter() - t3)
+    await store.close()
+    for s in (first, snap):
+        check_chat(s.values["messages"], at, size)
+    metrics = {
+        f"s3_get_state_fresh_ms_t{at}": (t2 - t1) * 1e3,
+        f"s3_get_state_warm_ms_t{at}": percentile(warm, 0.5) * 1e3,
+    }
+    info = {
+        "get_state": 'App.get_state("chat") after SqliteStore.open()',
+        f"s3_open_ms_t{at}": (t1 - t0) * 1e3,
     }
     return metrics, info
 
@@ -654,6 +691,7 @@ SCENARIOS = {
     ("S2", "run"): s2,
     ("S2pg", "run"): s2pg,
     ("S3", "run"): s3,
+    ("S3", "state"): s3_state,
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,

@@ -34,6 +34,7 @@ from _common import (
     approval_script,
     chat_script,
     chat_user,
+    check_chat,
     db_bytes,
     db_sizes,
     emit,
@@ -45,6 +46,9 @@ from _common import (
     raw_message_bytes,
     read_spec,
     refuse_foreign,
+    s3_checkpoints,
+    s3_state_file,
+    snapshot_db,
     thread_id,
 )
 from langchain_core.runnables import RunnableConfig
@@ -313,7 +317,7 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
     )
     graph = chat_graph(size)
 
-    async def chat(path: Path, n: int) -> list[float]:
+    async def chat(path: Path, n: int, copies: dict[int, Path]) -> list[float]:
         times = []
         async with sqlite_saver(path, api) as saver:
             run = Runner(graph.compile(checkpointer=saver), api)
@@ -322,13 +326,16 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
                 t0 = perf_counter()
                 out = await run.invoke({"messages": [user]}, config("chat"))
                 times.append(perf_counter() - t0)
+                if turn + 1 in copies:  # untimed: the chat as it is after this turn, for "state"
+                    snapshot_db(path, copies[turn + 1])
         if len(out["messages"]) != 2 * n:
             raise AssertionError(f"{len(out['messages'])} messages after {n} turns")
         return times
 
-    await chat(work / "s3-langgraph-warmup.db", 2)
+    await chat(work / "s3-langgraph-warmup.db", 2, {})
     path = work / "s3-langgraph.db"
-    times = await chat(path, turns)
+    copies = {at: s3_state_file(work, SIDE, at, turns) for at in s3_checkpoints(turns)[:-1]}
+    times = await chat(path, turns, copies)
     main_bytes, wal_bytes = db_sizes(path)
     raw = 2 * turns * size
 
@@ -360,6 +367,41 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
         "checkpoints_read": checkpoints,
         "raw_message_bytes": raw,
         "history": f"get_state_history(limit={page}, before=...) until empty",
+    }
+    return metrics, info
+
+
+async def s3_state(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """A fresh process reads the chat's latest state at turn ``at``: the first call, then the
+    median of ``state_reads`` more."""
+    at, size, reads, api = p["at"], p["message_bytes"], p["state_reads"], p["api"]
+    t0 = perf_counter()
+    async with sqlite_saver(s3_state_file(work, SIDE, at, p["turns"]), api) as saver:
+        # Connect and create/check the tables now, not inside the first call.
+        if isinstance(saver, AsyncSqliteSaver):
+            await saver.setup()
+        else:
+            assert isinstance(saver, SqliteSaver)
+            saver.setup()
+        run = Runner(chat_graph(size).compile(checkpointer=saver), api)
+        t1 = perf_counter()
+        first = await run.get_state(config("chat"))
+        t2 = perf_counter()
+        warm: list[float] = []
+        for _ in range(reads):
+            t3 = perf_counter()
+            snap = await run.get_state(config("chat"))
+            warm.append(perf_counter() - t3)
+    for s in (first, snap):
+        check_chat(s.values["messages"], at, size)
+    metrics = {
+        f"s3_get_state_fresh_ms_t{at}": (t2 - t1) * 1e3,
+        f"s3_get_state_warm_ms_t{at}": percentile(warm, 0.5) * 1e3,
+    }
+    method = "get_state" if api == "sync" else "aget_state"
+    info = {
+        "get_state": f"{method}(config) after {_saver_name(api)}.setup()",
+        f"s3_open_ms_t{at}": (t1 - t0) * 1e3,
     }
     return metrics, info
 
@@ -793,6 +835,7 @@ SCENARIOS = {
     ("S2", "run"): s2,
     ("S2pg", "run"): s2pg,
     ("S3", "run"): s3,
+    ("S3", "state"): s3_state,
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,

@@ -9,6 +9,7 @@ lands on both. The table shows medians. See bench/README.md.
     python bench/compare.py                 # everything, 5 repetitions
     python bench/compare.py --quick         # 1 repetition, small sizes (well under a minute)
     python bench/compare.py --only S1,S3 --reps 3 --json results.json
+    python bench/compare.py --only S2,S5 --disk tmpfs   # SQLite files on a tmpfs only
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from _common import SCENARIOS, SIZES
+from _common import SCENARIOS, SIZES, s3_checkpoints
 from rich.console import Console
 from rich.table import Table
 
@@ -59,6 +60,14 @@ LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
     "Aovh": "async",
 }
 S5_LISTINGS = ("get_tuple", "get_state", "scan")
+
+Medium = Literal["memory", "disk", "tmpfs", "postgres"]
+MEDIA_SCENARIOS = ("S2", "S3", "S5")
+"""The SQLite scenarios ``--disk`` runs on a disk, on a tmpfs, or both."""
+FIXED_MEDIUM: Mapping[str, Medium] = {"S1": "memory", "S2pg": "postgres"}
+"""Where the other scenarios keep their state (all not named here: SQLite files on disk)."""
+SHM = Path("/dev/shm")
+"""The tmpfs ``--disk tmpfs|both`` puts a fresh work folder in."""
 
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 out = Console(width=None if sys.stdout.isatty() else 150)
@@ -115,8 +124,14 @@ def ratio_at_least(x: float) -> Target:
     return Target("ratio_at_least", x)
 
 
-def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+def metrics_for(
+    sizes: Mapping[str, Mapping[str, int]], medium: Literal["disk", "tmpfs"] = "disk"
+) -> list[Metric]:
+    """Every metric of the table for SQLite files on ``medium``: the tmpfs table has the scale
+    issue's targets for S2 and S5 (no fsync to hide behind)."""
+    tmpfs = medium == "tmpfs"
     s3 = sizes["S3"]
+    marks = s3_checkpoints(s3["turns"])
     late = f"{s3['turns'] - s3['window'] + 1}–{s3['turns']}"
     early = f"1–{s3['window']}"
     n5 = sizes["S5"]["threads"]
@@ -131,7 +146,7 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         Metric("S1", "s1_steps_per_s_nockpt",
                "node-steps/s, no checkpoints (il: durability=exit)", "/s", "higher", "higher"),
         Metric("S2", "s2_round_trips_per_s", "round trips/s (run→interrupt, resume→end)",
-               "/s", "higher", "higher", ratio_at_least(5)),
+               "/s", "higher", "higher", ratio_at_least(8 if tmpfs else 5)),
         Metric("S2", "s2_resume_p50_ms", "resume latency p50", "ms", "lower", "faster",
                Target("interlock_at_most", 1.0)),
         Metric("S2", "s2_run_p50_ms", "run-to-interrupt latency p50", "ms", "lower", "faster"),
@@ -153,7 +168,14 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                "faster"),
         Metric("S3", "s3_turn_ms_late", f"mean turn time, turns {late}", "ms", "lower", "faster"),
         Metric("S3", "s3_history_s", f"read whole history, pages of {s3['page']}", "s", "lower",
-               "faster"),
+               "faster", ratio_at_least(5)),
+        *(Metric("S3", f"s3_get_state_fresh_ms_t{t}",
+                 f"get_state, fresh process, first call: turn {t}", "ms", "lower", "faster",
+                 ratio_at_least(1) if t == s3["turns"] else None) for t in marks),
+        *(Metric("S3", f"s3_get_state_warm_ms_t{t}",
+                 f"get_state, warm (median of next {s3['state_reads']}): turn {t}", "ms",
+                 "lower", "faster", ratio_at_least(1) if t == s3["turns"] else None)
+          for t in marks),
         Metric("S4", "s4_interrupt_ms", "SQLite: run to 50 interrupts", "ms", "lower", "faster",
                ratio_at_least(5)),
         Metric("S4", "s4_resume_all_ms", "SQLite: resume all 50 in one call", "ms", "lower",
@@ -175,7 +197,7 @@ def metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         Metric("S5", "s5_list_floor_s",
                f"  floor: bare sqlite3 fetch of (id, thread) × {n5:,}", "s", "lower"),
         Metric("S5", "s5_resume_all_s", f"fresh process: resume all {n5:,}", "s", "lower",
-               "faster", ratio_at_least(4)),
+               "faster", ratio_at_least(6 if tmpfs else 4)),
         Metric("S5", "s5_peak_rss_mib", "fresh process peak RSS (VmHWM)", "MiB", "lower",
                "less", ratio_at_least(1)),
         Metric("S5", "s5_errors", "listed/executed ≠ expected", "n", "lower",
@@ -323,22 +345,43 @@ def side_params(
     return params
 
 
+def media_of(scenario: str, args: argparse.Namespace) -> list[Medium]:
+    """Where ``scenario`` runs: S2, S3, S5 on each medium of ``--disk``; the others once."""
+    if scenario in MEDIA_SCENARIOS:
+        return list(args.media)
+    return [FIXED_MEDIUM.get(scenario, "disk")]
+
+
+def phases_of(
+    scenario: str, sizes: Mapping[str, Mapping[str, int]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The subprocesses of one repetition of one side, in order, with their extra params."""
+    if scenario == "S5":
+        return [("build", {}), ("serve", {})]
+    if scenario == "S3":
+        # After the chat is built: one fresh process per checkpoint reads its latest state.
+        marks = s3_checkpoints(sizes["S3"]["turns"])
+        return [("run", {}), *(("state", {"at": t}) for t in marks)]
+    return [("run", {})]
+
+
 def run_scenario(
     scenario: str,
+    medium: Medium,
     rep: int,
     pythons: Mapping[str, str],
     sizes: Mapping[str, Mapping[str, int]],
     args: argparse.Namespace,
     root: Path,
-    outcomes: dict[str, dict[str, Outcome]],
+    outcomes: dict[tuple[str, Medium], dict[str, Outcome]],
     raw: list[dict[str, Any]],
 ) -> None:
     work = root / f"{scenario}-rep{rep}"
     work.mkdir(parents=True, exist_ok=True)
-    phases = ("build", "serve") if scenario == "S5" else ("run",)
+    name = f"{scenario}/{medium}" if scenario in MEDIA_SCENARIOS else scenario
     try:
         for side in SIDES:
-            outcome = outcomes[scenario][side]
+            outcome = outcomes[(scenario, medium)][side]
             params = side_params(side, scenario, sizes, args)
             metrics: dict[str, float] = {}
             schema = contextlib.ExitStack()
@@ -347,19 +390,20 @@ def run_scenario(
                 assert _PG is not None
                 params["dsn"] = schema.enter_context(_PG.schema_dsn())
             try:
-                for phase in phases:
-                    result = run_side(pythons[side], side, scenario, phase, params, work)
-                    raw.append({"rep": rep, "params": params, **result})
+                for phase, extra in phases_of(scenario, sizes):
+                    spec = {**params, **extra}
+                    result = run_side(pythons[side], side, scenario, phase, spec, work)
+                    raw.append({"rep": rep, "medium": medium, "params": spec, **result})
                     metrics.update(result["metrics"])
                     outcome.info.update(result["info"])
                     console.print(
-                        f"  rep {rep + 1} {scenario} {side:<9} {phase:<5} "
+                        f"  rep {rep + 1} {name} {side:<9} {phase:<5} "
                         f"{result['elapsed_s']:6.1f} s  {_brief(result['metrics'])}",
                         highlight=False,
                     )
             except (SideFailed, subprocess.TimeoutExpired) as exc:
                 outcome.errors.append(str(exc))
-                console.print(f"  [red]rep {rep + 1} {scenario} {side} failed[/red]: {exc}")
+                console.print(f"  [red]rep {rep + 1} {name} {side} failed[/red]: {exc}")
                 continue
             finally:
                 schema.close()
@@ -381,15 +425,35 @@ def median_of(outcome: Outcome, key: str) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+TableName = Literal["disk", "tmpfs"]
+TABLE_MEDIA: Mapping[TableName, tuple[Medium, ...]] = {
+    "disk": ("memory", "disk", "postgres"),
+    "tmpfs": ("memory", "tmpfs"),
+}
+"""The runs each table shows: S1 (memory, run once) is in both."""
+
+
+def table_view(
+    outcomes: Mapping[tuple[str, Medium], Mapping[str, Outcome]], table: TableName
+) -> dict[str, tuple[Medium, Mapping[str, Outcome]]]:
+    """Per scenario, the medium and outcomes one table shows: the disk table everything that
+    did not run on the tmpfs, the tmpfs table the tmpfs runs plus S1 (memory, run once)."""
+    shown = TABLE_MEDIA[table]
+    return {s: (medium, sides) for (s, medium), sides in outcomes.items() if medium in shown}
+
+
 def summarize(
-    metrics: Sequence[Metric], outcomes: Mapping[str, Mapping[str, Outcome]]
+    metrics: Sequence[Metric],
+    view: Mapping[str, tuple[Medium, Mapping[str, Outcome]]],
+    table: TableName,
 ) -> list[dict[str, Any]]:
     rows = []
     for m in metrics:
-        if m.scenario not in outcomes:
+        if m.scenario not in view:
             continue
-        il = median_of(outcomes[m.scenario]["interlock"], m.key)
-        lg = median_of(outcomes[m.scenario]["langgraph"], m.key)
+        medium, sides = view[m.scenario]
+        il = median_of(sides["interlock"], m.key)
+        lg = median_of(sides["langgraph"], m.key)
         ratio: float | None = None
         if m.word and il == il and lg == lg and il > 0 and lg > 0:
             ratio = il / lg if m.better == "higher" else lg / il
@@ -401,6 +465,8 @@ def summarize(
                 status = "N/A"
         rows.append(
             {
+                "table": table,
+                "medium": medium,
                 "scenario": m.scenario,
                 "metric": m.key,
                 "label": m.label,
@@ -412,19 +478,16 @@ def summarize(
                 "ratio_meaning": f"interlock {m.word} (×)" if m.word else None,
                 "target": m.target.describe() if m.target else None,
                 "status": status,
-                "reps": {
-                    "interlock": [r.get(m.key) for r in outcomes[m.scenario]["interlock"].reps],
-                    "langgraph": [r.get(m.key) for r in outcomes[m.scenario]["langgraph"].reps],
-                },
+                "reps": {side: [r.get(m.key) for r in sides[side].reps] for side in SIDES},
             }
         )
     return rows
 
 
-def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], reps: int) -> Table:
+def render(rows: Sequence[dict[str, Any]], metrics: Sequence[Metric], title: str) -> Table:
     by_key = {(m.scenario, m.key): m for m in metrics}  # S2 and S2pg share metric keys
     table = Table(
-        title=f"interlock vs LangGraph — medians of {reps} repetition(s)",
+        title=title,
         caption="ratio: how many times better interlock is, in the direction named "
         "(< 1× means LangGraph is better)",
         show_lines=False,
@@ -533,6 +596,43 @@ def machine() -> dict[str, Any]:
     }
 
 
+def fs_type(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (``/proc/mounts``), or None if unknown."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return None
+    target = os.path.realpath(path)
+    best, kind = "", None
+    for point, fstype in mounts:
+        point = point.replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind
+
+
+def tmpfs_root() -> Path:
+    """A fresh work folder on the tmpfs at /dev/shm; SystemExit saying what to do if there is
+    none (never a silent fall back to the disk)."""
+    hint = (
+        "mount one (e.g. `sudo mount -t tmpfs -o size=4g tmpfs /dev/shm`), or run with --disk disk"
+    )
+    if not SHM.is_dir():
+        raise SystemExit(
+            f"--disk tmpfs/both puts the SQLite files under {SHM}, which is missing: {hint}"
+        )
+    kind = fs_type(SHM)
+    if kind != "tmpfs":
+        on = f"on {kind}" if kind else "on a file system /proc/mounts does not name"
+        raise SystemExit(f"--disk tmpfs/both needs {SHM} to be a tmpfs, but it is {on}: {hint}")
+    try:
+        return Path(tempfile.mkdtemp(prefix="interlock-bench-", dir=SHM))
+    except OSError as exc:
+        raise SystemExit(f"cannot create a work folder under {SHM} ({exc}): {hint}") from exc
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -559,6 +659,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="get_tuple",
         help="how the LangGraph side finds pending interrupts in S5 (see README)",
     )
+    p.add_argument(
+        "--disk",
+        choices=("disk", "tmpfs", "both"),
+        default="both",
+        help="where S2, S3, S5 put their SQLite files: the work folder on disk, a fresh folder "
+        "on the tmpfs /dev/shm, or both (one table each; default)",
+    )
     p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where db files go")
     p.add_argument("--keep", action="store_true", help="keep the db files of each run")
     args = p.parse_args(argv)
@@ -566,6 +673,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.reps = 1 if args.quick else 5
     if args.reps < 1:
         p.error("--reps must be at least 1")
+    args.media = {"disk": ("disk",), "tmpfs": ("tmpfs",), "both": ("disk", "tmpfs")}[args.disk]
     by_name = {name.upper(): name for name in SCENARIOS}
     args.scenarios = [
         by_name.get(s.strip().upper(), s.strip()) for s in args.only.split(",") if s.strip()
@@ -604,31 +712,56 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     pythons = {"interlock": sys.executable, "langgraph": lg_python}
     sizes = SIZES["quick" if args.quick else "full"]
-    metrics = metrics_for(sizes)
     info = machine()
     console.print(
         f"machine: {info['nproc']} × {info['cpu']}, {info['ram_gib']} GiB RAM, disk {info['disk']}"
     )
     console.print(
         f"mode: {'quick' if args.quick else 'full'}, reps {args.reps}, scenarios "
-        f"{','.join(args.scenarios)}; interlock {sys.executable}, LangGraph {lg_python}"
+        f"{','.join(args.scenarios)}, SQLite of {','.join(MEDIA_SCENARIOS)} on "
+        f"{' and '.join(args.media)}; interlock {sys.executable}, LangGraph {lg_python}"
     )
 
-    outcomes = {s: {side: Outcome() for side in SIDES} for s in args.scenarios}
+    runs = [(s, medium) for s in args.scenarios for medium in media_of(s, args)]
+    outcomes = {run: {side: Outcome() for side in SIDES} for run in runs}
     raw: list[dict[str, Any]] = []
+    roots: dict[str, Path] = {}
+    if any(medium == "tmpfs" for _, medium in runs):
+        roots["tmpfs"] = tmpfs_root()  # fails before anything ran if there is no tmpfs
     args.workdir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="run-", dir=args.workdir))
+    disk_fs = fs_type(args.workdir) or "?"
+    if disk_fs == "tmpfs" and any(medium == "disk" for _, medium in runs):
+        console.print(
+            f"[yellow]warning:[/yellow] --workdir {args.workdir} is on a tmpfs: the disk "
+            "table will not measure a disk"
+        )
     started = time.perf_counter()
     try:
+        roots["disk"] = Path(tempfile.mkdtemp(prefix="run-", dir=args.workdir))
         for scenario in args.scenarios:
             for rep in range(args.reps):
-                run_scenario(scenario, rep, pythons, sizes, args, root, outcomes, raw)
+                # The media take turns repetition by repetition, as the sides do.
+                for medium in media_of(scenario, args):
+                    root = roots["tmpfs" if medium == "tmpfs" else "disk"]
+                    run_scenario(scenario, medium, rep, pythons, sizes, args, root, outcomes, raw)
     finally:
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            for root in roots.values():
+                shutil.rmtree(root, ignore_errors=True)
+        else:
+            console.print(f"database files kept in {', '.join(map(str, roots.values()))}")
     elapsed = time.perf_counter() - started
 
-    rows = summarize(metrics, outcomes)
+    tables: list[tuple[TableName, str]] = []
+    disk_view = table_view(outcomes, "disk")
+    has_tmpfs = "tmpfs" in args.media and any(m == "tmpfs" for _, m in runs)
+    if not has_tmpfs or any(medium != "memory" for medium, _ in disk_view.values()):
+        tables.append(("disk", f"SQLite files on disk ({disk_fs})"))
+    if has_tmpfs:
+        s1 = " + S1 in memory, run once" if "S1" in args.scenarios else ""
+        on_tmpfs = ",".join(s for s, medium in runs if medium == "tmpfs")
+        tables.append(("tmpfs", f"SQLite files on a tmpfs ({on_tmpfs}{s1})"))
+    rows: list[dict[str, Any]] = []
     out.print()
     out.print(
         f"machine: {info['nproc']} CPU × {info['cpu']}, {info['ram_gib']} GiB RAM, "
@@ -637,29 +770,40 @@ def _main(args: argparse.Namespace) -> int:
     )
     versions = _versions(outcomes)
     out.print(f"versions: {versions}; wall time {elapsed:,.0f} s", highlight=False)
-    out.print(render(rows, metrics, args.reps))
-    for line in agent_notes(outcomes, sizes):
+    for table, what in tables:
+        metrics = metrics_for(sizes, table)
+        table_rows = summarize(metrics, table_view(outcomes, table), table)
+        rows.extend(table_rows)
+        title = f"interlock vs LangGraph — {what} — medians of {args.reps} repetition(s)"
+        out.print(render(table_rows, metrics, title))
+    agents = {s: sides for (s, _), sides in outcomes.items() if s not in MEDIA_SCENARIOS}
+    for line in agent_notes(agents, sizes):
         out.print(line, highlight=False, markup=False)
     failed = [
-        f"{s}/{side}: {err.splitlines()[0]}"
-        for s, sides in outcomes.items()
+        f"{s}{'/' + medium if s in MEDIA_SCENARIOS else ''}/{side}: {err.splitlines()[0]}"
+        for (s, medium), sides in outcomes.items()
         for side, o in sides.items()
         for err in o.errors
     ]
     for line in failed:
         out.print(f"[red]error[/red] {line}")
     if args.json is not None:
+        info_by_run: dict[str, dict[str, Any]] = {}
+        for (s, medium), sides in outcomes.items():
+            info_by_run.setdefault(s, {})[medium] = {side: o.info for side, o in sides.items()}
         document = {
             "machine": info,
             "mode": "quick" if args.quick else "full",
             "reps": args.reps,
+            "media": {s: media_of(s, args) for s in args.scenarios},
+            "workdir_fs": disk_fs,
             "sizes": {s: sizes[s] for s in args.scenarios},
             "langgraph_params": {
                 s: side_params("langgraph", s, sizes, args) for s in args.scenarios
             },
             "wall_time_s": elapsed,
             "summary": rows,
-            "info": {s: {side: o.info for side, o in d.items()} for s, d in outcomes.items()},
+            "info": info_by_run,
             "errors": failed,
             "raw": raw,
         }
@@ -668,7 +812,7 @@ def _main(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _versions(outcomes: Mapping[str, Mapping[str, Outcome]]) -> str:
+def _versions(outcomes: Mapping[Any, Mapping[str, Outcome]]) -> str:
     found: dict[str, str] = {}
     for sides in outcomes.values():
         for o in sides.values():

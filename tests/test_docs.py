@@ -1,11 +1,11 @@
-"""The examples/ scripts and the runtime's docstring examples run as written.
+"""The examples/ scripts run as written.
 
 The README's and the documentation's own blocks run through the root conftest.py (Sybil),
-with the checks of what they do in the pages themselves."""
+with the checks of what they do in the pages themselves; docstring examples run in
+tests/test_docs_site.py."""
 
 from __future__ import annotations
 
-import doctest
 import runpy
 from pathlib import Path
 
@@ -20,13 +20,6 @@ def test_approval_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     module = runpy.run_path(str(ROOT / "examples" / "approval.py"))
     log = anyio.run(module["main"], str(tmp_path / "ex.db"))
     assert log == ["reviewed: approved", "paid ¥5000 to ada"]
-
-
-def test_docstring_examples_run() -> None:
-    from interlock.runtime import _graph
-
-    failures, tried = doctest.testmod(_graph, raise_on_error=False)
-    assert tried > 0 and failures == 0
 
 
 def test_effects_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

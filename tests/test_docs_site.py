@@ -145,3 +145,54 @@ def test_the_site_builds_strictly_and_its_reference_has_every_public_name(tmp_pa
     assert not missing, f"public names without a docstring in the reference: {missing}"
     for page in ["tutorial", "how-to/index", "coming-from-langgraph", "coming-from-go"]:
         assert (site / page / "index.html").is_file() or (site / f"{page}.html").is_file(), page
+
+
+def rendered_docstrings() -> dict[str, str]:
+    """The docstrings the reference shows: the public packages' and their public names'."""
+    docs: dict[str, str] = {}
+    for module_name in PUBLIC_MODULES:
+        docs[module_name] = inspect.getdoc(importlib.import_module(module_name)) or ""
+    for full in public_names():
+        module_name, _, path = full.partition(".")
+        for candidate in PUBLIC_MODULES:
+            if full.startswith(candidate + ".") and candidate.count(".") >= module_name.count("."):
+                module_name, path = candidate, full[len(candidate) + 1 :]
+        obj: object = importlib.import_module(module_name)
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, property):
+            obj = obj.fget
+        docs[full] = inspect.getdoc(obj) or ""
+    return docs
+
+
+def test_a_docstring_example_either_runs_or_says_it_is_a_sketch() -> None:
+    # Runnable examples are doctests (`>>>`, run below); a literal block (`::`) is not run,
+    # so the line that introduces it must say it is a sketch.
+    unmarked = [
+        f"{name}: {intro.strip()}"
+        for name, doc in rendered_docstrings().items()
+        for intro in doc.split("\n\n")  # the paragraph that ends with the "::"
+        if intro.rstrip().endswith("::") and "sketch" not in intro
+    ]
+    assert not unmarked, unmarked
+
+
+def interlock_modules() -> list[str]:
+    import interlock
+
+    root = Path(interlock.__file__).parent
+    return sorted(
+        "interlock." + ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for p in root.rglob("*.py")
+        if ">>>" in p.read_text(encoding="utf-8")
+    )
+
+
+@pytest.mark.parametrize("module_name", interlock_modules())
+def test_every_doctest_in_the_package_runs(module_name: str) -> None:
+    import doctest
+
+    module = importlib.import_module(module_name)
+    failures, tried = doctest.testmod(module, raise_on_error=False)
+    assert tried > 0 and failures == 0, f"{module_name}: {failures} of {tried} examples failed"

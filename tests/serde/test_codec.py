@@ -830,3 +830,33 @@ def test_a_struct_declared_omit_defaults_is_written_without_them() -> None:
     ) - len("Alone")
     # Without the option every field is written, as before: `b` and its nil are there.
     assert codec.encode(Dense(1)).count(b"\xa1b\xc0") == 1
+
+
+# -- clone --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", BUILTIN_VALUES, ids=repr)
+def test_clone_equals_a_round_trip(value: Any) -> None:
+    nested = {"list": [value], "tuple": (value,), "dict": {"k": value}, "deep": [[{"v": value}]]}
+    assert same(DEFAULT_CODEC.clone(nested), roundtrip(nested, DEFAULT_CODEC))
+
+
+def test_clone_shares_no_container_with_the_original() -> None:
+    plain = {"messages": [{"text": "a", "n": 1, "blob": b"x"}] * 20, "big": 2**70, "k": {3: [None]}}
+    for original in (plain, {**plain, "t": (1, 2)}):  # plain data, and data with a tuple
+        copy = DEFAULT_CODEC.clone(original)
+        assert copy == original
+        copy["messages"][0]["text"] = "changed"
+        copy["k"][3].append(1)
+        assert original["messages"][0]["text"] == "a" and original["k"] == {3: [None]}
+        assert copy["big"] == 2**70 and type(copy["messages"][0]["blob"]) is bytes
+
+
+def test_clone_refuses_what_encode_refuses() -> None:
+    class Unknown:
+        pass
+
+    with pytest.raises(UnregisteredType):
+        DEFAULT_CODEC.clone({"x": [Unknown()]})
+    with pytest.raises(SerializationError):
+        DEFAULT_CODEC.clone(["\ud800"])

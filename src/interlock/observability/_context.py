@@ -74,7 +74,7 @@ class Context:
 def current_context() -> Context | None:
     """The interlock call the current task is part of, or None outside any.
 
-    Inside a node, it names the thread and the run the node runs in::
+    Inside a node, it names the thread and the run the node runs in (a sketch, not run)::
 
         ctx = current_context()
         if ctx is not None:

@@ -36,13 +36,13 @@ class ContextFilter(logging.Filter):
     The values are those of the interlock call in progress in the task that logs (see
     `current_context`), None outside any; a value the record already has (given with
     ``extra=``) is kept. Attach it to a handler, and every record the handler writes has the
-    attributes, so a format string may name them::
+    attributes, so a format string may name them. It never drops a record.
 
-        handler = logging.StreamHandler()
-        handler.addFilter(ContextFilter())
-        handler.setFormatter(logging.Formatter("%(levelname)s %(thread_id)s %(message)s"))
-
-    It never drops a record.
+    Examples:
+        >>> import logging
+        >>> handler = logging.StreamHandler()
+        >>> handler.addFilter(ContextFilter())
+        >>> handler.setFormatter(logging.Formatter("%(levelname)s %(thread_id)s %(message)s"))
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

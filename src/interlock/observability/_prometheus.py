@@ -54,7 +54,7 @@ class PrometheusMetrics:
       unknown);
     * ``interlock_interrupts_pending{tool}``: interrupts waiting, as of the last `refresh`.
 
-    Example::
+    For example (a sketch, not run; the tracing how-to guide runs one)::
 
         metrics = PrometheusMetrics()   # prometheus_client's default registry
         metrics.attach()

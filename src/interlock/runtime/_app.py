@@ -395,7 +395,7 @@ class App(Generic[StateT]):
         looks at every superstep boundary, and every ``poll_interval`` seconds while a task
         runs (for forced requests). None stops the polling between boundaries.
 
-        Example::
+        For example (a sketch; `RunHandle` has one that runs)::
 
             async with app.start({"order": 42}, thread="t") as handle:
                 paused = await handle.pause(timeout=5)
@@ -562,7 +562,8 @@ class App(Generic[StateT]):
     ) -> EventStream:
         """Run (or, with ``resume=``, resume) and read its events as they happen.
 
-        The run belongs to an ``async with`` block::
+        The run belongs to an ``async with`` block (a sketch; the streaming how-to guide runs
+        one)::
 
             async with app.stream({"order": 42}, thread="t") as events:
                 async for event in events:

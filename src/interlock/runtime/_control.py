@@ -68,15 +68,30 @@ class RunControl:
 class RunHandle:
     """A run in the background of an ``async with`` block, that can be paused from outside.
 
-    Create it with `App.start`::
+    Create it with `App.start`. ``await handle.pause()`` asks the run to stop at its next
+    superstep boundary; ``await handle.pause(timeout=2.0)`` also cancels the tasks still
+    running after 2 s (they run again on resume). The block does not end before the run does.
+    Pausing twice is harmless; pausing a run that already finished returns its result.
 
-        async with app.start({"order": 42}, thread="t") as handle:
-            ...
-            result = await handle.pause()          # planned: stop at the next step boundary
-        # or: await handle.pause(timeout=2.0)      # forced after 2 s: cancel running tasks
-
-    The block does not end before the run does. Pausing twice is harmless; pausing a run that
-    already finished returns its result.
+    Examples:
+        >>> import anyio
+        >>> from typing import TypedDict
+        >>> from interlock import END, START, Graph, MemoryStore
+        >>> class S(TypedDict, total=False):
+        ...     done: bool
+        >>> async def slow(state: S) -> dict:
+        ...     await anyio.sleep(30)
+        ...     return {"done": True}
+        >>> g = Graph(S)
+        >>> app = g.add_node("slow", slow).add_edge(START, "slow").add_edge("slow", END).compile(
+        ...     store=MemoryStore()
+        ... )
+        >>> async def main():
+        ...     async with app.start({}, thread="t") as handle:
+        ...         await anyio.sleep(0.05)  # the node is running now
+        ...         return await handle.pause(timeout=0.1)  # forced: the node is cancelled
+        >>> anyio.run(main).status
+        'paused'
     """
 
     def __init__(
@@ -191,7 +206,7 @@ class GracefulShutdown:
     """Pause every watched run when the process is asked to stop (SIGTERM by default).
 
     Runs are paused planned first; tasks still running after ``grace`` seconds are cancelled
-    (a forced pause), so every thread ends durable and resumable::
+    (a forced pause), so every thread ends durable and resumable (a sketch, not run)::
 
         async with GracefulShutdown(grace=10) as shutdown:
             async with app.start(input, thread="t") as handle:

@@ -84,7 +84,7 @@ async def effect(
     the task, with the same ``effect_key=`` keyword argument each time, for the outside system
     to deduplicate.
 
-    Example::
+    For example, in an async node (a sketch: ``bank``, ``order`` and ``mailer`` are yours)::
 
         receipt = await effect("charge", bank.charge, order.amount)
         await effect("notify", mailer.send, to, body, idempotent=True)  # gets effect_key=...

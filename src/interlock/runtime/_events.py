@@ -165,7 +165,7 @@ MODES: dict[str, frozenset[str]] = {
 class EventStream:
     """The events of one run as it happens; an ``async with`` block owns the run.
 
-    Returned by `App.stream`::
+    Returned by `App.stream` (a sketch; the streaming how-to guide runs one)::
 
         async with app.stream({"order": 42}, thread="t") as events:
             async for event in events:

@@ -12,6 +12,7 @@ loading it is a single read.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,20 @@ SNAPSHOT_MIN_BYTES = 256 * 1024
 SNAPSHOT_MAX_CHAIN = 1000
 SNAPSHOT_SMALL_BYTES = 2048
 """While snapshot + deltas stay under this, every checkpoint is a snapshot (one read to load)."""
+READ_CACHE_THREADS = 32
+"""How many threads' latest states `ThreadIO.read` keeps decoded."""
+READ_CACHE_BYTES = 32 * 1024 * 1024
+"""The most encoded bytes (snapshot plus deltas) the states `ThreadIO.read` keeps stand for."""
+
+
+@dataclass(slots=True)
+class _Read:
+    """A state `ThreadIO.read` rebuilt: private, never handed out (copies are)."""
+
+    record: CheckpointRecord
+    level: Level
+    meta: dict[str, Any]
+    weight: int
 
 
 @dataclass(slots=True)
@@ -88,6 +103,8 @@ class ThreadIO:
         self.plan = plan
         self.codec = plan.codec
         self.migrations = dict(migrations or {})
+        self._reads: OrderedDict[str, _Read] = OrderedDict()
+        self._read_bytes = 0
 
     async def head(self, thread: str) -> Head | None:
         """The thread's latest checkpoint, or None for a new thread."""
@@ -111,13 +128,22 @@ class ThreadIO:
                 thread=record.thread,
                 checkpoint_id=record.id,
             ) from exc
-        if not isinstance(body, dict) or "ch" not in body or not isinstance(body["ch"], dict):
-            raise CheckpointCorrupt(
-                f"checkpoint {record.id} of thread {record.thread!r} is not a checkpoint body",
-                thread=record.thread,
-                checkpoint_id=record.id,
-            )
-        return body
+        return _checked_body(record, body)
+
+    def decode_chain(self, records: Sequence[CheckpointRecord]) -> list[dict[str, Any]]:
+        """Decode several bodies at once (`Codec.decode_many`), each checked as `decode` does.
+
+        A long delta chain is hundreds of small bodies: parsed one by one, but their tags and
+        depth checked in one pass over the batch, with the collector paused meanwhile.
+        """
+        if len(records) < 2:
+            return [self.decode(r) for r in records]
+        with collector_paused():
+            try:
+                bodies = self.codec.decode_many([r.body for r in records])
+            except CheckpointCorrupt:
+                return [self.decode(r) for r in records]  # raises, naming the damaged one
+        return [_checked_body(r, body) for r, body in zip(records, bodies, strict=True)]
 
     async def load(self, thread: str, head: Head) -> tuple[Level, set[str]]:
         """Rebuild the level stored at ``head``; also return its pending interrupt ids."""
@@ -144,7 +170,7 @@ class ThreadIO:
         chain: list[dict[str, Any]] = []
         if record.base_seq != record.seq:
             rows = await self.store.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
-            chain = [self.decode(r) for r in _ancestry(record, rows)]
+            chain = self.decode_chain(_ancestry(record, rows))
         if migrate is not None:
             self._migrate(level, [*chain, body], record, migrate)
             head.migrated = True
@@ -160,6 +186,80 @@ class ThreadIO:
         meta = body.get("meta")
         head.meta = dict(meta) if isinstance(meta, dict) else {}
         return level, {r.id for r in level.pending}
+
+    async def read(self, thread: str, head: Head) -> Level:
+        """The level stored at ``head``, for reading only: the caller must not change it.
+
+        The App keeps the last states it read (`READ_CACHE_THREADS`, `READ_CACHE_BYTES`),
+        keyed by checkpoint. ``head`` was just read from the store, so a cached state is used
+        only if it is that very checkpoint, or an earlier one of the same delta chain: then
+        only the deltas written since are read and applied. Whatever another process wrote
+        is therefore seen, and a checkpoint's content never changes once written, so a
+        cached state is never stale. What is handed out must be copied (see `detached_values`).
+        """
+        record = head.record
+        cached = self._reads.pop(thread, None)
+        if cached is not None:
+            self._read_bytes -= cached.weight
+            if cached.record.id == record.id and cached.record.body == record.body:
+                head.meta = cached.meta
+                self._keep(thread, cached)
+                return cached.level
+            advanced = await self._advance(thread, cached, head)
+            if advanced is not None:
+                self._keep(thread, advanced)
+                return advanced.level
+        level, _ = await self.load(thread, head)
+        if not head.migrated:
+            weight = head.snapshot_bytes + head.chain_bytes
+            self._keep(thread, _Read(record, level, head.meta, weight))
+        return level
+
+    def forget(self, thread: str) -> None:
+        """Drop what `read` keeps of ``thread``."""
+        cached = self._reads.pop(thread, None)
+        if cached is not None:
+            self._read_bytes -= cached.weight
+
+    def _keep(self, thread: str, read: _Read) -> None:
+        if read.weight > READ_CACHE_BYTES:
+            return
+        self._reads[thread] = read
+        self._read_bytes += read.weight
+        while len(self._reads) > READ_CACHE_THREADS or self._read_bytes > READ_CACHE_BYTES:
+            _, oldest = self._reads.popitem(last=False)
+            self._read_bytes -= oldest.weight
+
+    async def _advance(self, thread: str, cached: _Read, head: Head) -> _Read | None:
+        """``cached`` moved on to ``head`` by the deltas between them; None if it cannot be."""
+        record, old = head.record, cached.record
+        if not (record.base_seq == old.base_seq and old.seq < record.seq):
+            return None  # another chain (a snapshot since), or not a later checkpoint
+        rows: Sequence[CheckpointRecord] = ()
+        if record.seq - old.seq > 1:
+            rows = await self.store.checkpoint_range(thread, lo=old.seq + 1, hi=record.seq - 1)
+        by_id = {r.id: r for r in rows}
+        chain: list[CheckpointRecord] = []
+        cur = record.parent_id
+        while cur != old.id:
+            r = by_id.get(cur) if cur is not None else None
+            if r is None or r.seq <= old.seq:
+                return None  # not a descendant of the cached checkpoint: read it all again
+            chain.append(r)
+            cur = r.parent_id
+        chain.reverse()
+        bodies = [*self.decode_chain(chain), self.decode(record)]
+        if any(b.get("fp") != self.plan.fingerprint for b in bodies):
+            return None  # written by another graph: `load` migrates or refuses it
+        level = level_from_wire(self.plan, bodies[-1], thread=thread, channels=False)
+        level.channels = cached.level.channels  # the cached level is dropped: its channels move
+        _apply_deltas(level, bodies, record)
+        for ch in level.channels.values():
+            ch.mark()
+        meta = bodies[-1].get("meta")
+        head.meta = dict(meta) if isinstance(meta, dict) else {}
+        weight = cached.weight + sum(len(r.body) for r in chain) + len(record.body)
+        return _Read(record, level, head.meta, weight)
 
     async def load_many(
         self, thread: str, records: Sequence[CheckpointRecord]
@@ -594,6 +694,17 @@ def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> 
     if scr:
         wire["scr"] = scr
     return wire
+
+
+def _checked_body(record: CheckpointRecord, body: Any) -> dict[str, Any]:
+    """``body`` if it has the shape of a checkpoint body; otherwise `CheckpointCorrupt`."""
+    if not isinstance(body, dict) or "ch" not in body or not isinstance(body["ch"], dict):
+        raise CheckpointCorrupt(
+            f"checkpoint {record.id} of thread {record.thread!r} is not a checkpoint body",
+            thread=record.thread,
+            checkpoint_id=record.id,
+        )
+    return body
 
 
 def _ancestry(record: CheckpointRecord, rows: Sequence[CheckpointRecord]) -> list[CheckpointRecord]:

@@ -7,6 +7,7 @@ lease as a run's commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -52,8 +53,8 @@ async def get_state(
 ) -> StateSnapshot[StateT]:
     """The thread's state at its latest (or the given) checkpoint."""
     head = await calls.io.get(thread, checkpoint_id)
-    level, _ = await calls.io.load(thread, head)
-    return _snapshot(level, head.record, head.meta)
+    level = await calls.io.read(thread, head)  # kept by the App: hand out copies only
+    return _snapshot(level, head.record, head.meta, clone=calls.io.codec.clone)
 
 
 async def history(
@@ -71,9 +72,16 @@ async def history(
 
 
 def _snapshot(
-    level: Level, record: CheckpointRecord, meta: dict[str, Any]
+    level: Level,
+    record: CheckpointRecord,
+    meta: dict[str, Any],
+    clone: Callable[[Any], Any] | None = None,
 ) -> StateSnapshot[StateT]:
+    """The snapshot of ``level``; with ``clone``, its values share nothing with ``level``."""
     blocked = level.blocked()
+    values = level.values()
+    if clone is not None:
+        values, meta = clone(values), clone(meta)
     return StateSnapshot(
         thread=record.thread,
         checkpoint_id=record.id,
@@ -82,10 +90,17 @@ def _snapshot(
         status=record.status,
         source=record.source,
         created_at=record.created_at,
-        state=level.detached_view(),
-        values=level.values(),
+        state=level.plan.schema.view_of(clone(values) if clone is not None else level.values()),
+        values=values,
         next=tuple(t.node for t in level.tasks if t.id not in level.results or t.id in blocked),
-        interrupts=[r.interrupt for r in level.pending],
+        interrupts=[
+            r.interrupt
+            if clone is None
+            else msgspec.structs.replace(
+                r.interrupt, info=clone(r.interrupt.info), schema=clone(r.interrupt.schema)
+            )
+            for r in level.pending
+        ],
         metadata=meta,
     )
 

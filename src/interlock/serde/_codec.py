@@ -26,7 +26,7 @@ import msgspec
 from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
 from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
-from ._types import Entry, ext_hook, make_entry, type_name, wire_name
+from ._types import Entry, ext_hook, is_plain_tree, make_entry, type_name, wire_name
 
 __all__ = ["DEFAULT_CODEC", "Codec"]
 
@@ -232,6 +232,25 @@ class Codec:
             for data in datas:
                 self.decode(data)
             raise  # each decodes on its own: what the batch hit was not the data's fault
+
+    def clone(self, value: Any) -> Any:
+        """Return a deep copy of `value`, equal to ``decode(encode(value))``, that shares nothing.
+
+        Plain data (dicts, lists, str, int, float, bool, None, bytes) is copied by msgspec in
+        C; anything else goes through `encode` and `decode`.
+
+        Raises:
+            UnregisteredType, PayloadTooLarge, SerializationError: As `encode` would.
+        """
+        kind = type(value)
+        if value is None or kind is str or kind is int or kind is float or kind is bool:
+            return value  # immutable: the value is its own copy
+        if (kind is dict or kind is list) and is_plain_tree(value, self._max_depth):
+            try:
+                return self._decoder.decode(self._encoder.encode(value))
+            except (OverflowError, UnicodeEncodeError):
+                pass  # an int over 64 bits, a lone surrogate: the codec holds or refuses it
+        return self.decode(self.encode(value))
 
     def _body(self, data: bytes | memoryview) -> memoryview:
         """Check the header, size and checksum of an encoding and return its msgpack body."""

@@ -1,6 +1,7 @@
 """The approvers' side: an HTTP API, its event stream, a web inbox and notifications.
 
-Needs the ``server`` extra (``pip install 'interlock[server]'``)::
+Needs the ``server`` extra (``pip install 'interlock[server]'``). A sketch (not run; the
+approvers' how-to guide runs a server)::
 
     from interlock.server import Identity, TokenAuth, create_app, hash_token
 

@@ -85,7 +85,8 @@ def create_app(
         heartbeat: Seconds between keep-alive comments on an idle event stream.
         web: Serve the web inbox at ``/inbox``.
 
-    Mounted inside another Starlette (or FastAPI) app, its lifespan must run::
+    Mounted inside another Starlette (or FastAPI) app, its lifespan must run (a sketch; the
+    approvers' page runs it)::
 
         api = create_app(app, auth=auth)
         outer = Starlette(routes=[Mount("/approvals", api)], lifespan=api.router.lifespan_context)

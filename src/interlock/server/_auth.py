@@ -78,11 +78,11 @@ def hash_token(token: str) -> str:
 class TokenAuth:
     """Bearer-token authentication: ``{hash_token(token): Identity}``.
 
-    Example::
+    For example (a sketch, not run)::
 
         auth = TokenAuth({hash_token("s3cret"): Identity(name="ana", role="approver")})
 
-    Or from a file (`from_file`), TOML or JSON::
+    Or from a file (`from_file`), TOML or JSON (a sketch of one entry)::
 
         [[identity]]
         name = "ana"

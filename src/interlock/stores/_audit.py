@@ -104,7 +104,7 @@ async def verify_audit(store: Store, *, thread: str | None = None, page: int = 1
 
     Reads the log page by page; memory stays bounded by ``page``.
 
-    Example::
+    For example (a sketch, not run)::
 
         report = await verify_audit(store)
         assert report.ok, report.problems

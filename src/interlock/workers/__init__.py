@@ -1,6 +1,7 @@
 """Workers: an App's runs spread over worker processes on many machines sharing one PostgreSQL.
 
-Built on procrastinate (PostgreSQL-based task processing); needs the ``worker`` extra::
+Built on procrastinate (PostgreSQL-based task processing); needs the ``worker`` extra (a
+sketch of the commands; the workers how-to guide runs them)::
 
     pip install 'interlock[worker]'
     interlock worker --app myapp:app

@@ -234,7 +234,7 @@ class Workers:
     async def opened(self) -> AsyncIterator[Workers]:
         """Keep the job queue's connections open for the block, to queue many jobs.
 
-        Outside it, each `start` or `continue_thread` opens and closes them::
+        Outside it, each `start` or `continue_thread` opens and closes them (a sketch)::
 
             async with workers.opened():
                 for order in orders:

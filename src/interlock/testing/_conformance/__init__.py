@@ -39,7 +39,7 @@ class StoreConformance(
     Subclass it in a test module and provide one fixture, ``store``, that yields a fresh, empty
     store and closes it afterwards. Build the store with the ``clock`` fixture (a
     `interlock.testing.FakeClock`) where it takes one, so that the lease tests move its time
-    instead of waiting for leases to run out::
+    instead of waiting for leases to run out (a sketch; the conformance how-to guide runs one)::
 
         class TestMyStore(StoreConformance):
             @pytest.fixture
