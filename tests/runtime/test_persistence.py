@@ -176,3 +176,25 @@ async def test_inbox_names_the_damaged_interrupt_among_many(tmp_path: Path) -> N
         assert len(await app.inbox(limit=17)) == 17
     finally:
         await store.close()
+
+
+async def test_a_damaged_row_in_a_long_range_is_named(tmp_path: Path) -> None:
+    # A range is checked in one pass over all its rows; a bad row among many is still found,
+    # and named, by the row-by-row check the pass falls back to.
+    path = tmp_path / "range.db"
+    g = Graph(Chat)
+    g.add_node("a", lambda s: {"messages": [{"role": "a"}]}).add_edge(START, "a")
+    app = g.compile(store=SqliteStore(path))
+    for _ in range(20):
+        await app.run({}, thread="t")
+    store = app.store
+    assert len(await store.checkpoint_range("t", lo=1, hi=100)) == 40
+    with sqlite3.connect(path) as db:
+        (bad,) = db.execute("SELECT id FROM checkpoints WHERE thread = 't' AND seq = 23").fetchone()
+        db.execute("UPDATE checkpoints SET step = step + 1 WHERE id = ?", (bad,))
+    db.close()  # the with block commits; it does not close
+    with pytest.raises(CheckpointCorrupt, match="checkpoint of thread 't' does not match") as e:
+        await store.checkpoint_range("t", lo=1, hi=100)
+    assert e.value.checkpoint_id == bad
+    assert len(await store.checkpoint_range("t", lo=1, hi=22)) == 22  # the rows before are sound
+    await store.close()

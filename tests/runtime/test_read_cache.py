@@ -8,6 +8,7 @@ what a fresh App reads from the file.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -170,8 +171,6 @@ async def test_a_delta_damaged_after_the_state_was_cached_is_refused(tmp_path: P
     await reader.get_state("t")
     await say(writer, "t", 2)
     await writer.store.close()
-    import sqlite3
-
     with sqlite3.connect(db) as raw:
         (seq,) = raw.execute("SELECT max(seq) - 1 FROM checkpoints WHERE thread = 't'").fetchone()
         raw.execute(
@@ -179,6 +178,7 @@ async def test_a_delta_damaged_after_the_state_was_cached_is_refused(tmp_path: P
             "AND seq = ?",
             (seq,),
         )
+    raw.close()  # the with block commits; it does not close
     with pytest.raises(CheckpointCorrupt):
         await reader.get_state("t")
     await reader.store.close()

@@ -426,9 +426,9 @@ def _with_head(rows: list[Any], thread: str) -> tuple[int | None, list[Checkpoin
     """Split rows of ``head_seq`` + checkpoint columns (all NULL when there are none)."""
     if not rows:
         return None, []
-    records = [
-        conv.checkpoint_from_row(row[1:], thread=thread) for row in rows if row[1] is not None
-    ]
+    records = conv.checkpoints_from_rows(
+        [row for row in rows if row[1] is not None], thread=thread, offset=1
+    )
     return int(rows[0][0]), records
 
 

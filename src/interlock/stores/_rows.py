@@ -14,6 +14,7 @@ decides a value (the lease an append takes) and when it migrates older rows.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import operator
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ __all__ = [
     "checked_range",
     "checkpoint_from_row",
     "checkpoint_row",
+    "checkpoints_from_rows",
     "digest",
     "effect_from_row",
     "head_checkpoint_from_row",
@@ -210,6 +212,55 @@ def checkpoint_from_row(row: Any, *, thread: str, id: str | None = None) -> Chec
         source=source,
         status=status,
         body=bytes(body),
+    )
+
+
+def checkpoints_from_rows(
+    rows: Sequence[Any], *, thread: str, offset: int = 0
+) -> list[CheckpointRecord]:
+    """``[checkpoint_from_row(row[offset:], thread=thread) for row in rows]``, checked faster.
+
+    A delta chain is hundreds of rows: their digests and threads are checked in C-level passes
+    over all of them; when one fails, the rows are checked again one by one, so the error
+    names the first bad row.
+    """
+    values, stored, threads = _row_getters(offset)
+    try:
+        digests = map(_first8, map(_hash_digest, map(_sha256, map(_encode, map(values, rows)))))
+        sound = list(digests) == list(map(bytes, map(stored, rows))) and set(
+            map(threads, rows)
+        ) <= {thread}
+    except (TypeError, ValueError, OverflowError):
+        sound = False  # a damaged column of a type that does not even encode
+    if not sound:
+        return [checkpoint_from_row(row[offset:], thread=thread) for row in rows]
+    o = offset
+    return [
+        CheckpointRecord(
+            thread=thread,
+            id=row[o + 2],
+            parent_id=row[o + 3],
+            seq=row[o + 1],
+            step=row[o + 4],
+            base_seq=row[o + 5],
+            created_at=row[o + 6],
+            source=row[o + 7],
+            status=row[o + 8],
+            body=bytes(row[o + 9]),
+        )
+        for row in rows
+    ]
+
+
+@functools.cache
+def _row_getters(
+    offset: int,
+) -> tuple[operator.itemgetter[Any], operator.itemgetter[Any], operator.itemgetter[Any]]:
+    """The columns a digest covers, the stored digest, and the thread, at ``offset``."""
+    return (
+        operator.itemgetter(*range(offset, offset + 10)),
+        operator.itemgetter(offset + 10),
+        operator.itemgetter(offset),
     )
 
 

@@ -395,7 +395,7 @@ def _checkpoints(
         if not rows:
             return head_seq, []
     head_seq = rows[0][0]
-    return head_seq, [conv.checkpoint_from_row(row[1:], thread=thread) for row in rows]
+    return head_seq, conv.checkpoints_from_rows(rows, thread=thread, offset=1)
 
 
 def checkpoint(conn: sqlite3.Connection, thread: str, id: str) -> CheckpointRecord | None:
