@@ -103,15 +103,14 @@ def test_the_fence_reader_finds_what_it_should(tmp_path: Path) -> None:
     assert blocks(page) == [(3, "python", "x = 1\n"), (9, "sh", "  ls\n"), (12, "", "bare\n")]
 
 
-def public_names() -> list[str]:
-    """Every name a user imports: each public module's ``__all__``, and the public methods
-    and properties of its classes."""
-    names: list[str] = []
+def public_objects() -> dict[str, object]:
+    """Every name a user imports, with what it names: each public module's ``__all__``, and
+    the public methods and properties of its classes."""
+    found: dict[str, object] = {}
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
         for exported in module.__all__:
-            names.append(f"{module_name}.{exported}")
-            obj = getattr(module, exported)
+            obj = found[f"{module_name}.{exported}"] = getattr(module, exported)
             if not inspect.isclass(obj):
                 continue
             for attr, value in vars(obj).items():
@@ -120,8 +119,12 @@ def public_names() -> list[str]:
                 if isinstance(value, staticmethod | classmethod):
                     value = value.__func__
                 if inspect.isfunction(value) or isinstance(value, property):
-                    names.append(f"{module_name}.{exported}.{attr}")
-    return names
+                    found[f"{module_name}.{exported}.{attr}"] = value
+    return found
+
+
+def public_names() -> list[str]:
+    return list(public_objects())
 
 
 @pytest.mark.slow
@@ -149,21 +152,12 @@ def test_the_site_builds_strictly_and_its_reference_has_every_public_name(tmp_pa
 
 def rendered_docstrings() -> dict[str, str]:
     """The docstrings the reference shows: the public packages' and their public names'."""
-    docs: dict[str, str] = {}
-    for module_name in PUBLIC_MODULES:
-        docs[module_name] = inspect.getdoc(importlib.import_module(module_name)) or ""
-    for full in public_names():
-        module_name, _, path = full.partition(".")
-        for candidate in PUBLIC_MODULES:
-            if full.startswith(candidate + ".") and candidate.count(".") >= module_name.count("."):
-                module_name, path = candidate, full[len(candidate) + 1 :]
-        obj: object = importlib.import_module(module_name)
-        for part in path.split("."):
-            obj = getattr(obj, part)
-        if isinstance(obj, property):
-            obj = obj.fget
-        docs[full] = inspect.getdoc(obj) or ""
-    return docs
+    shown: dict[str, object] = {m: importlib.import_module(m) for m in PUBLIC_MODULES}
+    shown.update(public_objects())
+    return {
+        name: inspect.getdoc(obj.fget if isinstance(obj, property) else obj) or ""
+        for name, obj in shown.items()
+    }
 
 
 def test_a_docstring_example_either_runs_or_says_it_is_a_sketch() -> None:

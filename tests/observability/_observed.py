@@ -104,6 +104,21 @@ MAIL = {"messages": [{"role": "user", "content": "hi"}]}
 """The mail agent's input: one message, one call of send_email."""
 
 
+class Broken(TypedDict, total=False):
+    x: int
+
+
+def broken_graph() -> Graph[Broken]:
+    """One node, ``broken``, that raises ``ValueError("no stock")``."""
+
+    def broken(s: Broken) -> Broken:
+        raise ValueError("no stock")
+
+    g = Graph(Broken)
+    g.add_node("broken", broken).add_edge(START, "broken").add_edge("broken", END)
+    return g
+
+
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter that imports this checkout's interlock; it must pass."""
     src = str(Path(interlock.__file__).parents[1])

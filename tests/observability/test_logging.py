@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 import anyio
 import pytest
-from _observed import MAIL, failing_charge_app, mail_agent, order_graph, run_python
+from _observed import MAIL, broken_graph, failing_charge_app, mail_agent, order_graph, run_python
 
 import interlock
 from interlock import END, START, FencedOut, Graph, SqliteStore, effect
@@ -108,14 +108,7 @@ async def test_steps_are_logged_at_debug(runtime_log: Kept) -> None:
 
 
 async def test_a_failed_run_says_why(runtime_log: Kept) -> None:
-    class S(TypedDict, total=False):
-        x: int
-
-    def broken(s: S) -> S:
-        raise ValueError("no stock")
-
-    g = Graph(S)
-    g.add_node("broken", broken).add_edge(START, "broken").add_edge("broken", END)
+    g = broken_graph()
     with pytest.raises(interlock.NodeError):
         await g.compile().run({}, thread="t")
     stopped = runtime_log.records[-1]

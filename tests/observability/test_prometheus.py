@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TypedDict
 
 import pytest
-from _observed import MAIL, failing_charge_app, mail_agent, order_graph
+from _observed import MAIL, broken_graph, failing_charge_app, mail_agent, order_graph
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -63,14 +63,7 @@ async def test_runs_interrupts_and_decisions_are_counted(metrics: PrometheusMetr
 
 
 async def test_failures_and_refusals_have_their_status(metrics: PrometheusMetrics) -> None:
-    class S(TypedDict, total=False):
-        x: int
-
-    def broken(s: S) -> S:
-        raise ValueError("no stock")
-
-    g = Graph(S)
-    g.add_node("broken", broken).add_edge(START, "broken").add_edge("broken", END)
+    g = broken_graph()
     app = g.compile()
     with pytest.raises(NodeError):
         await app.run({}, thread="t")

@@ -11,6 +11,7 @@ import pytest
 from _observed import (
     MAIL,
     attributes,
+    broken_graph,
     mail_agent,
     named,
     order_graph,
@@ -102,14 +103,7 @@ async def test_an_interrupt_with_a_key_names_it(spans: InMemorySpanExporter) -> 
 
 
 async def test_a_node_that_raises_fails_its_span_and_the_run(spans: InMemorySpanExporter) -> None:
-    class S(TypedDict, total=False):
-        x: int
-
-    def broken(s: S) -> S:
-        raise ValueError("no stock")
-
-    g = Graph(S)
-    g.add_node("broken", broken).add_edge(START, "broken").add_edge("broken", END)
+    g = broken_graph()
     with pytest.raises(NodeError):
         await g.compile().run({}, thread="t")
     (node,) = named(spans, "interlock.node")

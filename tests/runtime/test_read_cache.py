@@ -12,8 +12,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NamedTuple, TypedDict
 
 import anyio
 import pytest
@@ -66,6 +67,22 @@ async def fresh_values(path: Path, thread: str) -> dict[str, Any]:
         await app.store.close()
 
 
+class Pair(NamedTuple):
+    db: Path
+    reader: App[Chat]
+    writer: App[Chat]
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
+    """Two Apps on one file, each with its own cache: one reads, the other writes."""
+    db = tmp_path / "chat.db"
+    apps = Pair(db, chat_app(db), chat_app(db))
+    yield apps
+    for app in (apps.reader, apps.writer):
+        await app.store.close()  # closing twice is harmless
+
+
 class Ranges:
     """Records the rows each `checkpoint_range` call of a store returns."""
 
@@ -81,9 +98,8 @@ class Ranges:
         store.checkpoint_range = counted  # type: ignore[method-assign]
 
 
-async def test_a_read_after_another_app_wrote_reads_only_the_new_deltas(tmp_path: Path) -> None:
-    db = tmp_path / "chat.db"
-    reader, writer = chat_app(db), chat_app(db)
+async def test_a_read_after_another_app_wrote_reads_only_the_new_deltas(pair: Pair) -> None:
+    db, reader, writer = pair
     await say(writer, "t", 20)
     first = await reader.get_state("t")
     assert first.values == await fresh_values(db, "t")
@@ -97,8 +113,6 @@ async def test_a_read_after_another_app_wrote_reads_only_the_new_deltas(tmp_path
 
     again = await reader.get_state("t")
     assert again.values == later.values and ranges.rows == [5]  # same head: nothing read
-    for app in (reader, writer):
-        await app.store.close()
 
 
 async def test_what_a_read_returns_is_a_copy_the_caller_may_change(tmp_path: Path) -> None:
@@ -129,9 +143,8 @@ async def test_what_a_read_returns_is_a_copy_the_caller_may_change(tmp_path: Pat
     await app.store.close()
 
 
-async def test_a_thread_deleted_elsewhere_is_not_read_from_the_cache(tmp_path: Path) -> None:
-    db = tmp_path / "chat.db"
-    reader, writer = chat_app(db), chat_app(db)
+async def test_a_thread_deleted_elsewhere_is_not_read_from_the_cache(pair: Pair) -> None:
+    _, reader, writer = pair
     await say(writer, "t", 5)
     await reader.get_state("t")
     await writer.store.delete_thread("t")
@@ -139,16 +152,13 @@ async def test_a_thread_deleted_elsewhere_is_not_read_from_the_cache(tmp_path: P
         await reader.get_state("t")
     await say(writer, "t", 1)  # the same name again, a new thread
     assert len((await reader.get_state("t")).values["messages"]) == 2
-    for app in (reader, writer):
-        await app.store.close()
 
 
 async def test_edits_and_new_snapshots_written_elsewhere_are_seen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_persist, "SNAPSHOT_MIN_BYTES", 8 * 1024)  # snapshots every few turns
-    db = tmp_path / "chat.db"
-    reader, writer = chat_app(db), chat_app(db)
+    db, reader, writer = pair
     await say(writer, "t", 4)
     await reader.get_state("t")
     seen_bases = set()
@@ -160,13 +170,10 @@ async def test_edits_and_new_snapshots_written_elsewhere_are_seen(
         assert state.values == await fresh_values(db, "t")
         seen_bases.add((await reader.store.get_checkpoint("t")).base_seq)  # type: ignore[union-attr]
     assert len(seen_bases) > 2  # the cached chain was left behind for new snapshots
-    for app in (reader, writer):
-        await app.store.close()
 
 
-async def test_a_delta_damaged_after_the_state_was_cached_is_refused(tmp_path: Path) -> None:
-    db = tmp_path / "chat.db"
-    reader, writer = chat_app(db), chat_app(db)
+async def test_a_delta_damaged_after_the_state_was_cached_is_refused(pair: Pair) -> None:
+    db, reader, writer = pair
     await say(writer, "t", 10)
     await reader.get_state("t")
     await say(writer, "t", 2)
@@ -181,7 +188,6 @@ async def test_a_delta_damaged_after_the_state_was_cached_is_refused(tmp_path: P
     raw.close()  # the with block commits; it does not close
     with pytest.raises(CheckpointCorrupt):
         await reader.get_state("t")
-    await reader.store.close()
 
 
 def test_a_second_process_writing_is_seen_by_the_reader(tmp_path: Path) -> None:

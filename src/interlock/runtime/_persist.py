@@ -270,10 +270,12 @@ class ThreadIO:
         lo = min(r.base_seq for r in records)
         hi = max(r.seq for r in records)
         rows = await self.store.checkpoint_range(thread, lo=lo, hi=hi)
-        bodies: dict[str, dict[str, Any]] = {}
+        # The page's chains cover the range (a thread's checkpoints form one line): decode it
+        # as one batch, as `load` does a chain.
+        bodies = dict(zip([r.id for r in rows], self.decode_chain(rows), strict=True))
 
         def body_of(r: CheckpointRecord) -> dict[str, Any]:
-            if r.id not in bodies:
+            if r.id not in bodies:  # not in the range read (the thread moved meanwhile)
                 bodies[r.id] = self.decode(r)
             return bodies[r.id]
 
