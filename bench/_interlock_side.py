@@ -8,6 +8,7 @@ scenarios are in ``_agents_interlock.py``.
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from collections import Counter
 from collections.abc import Callable
@@ -287,6 +288,7 @@ async def s3_state(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
     store = SqliteStore(s3_state_file(work, SIDE, at, p["turns"]))
     await store.open()  # connect and check the schema now, not inside the first call
     app = chat_graph(size).compile(store=store)
+    gc.collect()  # the imports' garbage is the process's, not the first call's (both sides)
     t1 = perf_counter()
     first = await app.get_state("chat")
     t2 = perf_counter()

@@ -126,8 +126,12 @@ async def test_what_a_read_returns_is_a_copy_the_caller_may_change(tmp_path: Pat
     g.add_edge(START, "reply").add_edge("reply", "gate").add_edge("gate", END)
     app = g.compile(store=SqliteStore(tmp_path / "c.db"))
     await app.run({"messages": [{"role": "user", "text": TEXT}]}, thread="t0")  # stops at gate
-    await app.get_state("t0")  # now kept by the App
-    one = await app.get_state("t0")
+    first = await app.get_state("t0")  # handed over whole: the App keeps only its rows
+    first.values["messages"][0]["text"] = "changed first"
+    first.interrupts[0].info["details"]["items"].append(0)
+    one = await app.get_state("t0")  # rebuilt from those rows, and kept
+    assert one.values["messages"][0]["text"] == TEXT
+    assert one.interrupts[0].info["details"]["items"] == [1, 2]
     one.values["messages"][0]["text"] = "changed"
     one.values["messages"].append({"role": "intruder"})
     one.state["messages"][1]["text"] = "changed too"
@@ -139,7 +143,7 @@ async def test_what_a_read_returns_is_a_copy_the_caller_may_change(tmp_path: Pat
     assert len(two.values["messages"]) == 2
     assert two.interrupts[0].info["details"]["items"] == [1, 2]
     assert "added" not in two.metadata
-    assert two.values["messages"] is not two.state["messages"]
+    assert two.state == two.values  # one state, as `history` gives it
     await app.store.close()
 
 

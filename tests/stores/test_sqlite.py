@@ -379,6 +379,7 @@ async def everything(store: Store) -> object:
     for t in THREADS:
         seen += [await store.get_thread(t), await store.checkpoint_range(t, lo=1, hi=999)]
         seen += [await store.list_checkpoints(t, limit=3), await store.get_checkpoint(t)]
+        seen.append(await store.checkpoints_at(t, [5, 1, 3, 3, 40, 0]))
         for key in ("k1", "k2", None):
             seen.append(await store.pending(PendingFilter(thread=t, key=key)))
     seen += [await store.pending(PendingFilter(key="k1"), limit=2), await store.pending()]

@@ -182,9 +182,15 @@ class ReducerChannel(Channel):
 
 
 class AppendChannel(Channel):
-    """A list key with the `append` reducer; checkpoints store only the new items."""
+    """A list key with the `append` reducer; checkpoints store only the new items.
 
-    __slots__ = ("marked_len", "reset")
+    A snapshot of a long list need not copy it: items already held by earlier snapshots of the
+    thread are *shared*, named by ``(seq, count)`` references to those snapshots (``shared``),
+    and a snapshot stores only the items after them plus the references (`segments`). Replacing
+    the list (`set`) drops the references.
+    """
+
+    __slots__ = ("marked_len", "reset", "shared", "shared_len")
     kind = "append"
 
     def __init__(self, key: str) -> None:
@@ -192,6 +198,10 @@ class AppendChannel(Channel):
         self.value = []
         self.marked_len = 0
         self.reset = False  # the list was replaced, not extended, since the mark
+        self.shared: list[tuple[int, int]] = []
+        """``(seq, count)``: the first items are those stored by these snapshots, in order."""
+        self.shared_len = 0
+        """How many items ``shared`` stands for (the sum of its counts)."""
 
     def update(self, writes: Sequence[tuple[str, Any]]) -> None:
         items: list[Any] = self.value
@@ -205,6 +215,7 @@ class AppendChannel(Channel):
         self.value = list(value)
         self.reset = True
         self.dirty = True
+        self.unshare()
 
     def delta(self) -> tuple[str, Any] | None:
         if not self.dirty:
@@ -216,6 +227,37 @@ class AppendChannel(Channel):
     def full(self) -> tuple[str, Any] | None:
         return ("set", self.value)
 
+    def segments(self) -> tuple[str, Any]:
+        """The whole value as a snapshot stores it: ``("seg", [refs, items])`` when earlier
+        snapshots hold its first items (``refs`` names them, ``items`` are the rest), else
+        ``("set", value)``."""
+        if not self.shared:
+            return ("set", self.value)
+        refs = [[seq, count] for seq, count in self.shared]
+        return ("seg", [refs, self.value[self.shared_len :]])
+
+    def stored_at(self, seq: int, *, segmented: bool) -> None:
+        """The snapshot ``seq`` now holds this value: as `segments` put it when ``segmented``,
+        else whole. Later snapshots refer to it for these items."""
+        if not segmented:
+            self.unshare()
+        n = len(self.value) - self.shared_len
+        if n > 0:
+            self.shared.append((seq, n))
+            self.shared_len += n
+
+    def unshare(self) -> None:
+        """Forget the shared references (the list no longer starts with those items)."""
+        self.shared = []
+        self.shared_len = 0
+
+    def load_shared(self, items: list[Any], shared: list[tuple[int, int]]) -> None:
+        """Take a value rebuilt from a snapshot's references (see `segments`)."""
+        self.value = items
+        self.shared = shared
+        self.shared_len = sum(count for _, count in shared)
+        self.marked_len = len(items)
+
     def mark(self) -> None:
         self.dirty = False
         self.reset = False
@@ -226,6 +268,8 @@ class AppendChannel(Channel):
             self.value.extend(payload)
         elif op == "set":
             self.value = list(payload)
+            self.unshare()
         else:
             super().apply(op, payload)
+            self.unshare()
         self.marked_len = len(self.value)

@@ -2,11 +2,16 @@
 
 A checkpoint body stores channel *deltas* against its parent; every so often it stores full
 values instead (a snapshot), so rebuilding a state reads one snapshot plus the deltas after it.
-Snapshots are taken when the bytes of deltas since the last one reach twice its size (and at
-least `SNAPSHOT_MIN_BYTES`), or after `SNAPSHOT_MAX_CHAIN` checkpoints: the store holds at most
-about 1.5× the state's size in snapshots, plus the deltas, and a rebuild reads a bounded chain.
-A small state (under `SNAPSHOT_SMALL_BYTES` with its deltas) is always stored whole, so
-loading it is a single read.
+
+A snapshot does not copy what earlier snapshots of the thread already hold of a list that only
+grows (an `append` key): it names them, ``(seq, count)`` each, and stores the items after them,
+so a long chat's state is a few large rows, each message stored in one of them (decision 57).
+What a snapshot still copies is the rest of the state, its *fixed* bytes. Snapshots are taken
+when the bytes of deltas since the last one reach `SNAPSHOT_MIN_BYTES` and twice the fixed
+bytes, or after `SNAPSHOT_MAX_CHAIN` checkpoints: a rebuild reads the snapshot, the snapshots it
+names and at most that many bytes of deltas, and the store holds the deltas, each shared item
+once more, and at most half the deltas' size again in fixed bytes. A small state (under
+`SNAPSHOT_SMALL_BYTES` with its deltas) is always stored whole, so loading it is a single read.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from .._errors import (
     UnregisteredType,
 )
 from ..graph._builder import CompiledGraph, Migration
+from ..graph._channels import AppendChannel
 from ..serde import Codec
 from ..stores import (
     AuditEntry,
@@ -55,7 +61,8 @@ __all__ = [
     "dropped_entry",
 ]
 
-SNAPSHOT_MIN_BYTES = 256 * 1024
+SNAPSHOT_MIN_BYTES = 32 * 1024
+"""The fewest bytes of deltas a new snapshot waits for (the most a rebuild reads, usually)."""
 SNAPSHOT_MAX_CHAIN = 1000
 SNAPSHOT_SMALL_BYTES = 2048
 """While snapshot + deltas stay under this, every checkpoint is a snapshot (one read to load)."""
@@ -67,12 +74,38 @@ READ_CACHE_BYTES = 32 * 1024 * 1024
 
 @dataclass(slots=True)
 class _Read:
-    """A state `ThreadIO.read` rebuilt: private, never handed out (copies are)."""
+    """What `ThreadIO.read` keeps of a thread: the state it rebuilt (private, never handed
+    out; copies are), or after a first read only the rows it was rebuilt from."""
 
     record: CheckpointRecord
-    level: Level
+    level: Level | None
     meta: dict[str, Any]
     weight: int
+    rows: dict[int, CheckpointRecord] | None = None
+
+
+class _Rows:
+    """Where `ThreadIO.load` reads rows from: the store, keeping every row it returns, after
+    the rows ``kept`` from an earlier read (rows never change once written)."""
+
+    def __init__(self, store: Store, kept: Mapping[int, CheckpointRecord] | None = None) -> None:
+        self.store = store
+        self.kept: dict[int, CheckpointRecord] = dict(kept or {})
+
+    async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
+        kept = self.kept
+        missing = [seq for seq in range(max(lo, 1), hi + 1) if seq not in kept]
+        if missing:
+            rows = await self.store.checkpoint_range(thread, lo=missing[0], hi=missing[-1])
+            kept.update((r.seq, r) for r in rows)
+        return [kept[seq] for seq in range(max(lo, 1), hi + 1) if seq in kept]
+
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        kept = self.kept
+        missing = [seq for seq in seqs if seq not in kept]
+        if missing:
+            kept.update((r.seq, r) for r in await self.store.checkpoints_at(thread, missing))
+        return [kept[seq] for seq in sorted(set(seqs)) if seq in kept]
 
 
 @dataclass(slots=True)
@@ -83,7 +116,10 @@ class Head:
     chain_bytes: int = 0
     """Bytes of deltas since (and excluding) the base snapshot, this body included."""
     snapshot_bytes: int = 0
-    """Size of the base snapshot's body."""
+    """Size of the base snapshot's body, plus that of the snapshots it names (an estimate)."""
+    fixed_bytes: int = 0
+    """What of the base snapshot's body a later snapshot copies again (its size less the
+    items of append keys, which later snapshots name instead)."""
     meta: dict[str, Any] = field(default_factory=dict)
     """The metadata stored with the checkpoint."""
     migrated: bool = False
@@ -145,8 +181,14 @@ class ThreadIO:
                 return [self.decode(r) for r in records]  # raises, naming the damaged one
         return [_checked_body(r, body) for r, body in zip(records, bodies, strict=True)]
 
-    async def load(self, thread: str, head: Head) -> tuple[Level, set[str]]:
-        """Rebuild the level stored at ``head``; also return its pending interrupt ids."""
+    async def load(
+        self, thread: str, head: Head, *, rows: _Rows | None = None
+    ) -> tuple[Level, set[str]]:
+        """Rebuild the level stored at ``head``; also return its pending interrupt ids.
+
+        The rows it needs besides ``head`` come from the store, or through ``rows``.
+        """
+        source: Store | _Rows = self.store if rows is None else rows
         record = head.record
         body = self.decode(record)
         migrate = None
@@ -167,53 +209,100 @@ class ThreadIO:
                 current=self.plan.fingerprint,
                 detail=f"the checkpoint's tasks do not fit the new graph: {exc}",
             ) from exc
-        chain: list[dict[str, Any]] = []
+        base, bodies = record, [body]
         if record.base_seq != record.seq:
-            rows = await self.store.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
-            chain = self.decode_chain(_ancestry(record, rows))
+            found = await source.checkpoint_range(thread, lo=record.base_seq, hi=record.seq - 1)
+            chain = _ancestry(record, found)
+            base, bodies = chain[0], [*self.decode_chain(chain), body]
+        bodies[0], shared = await self._resolve(thread, base, bodies[0], source=source)
         if migrate is not None:
-            self._migrate(level, [*chain, body], record, migrate)
+            self._migrate(level, bodies, record, migrate)
             head.migrated = True
         else:
-            _apply_deltas(level, [*chain, body], record)
+            _apply_deltas(level, bodies[:1], record)
+            _share(level, shared)
+            _apply_deltas(level, bodies[1:], record)
         for ch in level.channels.values():
             ch.mark()
         if record.base_seq == record.seq:
-            head.chain_bytes, head.snapshot_bytes = 0, len(record.body)
+            head.chain_bytes = 0
+            head.snapshot_bytes = len(record.body) + _size(body, "shb", 0)
+            head.fixed_bytes = max(0, len(record.body) - _size(body, "itb", 0))
         else:
-            head.chain_bytes = int(body.get("chain", 0)) + len(record.body)
-            head.snapshot_bytes = int(body.get("snap", 0))
+            head.chain_bytes = _size(body, "chain", 0) + len(record.body)
+            head.snapshot_bytes = _size(body, "snap", 0)
+            head.fixed_bytes = _size(body, "fix", head.snapshot_bytes)
         meta = body.get("meta")
         head.meta = dict(meta) if isinstance(meta, dict) else {}
         return level, {r.id for r in level.pending}
 
-    async def read(self, thread: str, head: Head) -> Level:
-        """The level stored at ``head``, for reading only: the caller must not change it.
+    async def read(self, thread: str, head: Head) -> tuple[Level, bool]:
+        """The level stored at ``head``, and whether the App keeps it (then the caller must
+        not change it, and hands out copies only).
 
         The App keeps the last states it read (`READ_CACHE_THREADS`, `READ_CACHE_BYTES`),
-        keyed by checkpoint. ``head`` was just read from the store, so a cached state is used
+        keyed by checkpoint. ``head`` was just read from the store, so a kept state is used
         only if it is that very checkpoint, or an earlier one of the same delta chain: then
         only the deltas written since are read and applied. Whatever another process wrote
-        is therefore seen, and a checkpoint's content never changes once written, so a
-        cached state is never stale. What is handed out must be copied (see `detached_values`).
+        is therefore seen, and a checkpoint's content never changes once written, so a kept
+        state is never stale.
+
+        A thread read for the first time is rebuilt from the store and handed over whole (the
+        caller may keep it, nothing else holds it); what the App keeps of it is the rows it
+        was rebuilt from. Read again, it is rebuilt from those rows (and any written since)
+        and kept decoded.
         """
         record = head.record
         cached = self._reads.pop(thread, None)
         if cached is not None:
             self._read_bytes -= cached.weight
-            if cached.record.id == record.id and cached.record.body == record.body:
+            if cached.level is None:
+                kept = await self._descends(thread, cached, head)
+                if kept is not None:
+                    level, _ = await self.load(thread, head, rows=_Rows(self.store, kept))
+                    if not head.migrated:
+                        weight = head.snapshot_bytes + head.chain_bytes
+                        self._keep(thread, _Read(record, level, head.meta, weight))
+                        return level, True
+                    return level, False
+            elif cached.record.id == record.id and cached.record.body == record.body:
                 head.meta = cached.meta
                 self._keep(thread, cached)
-                return cached.level
-            advanced = await self._advance(thread, cached, head)
-            if advanced is not None:
-                self._keep(thread, advanced)
-                return advanced.level
-        level, _ = await self.load(thread, head)
+                return cached.level, True
+            else:
+                advanced = await self._advance(thread, cached, head)
+                if advanced is not None and advanced.level is not None:
+                    self._keep(thread, advanced)
+                    return advanced.level, True
+        rows = _Rows(self.store)
+        level, _ = await self.load(thread, head, rows=rows)
         if not head.migrated:
-            weight = head.snapshot_bytes + head.chain_bytes
-            self._keep(thread, _Read(record, level, head.meta, weight))
-        return level
+            rows.kept[record.seq] = record
+            weight = sum(len(r.body) for r in rows.kept.values())
+            self._keep(thread, _Read(record, None, {}, weight, rows=rows.kept))
+        return level, False
+
+    async def _descends(
+        self, thread: str, cached: _Read, head: Head
+    ) -> dict[int, CheckpointRecord] | None:
+        """The rows kept of ``cached``, and those written since, if ``head`` is that same
+        checkpoint or descends from it; None otherwise (the thread was deleted and written
+        again, or moved to another branch), when the rows kept may not be used."""
+        assert cached.rows is not None
+        record, old = head.record, cached.record
+        if record.id == old.id:
+            return cached.rows if record.body == old.body else None
+        if record.seq <= old.seq:
+            return None
+        rows = await self.store.checkpoint_range(thread, lo=old.seq + 1, hi=record.seq - 1)
+        by_id = {r.id: r for r in rows}
+        cur = record.parent_id
+        while cur != old.id:
+            r = by_id.get(cur) if cur is not None else None
+            if r is None:
+                return None
+            cur = r.parent_id
+        return {**cached.rows, **{r.seq: r for r in rows}}
 
     def forget(self, thread: str) -> None:
         """Drop what `read` keeps of ``thread``."""
@@ -232,6 +321,7 @@ class ThreadIO:
 
     async def _advance(self, thread: str, cached: _Read, head: Head) -> _Read | None:
         """``cached`` moved on to ``head`` by the deltas between them; None if it cannot be."""
+        assert cached.level is not None
         record, old = head.record, cached.record
         if not (record.base_seq == old.base_seq and old.seq < record.seq):
             return None  # another chain (a snapshot since), or not a later checkpoint
@@ -261,6 +351,65 @@ class ThreadIO:
         weight = cached.weight + sum(len(r.body) for r in chain) + len(record.body)
         return _Read(record, level, head.meta, weight)
 
+    async def _resolve(
+        self,
+        thread: str,
+        base: CheckpointRecord,
+        body: dict[str, Any],
+        known: Mapping[int, tuple[CheckpointRecord, dict[str, Any]]] | None = None,
+        source: Store | _Rows | None = None,
+    ) -> tuple[dict[str, Any], dict[str, list[tuple[int, int]]]]:
+        """A base snapshot's body with the items it shares read back in, and what it shares.
+
+        Returns the body with each ``("seg", [refs, items])`` entry replaced by the whole list
+        (``("set", ...)``), and for each list key the ``(seq, count)`` references a later
+        snapshot may name: ``refs`` plus this snapshot's own items. The snapshots named are
+        read (or taken from ``known``, rows already decoded) and must be earlier snapshots of
+        the thread, written by the same graph, holding exactly ``count`` items of the key.
+        """
+        shared: dict[str, list[tuple[int, int]]] = {}
+        segs: dict[str, tuple[list[tuple[int, int]], list[Any]]] = {}
+        for key, entry in body["ch"].items():
+            if not (isinstance(entry, list) and len(entry) == 2):
+                continue  # applying it names the damage
+            op, payload = entry
+            if op == "seg":
+                refs, items = _segment(base, key, payload)
+                segs[key] = refs, items
+                shared[key] = [*refs, (base.seq, len(items))] if items else refs
+            elif op == "set" and isinstance(payload, list) and payload:
+                shared[key] = [(base.seq, len(payload))]
+        if not segs:
+            return body, shared
+        wanted = sorted({seq for refs, _ in segs.values() for seq, _ in refs})
+        named = {seq: known[seq] for seq in wanted if known is not None and seq in known}
+        if len(named) < len(wanted):
+            rows = await (source or self.store).checkpoints_at(
+                thread, [s for s in wanted if s not in named]
+            )
+            named.update(
+                (r.seq, (r, b)) for r, b in zip(rows, self.decode_chain(rows), strict=True)
+            )
+        gone = [seq for seq in wanted if seq not in named]
+        if gone:
+            raise _broken_share(base, f"the snapshot {gone[0]} it names is missing")
+        channels = dict(body["ch"])
+        for key, (refs, items) in segs.items():
+            whole: list[Any] = []
+            for seq, count in refs:
+                row, ref = named[seq]
+                if row.base_seq != row.seq or ref.get("fp") != body.get("fp"):
+                    raise _broken_share(base, f"checkpoint {row.id} it names is not a snapshot")
+                own = _own_items(ref["ch"].get(key))
+                if own is None or len(own) != count:
+                    raise _broken_share(
+                        base, f"snapshot {row.id} does not hold the {count} items of {key!r}"
+                    )
+                whole.extend(own)
+            whole.extend(items)
+            channels[key] = ["set", whole]
+        return {**body, "ch": channels}, shared
+
     async def load_many(
         self, thread: str, records: Sequence[CheckpointRecord]
     ) -> list[tuple[Level, dict[str, Any]]]:
@@ -279,24 +428,33 @@ class ThreadIO:
                 bodies[r.id] = self.decode(r)
             return bodies[r.id]
 
+        known = {r.seq: (r, bodies[r.id]) for r in rows}
+        resolved: dict[str, dict[str, Any]] = {}
+
+        async def base_of(r: CheckpointRecord) -> dict[str, Any]:
+            """A base snapshot's body with what it shares read back in (once per page)."""
+            if r.id not in resolved:
+                resolved[r.id], _ = await self._resolve(thread, r, body_of(r), known)
+            return resolved[r.id]
+
         levels = []
         for record in records:
             body = body_of(record)
             level = level_from_wire(self.plan, body, thread=thread, channels=False)
-            chain = (
-                [body_of(r) for r in _ancestry(record, rows)]
-                if record.base_seq != record.seq
-                else []
-            )
+            if record.base_seq != record.seq:
+                ancestry = _ancestry(record, rows)
+                chain = [await base_of(ancestry[0]), *(body_of(r) for r in ancestry[1:]), body]
+            else:
+                chain = [await base_of(record)]
             if body.get("fp") == self.plan.fingerprint:
-                _apply_deltas(level, [*chain, body], record)
+                _apply_deltas(level, chain, record)
             else:  # written before a migration: shown through it, or refused
                 migrate = self.migrations.get(str(body.get("fp")))
                 if migrate is None:
                     raise GraphChanged(
                         thread=thread, stored=str(body.get("fp")), current=self.plan.fingerprint
                     )
-                self._migrate(level, [*chain, body], record, migrate)
+                self._migrate(level, chain, record, migrate)
             meta = body.get("meta")
             levels.append((level, dict(meta) if isinstance(meta, dict) else {}))
         return levels
@@ -327,30 +485,46 @@ class ThreadIO:
         the new head and the fencing token held after it.
         """
         seq = thread_head.record.seq + 1 if thread_head else 1
+        # A small state is cheaper to store whole than to rebuild from a chain on load.
+        small = parent is None or parent.snapshot_bytes + parent.chain_bytes <= SNAPSHOT_SMALL_BYTES
         snapshot = (
-            parent is None
+            small
+            or parent is None
             # Loaded through a migration: the chain behind it was written by another graph.
             or parent.migrated
-            # A small state is cheaper to store whole than to rebuild from a chain on load.
-            or parent.snapshot_bytes + parent.chain_bytes <= SNAPSHOT_SMALL_BYTES
-            or parent.chain_bytes >= max(SNAPSHOT_MIN_BYTES, 2 * parent.snapshot_bytes)
+            or parent.chain_bytes >= max(SNAPSHOT_MIN_BYTES, 2 * parent.fixed_bytes)
             or seq - parent.record.base_seq >= SNAPSHOT_MAX_CHAIN
         )
-        body = level_to_wire(level, full=snapshot)
+        # A snapshot names what earlier snapshots of this thread's chain hold of its lists;
+        # not a small state's (one read loads it), nor the first of a thread (a fork's lists
+        # are held by another thread), nor one after a migration (written by another graph).
+        segmented = snapshot and not small and parent is not None and not parent.migrated
+        body = level_to_wire(level, full=snapshot, segmented=segmented)
         body["meta"] = metadata
         # The body records the chain length *before* itself; readers add its own size.
         if not snapshot:
             assert parent is not None
             body["chain"] = parent.chain_bytes
             body["snap"] = parent.snapshot_bytes
+            if parent.fixed_bytes != parent.snapshot_bytes:
+                body["fix"] = parent.fixed_bytes
+        elif parent is None or not small:
+            # What of this snapshot later ones name instead of copying: its fixed bytes are
+            # the rest. (A small state's next checkpoint is a snapshot whatever they are.)
+            body["itb"] = self._items_bytes(body, level)
+            if segmented and any(e[0] == "seg" for e in body["ch"].values()):
+                assert parent is not None
+                body["shb"] = parent.snapshot_bytes
         data = self._encode(body, level)
         if snapshot:
-            chain, snap, base_seq = 0, len(data), seq
+            chain, snap, base_seq = 0, len(data) + body.get("shb", 0), seq
+            fixed = max(0, len(data) - body.get("itb", 0))
         else:
             assert parent is not None
-            chain, snap, base_seq = (
+            chain, snap, fixed, base_seq = (
                 parent.chain_bytes + len(data),
                 parent.snapshot_bytes,
+                parent.fixed_bytes,
                 parent.record.base_seq,
             )
         record = CheckpointRecord(
@@ -400,12 +574,17 @@ class ThreadIO:
         for ch in level.channels.values():
             if ch.dirty:
                 ch.mark()
+            if snapshot and isinstance(ch, AppendChannel):
+                ch.stored_at(seq, segmented=segmented)
         if fresh or decisions:
             committed(level, thread, fresh, decisions)
         if level.answered:
             level.answered.clear()
         # chain/snap above describe the state *after* this body (what the next commit needs).
-        return Head(record, chain_bytes=chain, snapshot_bytes=snap, meta=dict(metadata)), token
+        head = Head(
+            record, chain_bytes=chain, snapshot_bytes=snap, fixed_bytes=fixed, meta=dict(metadata)
+        )
+        return head, token
 
     def _raised_entry(self, r: Raised) -> AuditEntry:
         i = r.interrupt
@@ -549,6 +728,15 @@ class ThreadIO:
                 checkpoint_id=record.id,
             ) from exc
         return progress
+
+    def _items_bytes(self, body: dict[str, Any], level: Level) -> int:
+        """The encoded size of the append keys' items a snapshot body holds itself."""
+        size = 0
+        for key, (op, payload) in body["ch"].items():
+            if isinstance(level.channels.get(key), AppendChannel):
+                items = payload[1] if op == "seg" else payload
+                size += len(self.codec.encode(items, path=f"state.{key}"))
+        return size
 
     def _encode(self, body: dict[str, Any], level: Level) -> bytes:
         try:
@@ -696,6 +884,67 @@ def _rekey_wire(wire: dict[str, Any], lineage: str, renamed: dict[str, str]) -> 
     if scr:
         wire["scr"] = scr
     return wire
+
+
+def _share(level: Level, shared: Mapping[str, list[tuple[int, int]]]) -> None:
+    """Tell the append channels of a level just rebuilt from a snapshot what it shares."""
+    for key, refs in shared.items():
+        ch = level.channels.get(key)
+        if isinstance(ch, AppendChannel):
+            ch.shared = list(refs)
+            ch.shared_len = sum(count for _, count in refs)
+
+
+def _segment(
+    base: CheckpointRecord, key: str, payload: Any
+) -> tuple[list[tuple[int, int]], list[Any]]:
+    """The ``(refs, items)`` of a snapshot's ``("seg", ...)`` entry, checked."""
+    if not (isinstance(payload, list) and len(payload) == 2):
+        raise _broken_share(base, f"its entry for {key!r} is malformed")
+    raw, items = payload
+    if not isinstance(raw, list) or not raw or not isinstance(items, list):
+        raise _broken_share(base, f"its entry for {key!r} is malformed")
+    refs: list[tuple[int, int]] = []
+    last = 0
+    for ref in raw:
+        if not (
+            isinstance(ref, list)
+            and len(ref) == 2
+            and all(type(n) is int for n in ref)
+            and last < ref[0] < base.seq
+            and ref[1] > 0
+        ):
+            raise _broken_share(base, f"it names {ref!r} for {key!r}")
+        last = ref[0]
+        refs.append((ref[0], ref[1]))
+    return refs, items
+
+
+def _own_items(entry: Any) -> list[Any] | None:
+    """The items of an append key a snapshot holds itself (None: not a snapshot entry)."""
+    if not (isinstance(entry, list) and len(entry) == 2):
+        return None
+    op, payload = entry
+    if op == "set" and isinstance(payload, list):
+        return payload
+    if op == "seg" and isinstance(payload, list) and len(payload) == 2:
+        items = payload[1]
+        return items if isinstance(items, list) else None
+    return None
+
+
+def _broken_share(base: CheckpointRecord, detail: str) -> CheckpointCorrupt:
+    return CheckpointCorrupt(
+        f"snapshot {base.id} of thread {base.thread!r} is damaged: {detail}",
+        thread=base.thread,
+        checkpoint_id=base.id,
+    )
+
+
+def _size(body: dict[str, Any], key: str, default: int) -> int:
+    """A size hint a body records (for the snapshot rules only): ``default`` if not an int."""
+    value = body.get(key, default)
+    return value if type(value) is int and value >= 0 else default
 
 
 def _checked_body(record: CheckpointRecord, body: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from .._collector import collector_paused
 from .._errors import CheckpointNotFound, GraphDefinitionError, ThreadInterrupted
 from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
 from ._calls import Calls, OnPending
@@ -53,8 +54,9 @@ async def get_state(
 ) -> StateSnapshot[StateT]:
     """The thread's state at its latest (or the given) checkpoint."""
     head = await calls.io.get(thread, checkpoint_id)
-    level = await calls.io.read(thread, head)  # kept by the App: hand out copies only
-    return _snapshot(level, head.record, head.meta, clone=calls.io.codec.clone)
+    level, kept = await calls.io.read(thread, head)
+    # What the App keeps is handed out as copies; what it does not is the caller's own.
+    return _snapshot(level, head.record, head.meta, clone=calls.io.codec.detach if kept else None)
 
 
 async def history(
@@ -81,7 +83,8 @@ def _snapshot(
     blocked = level.blocked()
     values = level.values()
     if clone is not None:
-        values, meta = clone(values), clone(meta)
+        with collector_paused():  # a long chat's copy is thousands of containers, no cycles
+            values, meta = clone(values), clone(meta)
     return StateSnapshot(
         thread=record.thread,
         checkpoint_id=record.id,
@@ -90,7 +93,8 @@ def _snapshot(
         status=record.status,
         source=record.source,
         created_at=record.created_at,
-        state=level.plan.schema.view_of(clone(values) if clone is not None else level.values()),
+        # The state and `values` hold the same values (as in `history`), one copy of them.
+        state=level.plan.schema.view_of(values),
         values=values,
         next=tuple(t.node for t in level.tasks if t.id not in level.results or t.id in blocked),
         interrupts=[

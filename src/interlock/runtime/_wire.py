@@ -183,11 +183,20 @@ def _goto_from_wire(g: Any) -> str | Send:
     return Send(str(g["send"]), g["arg"])
 
 
-def level_to_wire(level: Level, *, full: bool) -> dict[str, Any]:
-    """Encode a level; channels as full values (``full``) or as deltas since their last mark."""
+def level_to_wire(level: Level, *, full: bool, segmented: bool = False) -> dict[str, Any]:
+    """Encode a level; channels as full values (``full``) or as deltas since their last mark.
+
+    ``segmented`` (with ``full``): append channels refer to the items earlier snapshots of the
+    thread hold instead of copying them (`AppendChannel.segments`).
+    """
     channels: dict[str, Any] = {}
     for key, ch in level.channels.items():
-        d = ch.full() if full else ch.delta()
+        if not full:
+            d = ch.delta()
+        elif segmented and isinstance(ch, AppendChannel):
+            d = ch.segments()
+        else:
+            d = ch.full()
         if d is not None:
             channels[key] = list(d)
     body: dict[str, Any] = {

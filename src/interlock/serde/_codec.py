@@ -26,7 +26,7 @@ import msgspec
 from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
 from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
-from ._types import Entry, ext_hook, is_plain_tree, make_entry, type_name, wire_name
+from ._types import Entry, copy_tree, ext_hook, is_plain_tree, make_entry, type_name, wire_name
 
 __all__ = ["DEFAULT_CODEC", "Codec"]
 
@@ -251,6 +251,26 @@ class Codec:
             except (OverflowError, UnicodeEncodeError):
                 pass  # an int over 64 bits, a lone surrogate: the codec holds or refuses it
         return self.decode(self.encode(value))
+
+    def detach(self, value: Any) -> Any:
+        """Return a copy of ``value``, a value this codec decoded, that shares no container.
+
+        Like `clone`, but for values read back from storage, which the codec is known to
+        hold: plain data (dicts and lists of str, int, float, bool, None, bytes) has its lists
+        and dicts copied and shares its leaves, which are immutable, instead of being written
+        out and parsed again. Anything else goes through `clone`.
+
+        Examples:
+            >>> from interlock.serde import Codec
+            >>> state = {"messages": [{"role": "user", "content": "hi"}]}
+            >>> copy = Codec().detach(state)
+            >>> copy == state and copy["messages"][0] is not state["messages"][0]
+            True
+        """
+        kind = type(value)
+        if (kind is dict or kind is list) and is_plain_tree(value, self._max_depth):
+            return copy_tree(value)
+        return self.clone(value)
 
     def _body(self, data: bytes | memoryview) -> memoryview:
         """Check the header, size and checksum of an encoding and return its msgpack body."""

@@ -244,6 +244,18 @@ def is_plain_tree(container: list[Any] | dict[Any, Any], levels: int) -> bool:
         level = gc.get_referents(*level)
 
 
+def copy_tree(container: Any) -> Any:
+    """Copy a plain tree's lists and dicts, sharing its leaves (all immutable).
+
+    Only for a container `is_plain_tree` accepted: what it holds is then lists, dicts and
+    immutable scalars, nested boundedly deep. A container met twice is copied twice, as a
+    round trip through msgpack would.
+    """
+    if type(container) is dict:
+        return {k: copy_tree(v) if type(v) in _CONTAINERS else v for k, v in container.items()}
+    return [copy_tree(v) if type(v) in _CONTAINERS else v for v in container]
+
+
 def _census_works() -> bool:
     # The census relies on CPython's traversal of lists and dicts reporting every item (and
     # every key of a dict with a non-str key). Check once; without it, values are walked in

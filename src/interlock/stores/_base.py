@@ -414,6 +414,19 @@ class Store(Protocol):
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
         ...
 
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints whose seq is in ``seqs``, ascending by seq, in one
+        read; seqs the thread does not have are left out.
+
+        A snapshot names the earlier snapshots that hold the first items of its lists; a read
+        fetches them with this.
+
+        Raises:
+            TypeError: ``seqs`` is not a list or tuple of ints.
+            StoreClosed: The store was closed.
+        """
+        ...
+
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:

@@ -31,6 +31,7 @@ __all__ = [
     "check_pause_kind",
     "check_pending_args",
     "check_renewal",
+    "check_seqs",
     "check_text",
     "check_write",
     "finish_refused",
@@ -75,6 +76,17 @@ def check_text(name: str, value: object, *, optional: bool = False) -> None:
 
 _EVERYTHING: Final = PendingFilter()
 _LEFT_PENDING: Final = INTERRUPT_STATUSES - {"pending"}
+
+
+def check_seqs(seqs: object) -> list[int]:
+    """The seqs of a `Store.checkpoints_at` call, sorted and without repeats.
+
+    Raises:
+        TypeError: ``seqs`` is not a list or tuple of ints (bools are not seqs).
+    """
+    if not isinstance(seqs, list | tuple) or not all(type(s) is int for s in seqs):
+        raise TypeError(f"seqs must be a list or tuple of ints, got {seqs!r:.80}")
+    return sorted(set(seqs))
 
 
 def check_pending_args(where: PendingFilter | None, after: str | None) -> PendingFilter:

@@ -32,6 +32,7 @@ from ._checks import (
     check_pause_kind,
     check_pending_args,
     check_renewal,
+    check_seqs,
     check_text,
     check_write,
     finish_refused,
@@ -343,6 +344,14 @@ class MemoryStore(StoreLifecycle):
         self._check_open()
         chain = self._checkpoints.get(thread, [])
         return chain[max(lo, 1) - 1 : max(hi, 0)]
+
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints whose seq is in ``seqs``, ascending by seq."""
+        check_text("thread", thread)
+        wanted = check_seqs(seqs)
+        self._check_open()
+        chain = self._checkpoints.get(thread, [])
+        return [chain[s - 1] for s in wanted if 1 <= s <= len(chain)]
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50

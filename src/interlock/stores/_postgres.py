@@ -62,6 +62,7 @@ from ._checks import (
     check_pause_kind,
     check_pending_args,
     check_renewal,
+    check_seqs,
     check_text,
     check_write,
 )
@@ -267,6 +268,12 @@ class PostgresStore(StoreLifecycle):
         """Return the thread's checkpoints with ``lo <= seq <= hi``, ascending by seq."""
         check_text("thread", thread)
         return await self._run(lambda c: ops.checkpoint_range(c, thread, lo, hi))
+
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints whose seq is in ``seqs``, ascending by seq."""
+        check_text("thread", thread)
+        wanted = check_seqs(seqs)
+        return await self._run(lambda c: ops.checkpoints_at(c, thread, wanted))
 
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50

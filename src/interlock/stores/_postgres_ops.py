@@ -54,6 +54,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_page",
     "checkpoint_range",
+    "checkpoints_at",
     "delete",
     "effect",
     "expire",
@@ -436,6 +437,15 @@ def checkpoint_range(conn: Conn, thread: str, lo: int, hi: int) -> list[Checkpoi
     """`Store.checkpoint_range`."""
     head_seq, records = _with_head(_fetchall(conn, sql.SELECT_RANGE, (lo, hi, thread)), thread)
     return conv.checked_range(records, head_seq, thread, lo, hi)
+
+
+def checkpoints_at(conn: Conn, thread: str, seqs: list[int]) -> list[CheckpointRecord]:
+    """`Store.checkpoints_at` (``seqs`` checked, sorted and unique)."""
+    wanted = [s for s in seqs if -(2**63) <= s < 2**63]  # what a bigint can hold
+    if not wanted:
+        return []
+    rows = _fetchall(conn, sql.SELECT_AT, (thread, wanted))
+    return conv.checkpoints_from_rows(rows, thread=thread)
 
 
 def checkpoint_page(

@@ -91,6 +91,10 @@ SELECT_RANGE: Final = (
     "WHERE thread = t.thread AND seq >= %s AND seq <= %s) c ON true "
     "WHERE t.thread = %s ORDER BY c.seq"
 )
+SELECT_AT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = %s AND seq = ANY(%s::bigint[]) ORDER BY seq"
+)
 SELECT_PAGE: Final = (
     f"SELECT t.head_seq, {_C} FROM threads t LEFT JOIN LATERAL ("
     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "

@@ -55,6 +55,7 @@ from ._checks import (
     check_pause_kind,
     check_pending_args,
     check_renewal,
+    check_seqs,
     check_text,
     check_write,
 )
@@ -68,6 +69,10 @@ T = TypeVar("T")
 _SYNCHRONOUS: Final = ("FULL", "NORMAL", "OFF")
 _MAX_ATTEMPTS: Final = 12
 _SMALLEST_PAGE: Final = 512
+_MMAP_BYTES: Final = 256 * 1024 * 1024
+"""How much of the file SQLite reads through a memory map instead of ``read()`` calls
+(address space, not memory: the pages are the kernel's page cache). A long thread's snapshots
+are large rows, which a map reads without a system call and a copy per page."""
 _FIRST_BACKOFF: Final = 0.002
 _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
@@ -237,6 +242,12 @@ class SqliteStore(StoreLifecycle):
         check_text("thread", thread)
         return await self._run(lambda c: ops.checkpoint_range(c, thread, lo, hi))
 
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        """Return the thread's checkpoints whose seq is in ``seqs``, ascending by seq."""
+        check_text("thread", thread)
+        wanted = check_seqs(seqs)
+        return await self._run(lambda c: ops.checkpoints_at(c, thread, wanted))
+
     async def list_checkpoints(
         self, thread: str, *, before_seq: int | None = None, limit: int = 50
     ) -> list[CheckpointRecord]:
@@ -397,6 +408,7 @@ class SqliteStore(StoreLifecycle):
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
             schema.migrate(conn)
         except BaseException:
             conn.close()

@@ -8,6 +8,7 @@ clock reading (``now``) from the caller. Errors of the driver are left to
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ __all__ = [
     "checkpoint",
     "checkpoint_page",
     "checkpoint_range",
+    "checkpoints_at",
     "delete",
     "effect",
     "expire",
@@ -411,6 +413,16 @@ def checkpoint_range(
     params: dict[str, object] = {"thread": thread, "lo": lo, "hi": hi}
     head_seq, records = _checkpoints(conn, sql.SELECT_RANGE, params, thread)
     return conv.checked_range(records, head_seq, thread, lo, hi)
+
+
+def checkpoints_at(
+    conn: sqlite3.Connection, thread: str, seqs: list[int]
+) -> list[CheckpointRecord]:
+    """`Store.checkpoints_at` (``seqs`` checked, sorted and unique)."""
+    if not seqs:
+        return []
+    rows = conn.execute(sql.SELECT_AT, (thread, json.dumps(seqs))).fetchall()
+    return conv.checkpoints_from_rows(rows, thread=thread)
 
 
 def checkpoint_page(

@@ -94,6 +94,11 @@ SELECT_RANGE: Final = (
     f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
     "WHERE thread = :thread AND seq >= :lo AND seq <= :hi ORDER BY seq"
 )
+# The seqs come as one JSON array, so one prepared statement serves any number of them.
+SELECT_AT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE thread = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq"
+)
 SELECT_PAGE: Final = (
     f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
     "WHERE thread = :thread AND seq < :before ORDER BY seq DESC LIMIT :limit"

@@ -107,6 +107,24 @@ class CheckpointConformance(ConformanceGroup):
         assert await seqs(11, 20) == []
         assert await store.checkpoint_range("other", lo=1, hi=10) == []
 
+    async def test_checkpoints_at_reads_the_seqs_asked(self, store: Store) -> None:
+        written = await grow(store, "t", 10)
+        await grow(store, "u", 3)
+
+        async def seqs(asked: list[int] | tuple[int, ...]) -> list[int]:
+            return [c.seq for c in await store.checkpoints_at("t", asked)]
+
+        assert await store.checkpoints_at("t", [2, 7]) == [written[1], written[6]]
+        assert await seqs([9, 1, 5]) == [1, 5, 9]  # ascending, whatever the order asked
+        assert await seqs((4, 4, 4)) == [4]
+        assert await seqs([0, -1, 11, 2**70, 3]) == [3]  # seqs the thread lacks: left out
+        assert await seqs([]) == []
+        assert [c.thread for c in await store.checkpoints_at("u", [1, 2, 3, 4])] == ["u"] * 3
+        assert await store.checkpoints_at("other", [1]) == []
+        for bad in ([1, "2"], [True], "12", {1: 2}, None, [1.0]):
+            with pytest.raises(TypeError, match="seqs"):
+                await store.checkpoints_at("t", bad)  # type: ignore[arg-type]
+
     async def test_list_checkpoints_pages_newest_first(self, store: Store) -> None:
         written = await grow(store, "t", 250)
         await grow(store, "other", 3)

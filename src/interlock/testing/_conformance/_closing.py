@@ -38,6 +38,8 @@ class ClosingConformance(ConformanceGroup):
         with pytest.raises(StoreClosed):
             await store.checkpoint_range("t", lo=1, hi=1)
         with pytest.raises(StoreClosed):
+            await store.checkpoints_at("t", [1])
+        with pytest.raises(StoreClosed):
             await store.list_checkpoints("t")
         with pytest.raises(StoreClosed):
             await store.get_thread("t")
