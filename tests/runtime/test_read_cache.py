@@ -194,13 +194,18 @@ async def test_a_delta_damaged_after_the_state_was_cached_is_refused(pair: Pair)
         await reader.get_state("t")
 
 
-def test_a_second_process_writing_is_seen_by_the_reader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("every", [None, 4096], ids=["default snapshots", "snapshots every 4 KiB"])
+def test_a_second_process_writing_is_seen_by_the_reader(tmp_path: Path, every: int | None) -> None:
     db = tmp_path / "chat.db"
     writer = textwrap.dedent(
         f"""
         import anyio, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_read_cache import chat_app, say
+        from interlock.runtime import _persist
+
+        if {every!r} is not None:
+            _persist.SNAPSHOT_MIN_BYTES = {every!r}  # shared snapshots in the writes that follow
 
         async def main():
             app = chat_app({str(db)!r})
@@ -222,13 +227,17 @@ def test_a_second_process_writing_is_seen_by_the_reader(tmp_path: Path) -> None:
         write(8)
         reader = chat_app(db)
         lengths = [len((await reader.get_state("t")).values["messages"])]
-        for turns in (1, 3, 0, 2):
+        for turns in (1, 3, 0, 2, 0):
             write(turns)
             state = await reader.get_state("t")
             assert state.values == await fresh_values(db, "t")
             assert state.values["title"] == str(turns)
             lengths.append(len(state.values["messages"]))
-        assert lengths == [16, 18, 24, 24, 28]
+        assert lengths == [16, 18, 24, 24, 28, 28]
+        if every is not None:  # the writes made snapshots that name earlier ones
+            rows = await reader.store.checkpoint_range("t", lo=1, hi=999)
+            ops = [reader.plan.codec.decode(r.body)["ch"].get("messages", "-")[0] for r in rows]
+            assert ops.count("seg") >= 3
         await reader.store.close()
 
     anyio.run(main)

@@ -240,7 +240,10 @@ class AppendChannel(Channel):
         """The snapshot ``seq`` now holds this value: as `segments` put it when ``segmented``,
         else whole. Later snapshots refer to it for these items."""
         if not segmented:
-            self.unshare()
+            n = len(self.value)
+            self.shared = [(seq, n)] if n else []
+            self.shared_len = n
+            return
         n = len(self.value) - self.shared_len
         if n > 0:
             self.shared.append((seq, n))
