@@ -116,15 +116,16 @@ lease's owner, token, expiry and digest."""
 
 
 class KnownHeads:
-    """The rows of threads this connection appended to last, as it committed them.
+    """The rows of the threads this connection wrote or read last, as it wrote or read them.
 
     An append to such a thread does not read its row first: it checks the lease and the head
-    against the row as committed, then moves the head with an ``UPDATE`` whose ``WHERE``
-    requires every column, digests included, to still be exactly that. The row is then what a
-    read would have found and checked (its digests are those of its values, since this store
-    computed them), so the outcome is the same; when anything differs (another process wrote
-    the thread, or the file was damaged) nothing is updated and the append reads the row as
-    usual. Used only under the store's lock.
+    against the known row, then moves the head with an ``UPDATE`` whose ``WHERE`` requires
+    every column, digests included, to still be exactly that. The row is then what a read
+    would have found and checked (a known row's digests are those of its values: this store
+    computed them, or checked them when it read the row), so the outcome is the same. When
+    anything differs (another process wrote the thread, a write of this connection was rolled
+    back, the file was damaged) nothing is updated and the append reads the row as before,
+    which raises whatever that row calls for. Used only under the store's lock.
     """
 
     __slots__ = ("_rows",)
