@@ -15,10 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from interlock._errors import InterruptAlreadyResolved, StoreError, ThreadBusy, UnknownInterrupt
+from interlock._errors import (
+    CheckpointCorrupt,
+    FencedOut,
+    InterruptAlreadyResolved,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
 from interlock.stores import (
     AuditEntry,
     CheckpointRecord,
+    Fence,
     InterruptRecord,
     MemoryStore,
     PendingFilter,
@@ -29,6 +37,7 @@ from interlock.stores import (
 )
 from interlock.stores import _sqlite_schema as schema
 from interlock.stores import _sqlite_sql as sql
+from interlock.stores._sqlite_ops import KNOWN_HEADS_MAX
 from interlock.testing import FakeClock, StoreConformance
 
 pytestmark = pytest.mark.anyio
@@ -545,3 +554,112 @@ async def test_a_removed_write_ahead_log_is_named_as_the_cause(tmp_path: Path) -
         assert "-shm" in str(caught.value)
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
         await other.close()
+
+
+def statements_of(store: SqliteStore) -> list[str]:
+    """Record the statements the store's connection runs from now on (open stores only)."""
+    seen: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(seen.append)
+    return seen
+
+
+async def test_an_append_after_an_append_does_not_read_the_thread_row(tmp_path: Path) -> None:
+    # The row is known as this store committed it; the head moves by a compare-and-set on
+    # every column of it, and nothing reads it first.
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await grow(store, "t", 2)
+        seen = statements_of(store)
+        await store.append_checkpoint(checkpoint("t", 3), expected_head="t.2")
+        assert not any(s.startswith("SELECT") for s in seen)
+        assert (await store.get_thread("t")) is not None
+        assert (await store.get_checkpoint("t")) == checkpoint("t", 3)
+
+
+async def test_a_known_row_moved_by_another_process_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    lease = Fence(owner="a", token=None, ttl=60.0)
+    async with SqliteStore(path) as one, SqliteStore(path) as two:
+        await one.append_checkpoint(checkpoint("t", 1), expected_head=None, fence=lease)
+        token = await one.append_checkpoint(
+            checkpoint("t", 2), expected_head="t.1", fence=replace(lease, token=1, release=True)
+        )
+        assert token == 1
+        # Another store moves the head, taking the lease over (token 2) and letting it go.
+        taken = await two.append_checkpoint(
+            checkpoint("t", 3), expected_head="t.2", fence=replace(lease, release=True)
+        )
+        assert taken == 2
+        # What the first store knows is stale: it must answer as a fresh read would.
+        with pytest.raises(ThreadBusy, match=r"expected head 't\.2', found 't\.3'"):
+            await one.append_checkpoint(checkpoint("t", 3), expected_head="t.2")
+        with pytest.raises(FencedOut):
+            await one.append_checkpoint(
+                checkpoint("t", 4), expected_head="t.3", fence=replace(lease, token=1)
+            )
+        # The other store takes the lease and keeps it: the first one is refused.
+        await two.append_checkpoint(checkpoint("t", 4), expected_head="t.3", fence=lease)
+        with pytest.raises(ThreadBusy, match="lease"):
+            await one.append_checkpoint(checkpoint("t", 5), expected_head="t.4", fence=lease)
+        await two.append_checkpoint(
+            checkpoint("t", 5), expected_head="t.4", fence=replace(lease, token=3, release=True)
+        )
+        await one.append_checkpoint(checkpoint("t", 6), expected_head="t.5")
+        assert (await two.get_checkpoint("t")) == checkpoint("t", 6)
+        assert (await one.get_thread("t")) == (await two.get_thread("t"))
+
+
+async def test_a_known_row_whose_lease_a_renewal_moved_is_still_written_without_a_read(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with SqliteStore(tmp_path / "s.db", clock=clock) as store:
+        lease = Fence(owner="a", token=None, ttl=60.0)
+        token = await store.append_checkpoint(checkpoint("t", 1), expected_head=None, fence=lease)
+        held = replace(lease, token=token)
+        clock.advance(30)
+        await store.renew_lease("t", held)
+        seen = statements_of(store)
+        clock.advance(40)  # 70 s after the lease was taken: live only thanks to the renewal
+        await store.append_checkpoint(checkpoint("t", 2), expected_head="t.1", fence=held)
+        assert [s for s in seen if s.startswith("SELECT")] == []
+        with pytest.raises(ThreadBusy, match="lease"):
+            await store.append_checkpoint(checkpoint("t", 3), expected_head="t.2")
+        clock.advance(61)
+        await store.append_checkpoint(checkpoint("t", 3), expected_head="t.2")
+
+
+@pytest.mark.parametrize("column", ["digest", "lease_digest", "status", "lease_token"])
+async def test_a_known_row_damaged_on_disk_is_refused_as_a_read_refuses_it(
+    tmp_path: Path, column: str
+) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 2)
+        value = {"status": "'done'", "lease_token": "7"}.get(column, "x'00'")
+        with side_connection(path) as side:
+            side.execute(f"UPDATE threads SET {column} = {value} WHERE thread = 't'")
+        for _ in range(2):  # once with the row known, once with it forgotten: the same
+            with pytest.raises(CheckpointCorrupt, match="does not match its digest"):
+                await store.append_checkpoint(checkpoint("t", 3), expected_head="t.2")
+
+
+async def test_known_rows_are_bounded(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "s.db", synchronous="OFF") as store:
+        for n in range(KNOWN_HEADS_MAX + 10):
+            await store.append_checkpoint(checkpoint(f"t{n}", 1), expected_head=None)
+        assert len(store._known._rows) == KNOWN_HEADS_MAX
+        assert "t0" not in store._known._rows
+        # A thread that was forgotten is read again, and written all the same.
+        await store.append_checkpoint(checkpoint("t0", 2), expected_head="t0.1")
+        assert (await store.get_checkpoint("t0")) == checkpoint("t0", 2)
+
+
+async def test_blobs_read_back_as_bytes_whatever_their_size(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "s.db") as store:
+        small, large = checkpoint("s", 1, b"s" * 10), checkpoint("l", 1, b"l" * 100_000)
+        for record in (small, large):
+            await store.append_checkpoint(record, expected_head=None)
+            found = await store.get_checkpoint(record.thread)
+            assert found == record
+            assert found is not None and type(found.body) is bytes

@@ -49,10 +49,18 @@ class Scratch:
     """What a task keeps across an interrupt (persisted in the checkpoint while it waits).
 
     Every part is created on first use: most tasks never interrupt, and a task is started for
-    every node of every superstep, so an empty scratch must cost nothing.
+    every node of every superstep, so an empty scratch must cost nothing. Which parts exist is
+    kept beside them, so that reading one that does not exist raises nothing (an exception
+    per unset part cost more than the rest of a checkpoint's scratch).
     """
 
-    __slots__ = _SCRATCH_PARTS
+    __slots__ = (*_SCRATCH_PARTS, "_made")
+
+    _made: tuple[str, ...]
+    """The names of the parts set so far."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_made", ())
 
     answers: dict[str, Any]
     """Local key (address + call match) → answer, for every answered interrupt of this task."""
@@ -74,16 +82,23 @@ class Scratch:
     def __getattr__(self, name: str) -> Any:
         # Only called for a part that was never set: create it empty.
         if name not in _SCRATCH_PARTS:
+            if name == "_made":  # made without __init__ (copy.copy): nothing is set yet
+                return ()
             raise AttributeError(name)
         value: Any = [] if name in ("targeted", "escalated") else {}
-        object.__setattr__(self, name, value)
+        self.__setattr__(name, value)
         return value
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_made" and name not in self._made:
+            object.__setattr__(self, "_made", (*self._made, name))
+
     def _get(self, name: str) -> Any:
-        try:
+        """The part ``name``, or None if it was never set (without creating it)."""
+        if name in self._made:
             return object.__getattribute__(self, name)
-        except AttributeError:
-            return None
+        return None
 
     def take_targeted(self) -> frozenset[str]:
         """Return the local keys answered since the last run, and forget them."""
@@ -104,10 +119,12 @@ class Scratch:
     def to_wire(self) -> dict[str, Any]:
         """Return a plain dict for the checkpoint body (only non-empty parts)."""
         out: dict[str, Any] = {}
-        for name in _SCRATCH_PARTS:
-            value = self._get(name)
-            if value:
-                out[name] = value
+        made = self._made
+        for name in _SCRATCH_PARTS:  # in this order, whichever was made first
+            if name in made:
+                value = object.__getattribute__(self, name)
+                if value:
+                    out[name] = value
         return out
 
     @classmethod

@@ -56,6 +56,7 @@ __all__ = [
     "checked_range",
     "checkpoint_from_row",
     "checkpoint_row",
+    "checkpoint_values",
     "checkpoints_from_rows",
     "digest",
     "effect_from_row",
@@ -141,8 +142,9 @@ def lost_interrupt(id: str, thread: str) -> CheckpointCorrupt:
 # Records to rows and back; the column order is CHECKPOINT_COLUMNS / INTERRUPT_COLUMNS.
 
 
-def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
-    values = (
+def checkpoint_values(r: CheckpointRecord) -> tuple[object, ...]:
+    """The columns of a checkpoint row that its digest covers (all but the digest)."""
+    return (
         r.thread,
         int(r.seq),
         r.id,
@@ -154,6 +156,10 @@ def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
         r.status,
         r.body,
     )
+
+
+def checkpoint_row(r: CheckpointRecord) -> tuple[object, ...]:
+    values = checkpoint_values(r)
     return (*values, digest(*values))
 
 

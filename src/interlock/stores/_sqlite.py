@@ -120,6 +120,8 @@ class SqliteStore(StoreLifecycle):
         self._worker = ThreadWorker(f"interlock-sqlite:{Path(self._path).name}")
         # The connection's current synchronous level (appends may lower it for one commit).
         self._sync_now: str = synchronous
+        # The thread rows this connection wrote last (guarded by _lock like the connection).
+        self._known = ops.KnownHeads()
 
     @property
     def path(self) -> str:
@@ -158,7 +160,15 @@ class SqliteStore(StoreLifecycle):
         # The clock is read in the worker thread, when the transaction starts (each attempt).
         return await self._run(
             lambda c: ops.append(
-                c, record, expected_head, new_interrupts, resolutions, fence, audit, self._clock()
+                c,
+                record,
+                expected_head,
+                new_interrupts,
+                resolutions,
+                fence,
+                audit,
+                self._clock(),
+                self._known,
             ),
             synchronous=level,
         )
@@ -173,7 +183,7 @@ class SqliteStore(StoreLifecycle):
         """Extend or release a held lease (see `Store.renew_lease`)."""
         check_text("thread", thread)
         check_renewal(fence)
-        await self._run(lambda c: ops.renew(c, thread, fence, self._clock()))
+        await self._run(lambda c: ops.renew(c, thread, fence, self._clock(), self._known))
 
     async def begin_effect(
         self,
@@ -191,7 +201,9 @@ class SqliteStore(StoreLifecycle):
         check_text("name", name)
         check_write(fence, audit)
         return await self._run(
-            lambda c: ops.begin_effect(c, thread, key, name, fence, retry, audit, self._clock())
+            lambda c: ops.begin_effect(
+                c, thread, key, name, fence, retry, audit, self._clock(), self._known
+            )
         )
 
     async def finish_effect(
@@ -210,7 +222,9 @@ class SqliteStore(StoreLifecycle):
         check_write(fence, audit)
         level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
         await self._run(
-            lambda c: ops.finish_effect(c, thread, key, result, fence, audit, self._clock()),
+            lambda c: ops.finish_effect(
+                c, thread, key, result, fence, audit, self._clock(), self._known
+            ),
             synchronous=level,
         )
 
@@ -234,7 +248,7 @@ class SqliteStore(StoreLifecycle):
         check_text("thread", thread)
         check_text("id", id, optional=True)
         if id is None:
-            return await self._run(lambda c: ops.head_checkpoint(c, thread))
+            return await self._run(lambda c: ops.head_checkpoint(c, thread, self._known))
         return await self._run(lambda c: ops.checkpoint(c, thread, id))
 
     async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
@@ -290,12 +304,14 @@ class SqliteStore(StoreLifecycle):
 
     async def expire(self, *, older_than: float, limit: int = 1000) -> list[str]:
         """Delete finished threads last written before ``older_than`` (see `Store.expire`)."""
-        return await self._run(lambda c: ops.expire(c, older_than, max(limit, 0), self._clock()))
+        return await self._run(
+            lambda c: ops.expire(c, older_than, max(limit, 0), self._clock(), self._known)
+        )
 
     async def delete_thread(self, thread: str) -> None:
         """Delete a thread, its checkpoints and its interrupts. No-op if absent."""
         check_text("thread", thread)
-        await self._run(lambda c: ops.delete(c, thread, self._clock()))
+        await self._run(lambda c: ops.delete(c, thread, self._clock(), self._known))
 
     async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
         """Return the changes committed after cursor ``after`` (see `Store.changes`).

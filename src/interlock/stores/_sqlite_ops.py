@@ -12,11 +12,18 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Final, cast
 
 import msgspec
 
 from .._collector import collector_paused
-from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, StoreError, UnknownInterrupt
+from .._errors import (
+    CheckpointCorrupt,
+    InterruptAlreadyResolved,
+    StoreError,
+    ThreadBusy,
+    UnknownInterrupt,
+)
 from . import _rows as conv
 from . import _sqlite_sql as sql
 from ._audit import chain, thread_deleted
@@ -34,9 +41,10 @@ from ._base import (
     ThreadRecord,
 )
 from ._changes import cursor_ahead, derive
-from ._checks import finish_refused, head_mismatch, lease_after
+from ._checks import Lease, finish_refused, head_mismatch, lease_after
 
 __all__ = [
+    "KnownHeads",
     "append",
     "audit_log",
     "begin_effect",
@@ -88,6 +96,62 @@ def _write(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+def _blob(value: bytes) -> bytes | bytearray:
+    """``value`` as a parameter that sqlite3 binds without looking for an adapter.
+
+    sqlite3 binds int, float, str and bytearray parameters directly, but looks every other
+    type (bytes and None included) up in its adapter registry first, which costs more than
+    copying a small blob into a bytearray (about 1 µs against 0.15 µs). SQLite stores both
+    as the same BLOB. Large blobs are not worth the copy.
+    """
+    return bytearray(value) if len(value) <= _COPY_BLOB_MAX else value
+
+
+_COPY_BLOB_MAX: Final = 8192
+
+KNOWN_HEADS_MAX: Final = 1024
+"""Threads whose row `KnownHeads` keeps (the latest appended to)."""
+
+_HeadRow = tuple[str, int, str, float, bytearray, "str | None", int, float, bytearray]
+"""A thread row after its key, as bound: head id, seq, status, updated_at, digest, then the
+lease's owner, token, expiry and digest."""
+
+
+class KnownHeads:
+    """The rows of the threads this connection wrote or read last, as it wrote or read them.
+
+    An append to such a thread does not read its row first: it checks the lease and the head
+    against the known row, then moves the head with an ``UPDATE`` whose ``WHERE`` requires
+    every column, digests included, to still be exactly that. The row is then what a read
+    would have found and checked (a known row's digests are those of its values: this store
+    computed them, or checked them when it read the row), so the outcome is the same. When
+    anything differs (another process wrote the thread, a write of this connection was rolled
+    back, the file was damaged) nothing is updated and the append reads the row as before,
+    which raises whatever that row calls for. Used only under the store's lock.
+    """
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: dict[str, _HeadRow] = {}
+
+    def get(self, thread: str) -> _HeadRow | None:
+        return self._rows.get(thread)
+
+    def keep(self, thread: str, row: _HeadRow) -> None:
+        rows = self._rows
+        rows.pop(thread, None)  # re-inserted last: the oldest is evicted first
+        rows[thread] = row
+        if len(rows) > KNOWN_HEADS_MAX:
+            del rows[next(iter(rows))]
+
+    def forget(self, thread: str) -> None:
+        self._rows.pop(thread, None)
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+
 def append(
     conn: sqlite3.Connection,
     record: CheckpointRecord,
@@ -97,101 +161,221 @@ def append(
     fence: Fence | None,
     audit: Sequence[AuditEntry],
     now: float,
+    known: KnownHeads,
 ) -> int | None:
     """`Store.append_checkpoint` in one ``BEGIN IMMEDIATE`` transaction."""
     thread = record.thread
+    known_row = known.get(thread)
+    known.forget(thread)  # kept again only once this append has committed
+    # One cursor for the whole transaction (Connection.execute makes one per statement).
+    db = conn.cursor()
+    db.execute("BEGIN IMMEDIATE")
     try:
-        with _write(conn):
-            # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
-            row = conn.execute(sql.SELECT_HEAD_AND_LEASE, (thread,)).fetchone()
-            head, current = None, None
-            if row is not None:
-                found = conv.thread_from_row(row[:6], thread)
-                head, current = (
-                    (found.head_id, found.head_seq),
-                    conv.lease_from_row(row[6:], thread),
-                )
-            lease = lease_after(thread, current, fence, now)
-            busy = head_mismatch(record, expected_head, head)
-            if busy is not None:
-                raise busy
-            new = (
-                record.id,
-                record.seq,
-                record.status,
-                record.created_at,
-                conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
-                *lease,
-                conv.lease_digest(thread, *lease),
-            )
+        # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
+        moved = (
+            None
+            if known_row is None
+            else _move_known_head(db, record, expected_head, fence, now, known_row)
+        )
+        if moved is None:
+            moved = _move_head(db, record, expected_head, fence, now)
+        new, token = moved
+        # 2. Resolutions, each a compare-and-set out of pending.
+        for res in resolutions:
+            row = db.execute(sql.SELECT_INTERRUPT_OF_THREAD, (res.id, thread)).fetchone()
             if row is None:
-                conn.execute(sql.INSERT_THREAD, (thread, *new))
-            else:
-                conn.execute(sql.MOVE_HEAD, (*new, thread))
-            # 2. Resolutions, each a compare-and-set out of pending.
-            for res in resolutions:
-                row = conn.execute(sql.SELECT_INTERRUPT_OF_THREAD, (res.id, thread)).fetchone()
-                if row is None:
-                    raise _UnknownTarget(res.id)
-                target = conv.interrupt_from_row(row, id=res.id, thread=thread)
-                if target.status != "pending":
-                    raise InterruptAlreadyResolved(res.id, status=target.status)
-                resolved = msgspec.structs.replace(
-                    target,
-                    status=res.status,
-                    resolved_at=res.resolved_at,
-                    resolution=res.resolution,
-                )
-                params = (res.status, res.resolved_at, res.resolution)
-                conn.execute(
-                    sql.RESOLVE,
-                    (*params, conv.interrupt_digest(resolved), res.id, thread, row[13]),
-                )
-            # 3. The new rows.
-            try:
-                conn.execute(sql.INSERT_CHECKPOINT, conv.checkpoint_row(record))
-                if new_interrupts:
-                    conn.executemany(sql.INSERT_INTERRUPT, map(conv.interrupt_row, new_interrupts))
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(
-                    f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
-                    "checkpoint and interrupt ids must be unique across the store"
-                ) from exc
-            # 4. The changes it makes, for the feed (most appends make none).
-            changes = derive(record, new_interrupts, resolutions)
-            if changes:
-                conn.executemany(sql.INSERT_CHANGE, conv.change_rows(record, changes))
-            _log(conn, thread, audit, now)
+                raise _UnknownTarget(res.id)
+            target = conv.interrupt_from_row(row, id=res.id, thread=thread)
+            if target.status != "pending":
+                raise InterruptAlreadyResolved(res.id, status=target.status)
+            resolved = msgspec.structs.replace(
+                target,
+                status=res.status,
+                resolved_at=res.resolved_at,
+                resolution=res.resolution,
+            )
+            resolution = None if res.resolution is None else _blob(res.resolution)
+            db.execute(
+                sql.RESOLVE,
+                (
+                    res.status,
+                    res.resolved_at,
+                    resolution,
+                    bytearray(conv.interrupt_digest(resolved)),
+                    res.id,
+                    thread,
+                    row[13],
+                ),
+            )
+        # 3. The new rows.
+        try:
+            db.execute(sql.INSERT_CHECKPOINT, _checkpoint_params(record))
+            if new_interrupts:
+                db.executemany(sql.INSERT_INTERRUPT, map(_interrupt_params, new_interrupts))
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(
+                f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
+                "checkpoint and interrupt ids must be unique across the store"
+            ) from exc
+        # 4. The changes it makes, for the feed (most appends make none).
+        changes = derive(record, new_interrupts, resolutions)
+        if changes:
+            db.executemany(
+                sql.INSERT_CHANGE, map(_change_params, conv.change_rows(record, changes))
+            )
+        _log(db, thread, audit, now)
+        db.execute("COMMIT")
     except _UnknownTarget as unknown:
+        if conn.in_transaction:
+            conn.rollback()
         # Rolled back by now, so this lists what is really pending.
         pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
         if unknown.interrupt_id in pending:  # its id index lost it: the file is damaged
             raise conv.lost_interrupt(unknown.interrupt_id, thread) from None
         raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
-    return None if fence is None else lease[1]
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+    known.keep(thread, new)
+    return None if fence is None else token
 
 
-def _log(conn: sqlite3.Connection, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
+def _head_row(record: CheckpointRecord, lease: Lease) -> _HeadRow:
+    """The thread row an append of ``record`` writes, leaving the thread's lease at ``lease``."""
+    thread, seq, at = record.thread, int(record.seq), float(record.created_at)
+    owner, token, expires = lease
+    return (
+        record.id,
+        seq,
+        record.status,
+        at,
+        bytearray(conv.thread_digest(thread, record.id, seq, record.status, at)),
+        owner,
+        token,
+        expires,
+        bytearray(conv.lease_digest(thread, owner, token, expires)),
+    )
+
+
+def _move_known_head(
+    db: sqlite3.Cursor,
+    record: CheckpointRecord,
+    expected_head: str | None,
+    fence: Fence | None,
+    now: float,
+    known: _HeadRow,
+) -> tuple[_HeadRow, int] | None:
+    """Move the head of a thread whose row is known (`KnownHeads`); None if the row differs.
+
+    Whatever the known row would refuse is left to `_move_head`, which reads the row as it
+    is and raises what that one calls for.
+    """
+    head_id, head_seq, _, _, _, owner, token, expires, _ = known
+    try:
+        lease = lease_after(record.thread, (owner, token, expires), fence, now)
+    except ThreadBusy:  # FencedOut included
+        return None
+    if head_mismatch(record, expected_head, (head_id, head_seq)) is not None:
+        return None
+    new = _head_row(record, lease)
+    if db.execute(sql.MOVE_KNOWN_HEAD, (*new, record.thread, *known)).rowcount != 1:
+        return None
+    return new, lease[1]
+
+
+def _move_head(
+    db: sqlite3.Cursor,
+    record: CheckpointRecord,
+    expected_head: str | None,
+    fence: Fence | None,
+    now: float,
+) -> tuple[_HeadRow, int]:
+    """Read and check the thread's row (lease, head), then move its head to ``record``."""
+    thread = record.thread
+    row = db.execute(sql.SELECT_HEAD_AND_LEASE, (thread,)).fetchone()
+    head, current = None, None
+    if row is not None:
+        found = conv.thread_from_row(row[:6], thread)
+        head, current = (found.head_id, found.head_seq), conv.lease_from_row(row[6:], thread)
+    lease = lease_after(thread, current, fence, now)
+    busy = head_mismatch(record, expected_head, head)
+    if busy is not None:
+        raise busy
+    new = _head_row(record, lease)
+    if row is None:
+        db.execute(sql.INSERT_THREAD, (thread, *new))
+    else:
+        db.execute(sql.MOVE_HEAD, (*new, thread))
+    return new, lease[1]
+
+
+def _checkpoint_params(r: CheckpointRecord) -> tuple[object, ...]:
+    """`conv.checkpoint_row` with its blobs bound as `_blob` binds them."""
+    values = conv.checkpoint_values(r)
+    return (*values[:9], _blob(r.body), bytearray(conv.digest(*values)))
+
+
+def _interrupt_params(r: InterruptRecord) -> tuple[object, ...]:
+    """`conv.interrupt_row` with its blobs bound as `_blob` binds them."""
+    row = conv.interrupt_row(r)
+    resolution = None if r.resolution is None else _blob(r.resolution)
+    return (*row[:9], _blob(r.body), row[10], resolution, row[12], bytearray(cast(bytes, row[13])))
+
+
+def _change_params(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row of `conv.change_rows` with its digest bound as `_blob` binds it."""
+    return (*row[:6], bytearray(cast(bytes, row[6])))
+
+
+def _audit_params(r: AuditRecord) -> tuple[object, ...]:
+    """`conv.audit_row` with its blobs bound as `_blob` binds them."""
+    return (
+        r.thread,
+        r.seq,
+        r.at,
+        r.kind,
+        r.actor,
+        _blob(r.data),
+        bytearray(r.prev),
+        bytearray(r.hash),
+    )
+
+
+def _log(
+    conn: sqlite3.Connection | sqlite3.Cursor,
+    thread: str,
+    entries: Sequence[AuditEntry],
+    now: float,
+) -> None:
     """Append entries to the thread's audit chain (inside the caller's transaction)."""
     if entries:
         tail = conn.execute(sql.AUDIT_TAIL, (thread,)).fetchone()
         rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
-        conn.executemany(sql.INSERT_AUDIT, map(conv.audit_row, rows))
+        conn.executemany(sql.INSERT_AUDIT, map(_audit_params, rows))
 
 
-def _fenced(conn: sqlite3.Connection, thread: str, fence: Fence | None, now: float) -> None:
+def _fenced(
+    conn: sqlite3.Connection, thread: str, fence: Fence | None, now: float, known: KnownHeads
+) -> None:
     """Check (and move) the thread's lease for a write that is not a checkpoint."""
     row = conn.execute(sql.SELECT_LEASE, (thread,)).fetchone()
     current = None if row is None else conv.lease_from_row(row, thread)
     lease = lease_after(thread, current, fence, now)
     if current is not None and current != lease:
-        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
+        lease_digest = bytearray(conv.lease_digest(thread, *lease))
+        conn.execute(sql.SET_LEASE, (*lease, lease_digest, thread))
+        head = known.get(thread)
+        if head is not None:  # the rest of the row as known (the next append checks it all)
+            known.keep(thread, (*head[:5], *lease, lease_digest))
 
 
-def renew(conn: sqlite3.Connection, thread: str, fence: Fence, now: float) -> None:
+def renew(
+    conn: sqlite3.Connection, thread: str, fence: Fence, now: float, known: KnownHeads
+) -> None:
     """`Store.renew_lease`."""
     with _write(conn):
-        _fenced(conn, thread, fence, now)
+        _fenced(conn, thread, fence, now, known)
 
 
 def begin_effect(
@@ -203,10 +387,11 @@ def begin_effect(
     retry: bool,
     audit: Sequence[AuditEntry],
     now: float,
+    known: KnownHeads,
 ) -> tuple[bool, EffectRecord]:
     """`Store.begin_effect`."""
     with _write(conn):
-        _fenced(conn, thread, fence, now)
+        _fenced(conn, thread, fence, now, known)
         row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
         if row is not None:
             found = conv.checked_effect(row, thread, key)
@@ -228,10 +413,11 @@ def finish_effect(
     fence: Fence | None,
     audit: Sequence[AuditEntry],
     now: float,
+    known: KnownHeads,
 ) -> None:
     """`Store.finish_effect`."""
     with _write(conn):
-        _fenced(conn, thread, fence, now)
+        _fenced(conn, thread, fence, now, known)
         if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
             row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
             refused = finish_refused(
@@ -271,8 +457,11 @@ def take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
     return None if row is None else row[0]
 
 
-def expire(conn: sqlite3.Connection, older_than: float, limit: int, now: float) -> list[str]:
+def expire(
+    conn: sqlite3.Connection, older_than: float, limit: int, now: float, known: KnownHeads
+) -> list[str]:
     """`Store.expire`."""
+    known.clear()
     with _write(conn):
         rows = conn.execute(sql.EXPIRED_THREADS, (older_than, limit)).fetchall()
         # A damaged row must not delete a thread that is not finished.
@@ -282,8 +471,9 @@ def expire(conn: sqlite3.Connection, older_than: float, limit: int, now: float) 
     return gone
 
 
-def delete(conn: sqlite3.Connection, thread: str, now: float) -> None:
+def delete(conn: sqlite3.Connection, thread: str, now: float, known: KnownHeads) -> None:
     """`Store.delete_thread`."""
+    known.forget(thread)
     with _write(conn):
         _delete_rows(conn, thread, now)
 
@@ -342,8 +532,14 @@ def _read(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("COMMIT")
 
 
-def head_checkpoint(conn: sqlite3.Connection, thread: str) -> CheckpointRecord | None:
-    """The thread's head checkpoint (`Store.get_checkpoint` without an id)."""
+def head_checkpoint(
+    conn: sqlite3.Connection, thread: str, known: KnownHeads
+) -> CheckpointRecord | None:
+    """The thread's head checkpoint (`Store.get_checkpoint` without an id).
+
+    The thread's row, read with it, becomes known (`KnownHeads`) when its lease is sound: a
+    call that reads the head usually appends next.
+    """
     # One statement reads the thread's row and its head checkpoint together (one snapshot).
     row = conn.execute(sql.SELECT_HEAD_CHECKPOINT, (thread,)).fetchone()
     if row is None:
@@ -352,7 +548,30 @@ def head_checkpoint(conn: sqlite3.Connection, thread: str) -> CheckpointRecord |
             if row is None:
                 _no_thread(conn, thread)
                 return None
-    return conv.head_checkpoint_from_row(row, thread)
+    head = row[:-4]  # the lease columns come last
+    record = conv.head_checkpoint_from_row(head, thread)
+    try:
+        owner, token, expires = conv.lease_from_row(row[-4:], thread)
+    except CheckpointCorrupt:  # not this read's business: the next append reads and refuses it
+        known.forget(thread)
+        return record
+    # The thread columns as read (and checked against their digest just now).
+    _, head_id, head_seq, status, updated_at, digest = head[-6:]
+    known.keep(
+        thread,
+        (
+            head_id,
+            head_seq,
+            status,
+            updated_at,
+            bytearray(digest),
+            owner,
+            token,
+            expires,
+            bytearray(row[-1]),
+        ),
+    )
+    return record
 
 
 def _no_thread(conn: sqlite3.Connection, thread: str) -> None:

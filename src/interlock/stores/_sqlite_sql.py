@@ -31,6 +31,14 @@ MOVE_HEAD: Final = (
     "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, digest = ?, "
     "lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? WHERE thread = ?"
 )
+# MOVE_HEAD for a thread whose row is known (`_sqlite_ops.KnownHeads`): it changes the row only
+# while every column is still exactly what is known (the digests included).
+MOVE_KNOWN_HEAD: Final = (
+    "UPDATE threads SET head_id = ?, head_seq = ?, status = ?, updated_at = ?, digest = ?, "
+    "lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? WHERE thread = ? "
+    "AND head_id = ? AND head_seq = ? AND status = ? AND updated_at = ? AND digest = ? "
+    "AND lease_owner IS ? AND lease_token = ? AND lease_expires = ? AND lease_digest = ?"
+)
 SELECT_LEASE: Final = (
     "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads WHERE thread = ?"
 )
@@ -75,12 +83,13 @@ SELECT_INTERRUPT_OF_THREAD: Final = (
     f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ? AND thread = ?"
 )
 
-# The thread's row and its head checkpoint, to check one against the other.
+# The thread's row and its head checkpoint, to check one against the other; then its lease.
 SELECT_HEAD_CHECKPOINT: Final = (
     "SELECT "
     + ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
     + ", "
     + ", ".join(f"t.{column.strip()}" for column in THREAD_COLUMNS.split(","))
+    + ", t.lease_owner, t.lease_token, t.lease_expires, t.lease_digest"
     + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
     "WHERE t.thread = ?"
 )
