@@ -11,11 +11,13 @@ refused with `CheckpointCorrupt`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import msgspec
 import pytest
+from test_history_bounds import CountingStore as RangeCountingStore
 
 from interlock import (
     END,
@@ -48,15 +50,11 @@ def frequent_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_persist, "SNAPSHOT_MIN_BYTES", MIN_BYTES)
 
 
-class CountingStore(MemoryStore):
-    """A memory store that counts the checkpoint rows each range read returns."""
+class CountingStore(RangeCountingStore):
+    """A memory store that counts the checkpoint rows its range and seq reads return."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows_read = 0
-
-    async def checkpoint_range(self, thread: str, *, lo: int, hi: int) -> list[CheckpointRecord]:
-        rows = await super().checkpoint_range(thread, lo=lo, hi=hi)
+    async def checkpoints_at(self, thread: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        rows = await super().checkpoints_at(thread, seqs)
         self.rows_read += len(rows)
         return rows
 
