@@ -265,7 +265,7 @@ async def test_a_damaged_reference_is_refused(edit: Any, message: str) -> None:
         await chat_graph().compile(store=store).get_state("t")
 
 
-async def test_a_reference_to_a_delta_or_a_missing_row_is_refused() -> None:
+async def test_a_reference_to_a_delta_is_refused() -> None:
     store = MemoryStore()
     app = chat_graph().compile(store=store)
     await say(app, "t", 30)
