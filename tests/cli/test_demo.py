@@ -202,6 +202,22 @@ class Terminal:
         os.close(self.fd)
 
 
+def signals(term: Terminal) -> str:
+    """What the program does with signals, and what each of its threads waits in, if it shows.
+
+    For a failure message: whether SIGINT (bit 2) was blocked, ignored or caught, and where.
+    """
+    lines: list[str] = []
+    try:
+        with open(f"/proc/{term.proc.pid}/status") as f:
+            lines += [line.strip() for line in f if line.startswith(("SigPnd", "ShdPnd", "Sig"))]
+        for task in sorted(Path(f"/proc/{term.proc.pid}/task").iterdir()):
+            lines.append(f"thread {task.name}: {(task / 'syscall').read_text().strip()}")
+    except OSError as exc:  # no /proc here, or the program is gone
+        lines.append(f"(no /proc view: {exc})")
+    return "\n".join(lines)
+
+
 def interrupt_at(tmp_path: Path, prompt: str, *answers: str) -> tuple[int, str]:
     """Run the demo on a terminal, type ``answers``, press Ctrl-C at ``prompt``."""
     term = Terminal("demo", cwd=tmp_path)
@@ -216,7 +232,7 @@ def interrupt_at(tmp_path: Path, prompt: str, *answers: str) -> tuple[int, str]:
         try:
             status = term.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"Ctrl-C at {prompt!r} did not stop the demo:\n{screen}")
+            pytest.fail(f"Ctrl-C at {prompt!r} did not stop the demo:\n{screen}\n{signals(term)}")
     finally:
         term.close()
     return status, screen
