@@ -26,31 +26,31 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-# Run in a fresh interpreter per phase, as compare.py runs S5's build and serve.
-_PHASE = """
-import asyncio, json, sys
-sys.path.insert(0, {src!r})
-sys.path.insert(0, {bench!r})
-import interlock
-if not interlock.__file__.startswith({src!r}):
-    raise SystemExit(f"imported interlock from {{interlock.__file__}}, not {src!r}")
-from pathlib import Path
 from _common import SIZES
-import _interlock_side as side
-metrics, _ = asyncio.run(side.{phase}(dict(SIZES["full"]["S5"]), Path({work!r})))
-print(json.dumps(metrics))
+from compare import HERE, SCRIPTS, side_env
+
+# Start the side script compare.py runs (`_interlock_side.py`, one phase per fresh process) with
+# ``src`` first on the path, after making sure that is where interlock comes from.
+_LAUNCH = """
+import runpy, sys
+src, script, spec = sys.argv[1:]
+sys.path.insert(0, src)
+import interlock
+if not interlock.__file__.startswith(src):
+    raise SystemExit(f"imported interlock from {interlock.__file__}, not {src}")
+sys.argv = [script, spec]
+runpy.run_path(script, run_name="__main__")
 """
 
 
 def _phase(src: Path, phase: str, work: str) -> dict[str, float]:
-    code = _PHASE.format(src=str(src), bench=str(HERE), phase=phase, work=work)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    spec = {"scenario": "S5", "phase": phase, "params": dict(SIZES["full"]["S5"]), "workdir": work}
+    argv = [sys.executable, "-c", _LAUNCH, str(src), str(SCRIPTS["interlock"]), json.dumps(spec)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=side_env(), cwd=HERE)
     if done.returncode != 0:
         raise SystemExit(f"S5 {phase} failed for {src}:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    metrics: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])["metrics"]
+    return metrics
 
 
 def main() -> None:
@@ -72,7 +72,7 @@ def main() -> None:
         for src in trees:
             work = tempfile.mkdtemp(prefix="s5-", dir=args.workdir)
             try:
-                figures = {**_phase(src, "s5_build", work), **_phase(src, "s5_serve", work)}
+                figures = {**_phase(src, "build", work), **_phase(src, "serve", work)}
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             if figures["s5_errors"]:

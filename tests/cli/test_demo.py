@@ -203,14 +203,14 @@ class Terminal:
 
 
 def signals(term: Terminal) -> str:
-    """What the program does with signals, and what each of its threads waits in, if it shows.
+    """What the program does with signals, and what each of its threads waits in.
 
     For a failure message: whether SIGINT (bit 2) was blocked, ignored or caught, and where.
     """
     lines: list[str] = []
     try:
         with open(f"/proc/{term.proc.pid}/status") as f:
-            lines += [line.strip() for line in f if line.startswith(("SigPnd", "ShdPnd", "Sig"))]
+            lines += [line.strip() for line in f if line.startswith(("ShdPnd", "Sig"))]
         for task in sorted(Path(f"/proc/{term.proc.pid}/task").iterdir()):
             lines.append(f"thread {task.name}: {(task / 'syscall').read_text().strip()}")
     except OSError as exc:  # no /proc here, or the program is gone
