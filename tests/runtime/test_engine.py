@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from _graphs import S, chain
@@ -15,7 +17,9 @@ from interlock import (
     RecursionLimit,
     Send,
     Store,
+    approve,
 )
+from interlock.runtime import _level
 
 pytestmark = pytest.mark.anyio
 
@@ -101,6 +105,37 @@ async def test_subgraph_runs_as_a_node_and_returns_only_its_writes(store: Store)
     r = await g.compile(store=store).run({"log": ["in"]}, thread="t")
     assert r.values["log"] == ["in", "before", "i1", "i2", "after"]
     assert r.values["last"] == "i2"
+
+
+async def test_task_addresses_stay_right_when_runs_share_a_plan(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Top-level runs of one plan share its task addresses; a run of the same plan as a
+    # subgraph must still get its own, and a fan-out wider than the cache is not all kept.
+    monkeypatch.setattr(_level, "_MAX_ADDRESSES", 3)
+
+    def work(item: int) -> dict[str, Any]:
+        return {"log": [f"{item}:{approve(f'item {item}?')}"]}
+
+    inner_graph = Graph(S)
+    inner_graph.add_node("fan", lambda s: {"last": "fan"}).add_node("work", work)
+    inner_graph.add_edge(START, "fan")
+    inner_graph.add_conditional_edges("fan", lambda s: [Send("work", i) for i in range(5)])
+    inner = inner_graph.compile(store=store)
+    outer_graph = Graph(S)
+    outer_graph.add_node("sub", inner).add_edge(START, "sub")
+    outer = outer_graph.compile(store=store)
+    top = [f"node:work:{i}" for i in range(5)]
+    for thread in ("a", "b"):
+        r = await inner.run({}, thread=thread)
+        assert [str(i.address) for i in r.interrupts] == top
+        r = await outer.run({}, thread=f"outer-{thread}")
+        assert [str(i.address) for i in r.interrupts] == [f"subgraph:sub/{a}" for a in top]
+        r = await inner.resume(
+            thread, {i.id: True for i in (await inner.get_state(thread)).interrupts}
+        )
+        assert r.values["log"] == [f"{i}:True" for i in range(5)]
+    assert len(inner.plan.top_addresses) == 3
 
 
 def test_sync_twins_work_in_scripts() -> None:

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from .._errors import GraphDefinitionError
@@ -122,6 +122,8 @@ class CompiledGraph:
     types: tuple[type[Any], ...]
     """The types registered with `codec` (a parent graph registers its subgraphs' types too)."""
     fingerprint: str
+    top_addresses: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """A cache the engine keeps: the address of each (node, sub id) task of a top-level run."""
 
 
 class GraphBuilder(Generic[StateT]):

@@ -48,6 +48,9 @@ PauseInterruptKind = Literal["before", "after", "external"]
 _ID_PREFIX = secrets.token_hex(6)
 _ID_COUNTER = itertools.count()
 
+_MAX_ADDRESSES: Final = 4096
+"""How many task addresses a level keeps (see `Level.address_of`)."""
+
 
 def _new_id_prefix() -> None:
     """Draw a new id prefix: a forked child must not make its parent's ids."""
@@ -154,7 +157,8 @@ class Level:
         self.thread = thread
         self.lineage = lineage
         self._base = base
-        self._addresses: dict[tuple[str, str], Address] = {}
+        # A top-level run's task addresses are the same in every run of the plan: share them.
+        self._addresses: dict[tuple[str, str], Address] = plan.top_addresses if not base else {}
         self.channels: dict[str, Channel] = plan.schema.new_channels()
         self.tasks: list[TaskState] = []
         self.results: dict[str, TaskResult] = {}
@@ -184,7 +188,7 @@ class Level:
     @base.setter
     def base(self, value: Address) -> None:
         self._base = value
-        self._addresses = {}
+        self._addresses = self.plan.top_addresses if not value else {}
 
     # -- options -------------------------------------------------------------------------
 
@@ -327,7 +331,8 @@ class Level:
         if address is None:
             kind = self.plan.nodes[task.node].kind
             address = self.base.child(Segment(kind=kind, name=task.node, sub_id=task.sub))
-            self._addresses[key] = address
+            if len(self._addresses) < _MAX_ADDRESSES:  # a wide fan-out is not kept forever
+                self._addresses[key] = address
         return address
 
     # -- interrupts --------------------------------------------------------------------------

@@ -292,12 +292,13 @@ class MemoryStore(StoreLifecycle):
                 f"cannot append checkpoint {record.id!r} to thread {thread!r}: the id is taken; "
                 "checkpoint ids must be unique across the store"
             )
-        new_ids = {i.id for i in new_interrupts}
-        if len(new_ids) < len(new_interrupts) or any(i in self._interrupts for i in new_ids):
-            raise StoreError(
-                f"cannot append checkpoint {record.id!r} to thread {thread!r}: a new interrupt "
-                "reuses an id; interrupt ids must be unique across the store"
-            )
+        if new_interrupts:  # most appends raise none: skip building the set
+            new_ids = {i.id for i in new_interrupts}
+            if len(new_ids) < len(new_interrupts) or any(i in self._interrupts for i in new_ids):
+                raise StoreError(
+                    f"cannot append checkpoint {record.id!r} to thread {thread!r}: a new interrupt "
+                    "reuses an id; interrupt ids must be unique across the store"
+                )
         return list(resolved.values())
 
     def _apply_append(

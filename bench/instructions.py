@@ -1,0 +1,224 @@
+"""The CPU path of S1, S2 and S5 in instructions, for both systems: a figure load cannot move.
+
+    python bench/instructions.py                        # S1, S2, S5; ~6 minutes
+    python bench/instructions.py --only S2 --api sync   # LangGraph's sync API for S2 and S5
+    python bench/instructions.py --src /path/to/other/checkout/src   # interlock from another tree
+
+`bench/compare.py` times each scenario; on a shared machine the same command gives S2 ratios
+from under 5× to over 9× (docs/performance.md). This counts the instructions each side
+executes per unit of work instead, under valgrind's callgrind, which does not depend on what
+else the machine runs. Each side runs twice with different counts (SQLite files on a tmpfs);
+the difference, divided by the extra units, is the cost of one unit without start-up, imports
+and warm-up:
+
+- S1: one node-step of a 50-node chain, checkpointing every step in memory (interlock's
+  ``MemoryStore`` with ``durability="sync"``; LangGraph's ``InMemorySaver``, sync API).
+- S2: one round trip of the approval graph (run to the interrupt, resume to the end), as
+  compare.py's S2 runs it.
+- S5: one resume of a thread waiting at the approval, 200 threads waiting in the file.
+
+Instructions count CPU work in user space: not the kernel's part of a write or a flush, and
+not the time a thread waits for another. A wall-clock ratio above the instruction ratio is
+time the slower side spends waiting (LangGraph's async API hands every statement to a thread).
+
+Needs valgrind (``apt install valgrind``). One JSON line: instructions per unit per side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
+
+# (smaller, larger) count per scenario, and the units one count stands for.
+COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60)}
+UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1}
+NODES = 50
+S5_WAITING = 200
+
+
+# -- the measured work (runs in the child, under valgrind) ------------------------------------
+
+
+async def interlock_child(scenario: str, n: int, work: Path) -> None:
+    from _interlock_side import approval_graph, chain_graph
+
+    from interlock.stores import MemoryStore, SqliteStore
+
+    if scenario == "S1":
+        app = chain_graph(NODES).compile(
+            store=MemoryStore(), durability="sync", recursion_limit=NODES + 10
+        )
+        for i in range(n + 1):
+            r = await app.run({"n": 0}, thread=f"t{i}")
+            assert r.values["n"] == NODES
+        return
+    executed: Counter[str] = Counter()
+    store = SqliteStore(work / "interlock.db")
+    app = approval_graph(executed).compile(store=store)
+    if scenario == "S2":
+        for i in range(n + 3):
+            r = await app.run({"tid": f"t{i}"}, thread=f"t{i}")
+            r = await app.resume(f"t{i}", {r.interrupt().id: True})
+            assert r.status == "done"
+    else:
+        waiting = []
+        for i in range(S5_WAITING):
+            r = await app.run({"tid": f"t{i}"}, thread=f"t{i}")
+            waiting.append((f"t{i}", r.interrupt().id))
+        for thread, interrupt_id in waiting[:n]:
+            r = await app.resume(thread, {interrupt_id: True})
+            assert r.status == "done"
+    await store.close()
+    assert all(c == 1 for c in executed.values())
+
+
+async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
+    from _langgraph_side import (
+        Runner,
+        approval_graph,
+        chain_graph,
+        config,
+        interrupts_of,
+        sqlite_saver,
+    )
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    if scenario == "S1":
+        run = Runner(chain_graph(NODES).compile(checkpointer=InMemorySaver()), "sync")
+        for i in range(n + 1):
+            out = await run.invoke({"n": 0}, config(f"t{i}", NODES + 10))
+            assert out["n"] == NODES
+        return
+    executed: Counter[str] = Counter()
+    async with sqlite_saver(work / "langgraph.db", api) as saver:  # type: ignore[arg-type]
+        run = Runner(approval_graph(executed).compile(checkpointer=saver), api)  # type: ignore[arg-type]
+        if scenario == "S2":
+            for i in range(n + 3):
+                (pending,) = interrupts_of(await run.invoke({"tid": f"t{i}"}, config(f"t{i}")))
+                out = await run.invoke(Command(resume={pending.id: True}), config(f"t{i}"))
+                assert not interrupts_of(out)
+        else:
+            waiting = []
+            for i in range(S5_WAITING):
+                (pending,) = interrupts_of(await run.invoke({"tid": f"t{i}"}, config(f"t{i}")))
+                waiting.append((f"t{i}", pending.id))
+            for thread, interrupt_id in waiting[:n]:
+                out = await run.invoke(Command(resume={interrupt_id: True}), config(thread))
+                assert not interrupts_of(out)
+    assert all(c == 1 for c in executed.values())
+
+
+def child(side: str, scenario: str, n: int, api: str) -> None:
+    work = Path(tempfile.mkdtemp(dir=tmpfs_dir()))
+    try:
+        if side == "interlock":
+            asyncio.run(interlock_child(scenario, n, work))
+        else:
+            asyncio.run(langgraph_child(scenario, n, work, api))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def tmpfs_dir() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def instructions(
+    python: str, side: str, scenario: str, n: int, api: str, env: dict[str, str]
+) -> int:
+    """Instructions (``Ir``) one child run executes, all threads included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            python,
+            str(Path(__file__).resolve()),
+            "--child",
+            side,
+            scenario,
+            str(n),
+            "--api",
+            api,
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"{side} {scenario} n={n} failed:\n{done.stderr[-3000:]}")
+        found = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)
+        if found is None:
+            raise SystemExit(f"no instruction total in callgrind's output for {side} {scenario}")
+        return int(found.group(1))
+
+
+def per_unit(python: str, side: str, scenario: str, api: str, env: dict[str, str]) -> float:
+    small, large = COUNTS[scenario]
+    a = instructions(python, side, scenario, small, api, env)
+    b = instructions(python, side, scenario, large, api, env)
+    return (b - a) / ((large - small) * UNITS_PER_COUNT[scenario])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5")
+    parser.add_argument(
+        "--api", default="async", choices=("sync", "async"), help="LangGraph's API for S2 and S5"
+    )
+    parser.add_argument("--langgraph-python", default=str(DEFAULT_LANGGRAPH_PYTHON))
+    parser.add_argument("--src", type=Path, help="measure this interlock source tree instead")
+    parser.add_argument(
+        "--child", nargs=3, metavar=("SIDE", "SCENARIO", "N"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    if args.child:
+        side, scenario, n = args.child
+        child(side, scenario, int(n), args.api)
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt install valgrind")
+    if not Path(args.langgraph_python).exists():
+        raise SystemExit(
+            f"no LangGraph interpreter at {args.langgraph_python}: see bench/README.md"
+        )
+    env = dict(os.environ)
+    if args.src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(args.src.resolve()), env.get("PYTHONPATH", "")])
+    scenarios = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in scenarios if s not in COUNTS]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; choose from {sorted(COUNTS)}")
+    result: dict[str, Any] = {"langgraph_api": args.api}
+    for scenario in scenarios:
+        il = per_unit(sys.executable, "interlock", scenario, args.api, env)
+        lg = per_unit(args.langgraph_python, "langgraph", scenario, args.api, env)
+        unit = "node-step" if scenario == "S1" else "round trip" if scenario == "S2" else "resume"
+        result[scenario] = {
+            "unit": unit,
+            "interlock": round(il),
+            "langgraph": round(lg),
+            "ratio": round(lg / il, 2),
+        }
+        print(f"{scenario}: {unit}: interlock {il:,.0f}, LangGraph {lg:,.0f} ({lg / il:.2f}×)")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
