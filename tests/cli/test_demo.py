@@ -146,13 +146,28 @@ def test_demo_rejects_bad_options_with_usage(tmp_path: Path, bad: list[str], sai
     assert list(tmp_path.iterdir()) == []
 
 
+def _default_sigint() -> None:
+    """Give the program the SIGINT a shell gives a job in the foreground of a terminal.
+
+    A process inherits an ignored SIGINT (a shell ignores it for commands started with ``&``,
+    and so does every program such a command starts, this test run included), and Python then
+    leaves it ignored: Ctrl-C would do nothing, as it should for a background job.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """The demo on a pseudo-terminal, as a person runs it: read what it prints, send signals."""
 
     def __init__(self, *args: str, cwd: Path) -> None:
         self.fd, replica = pty.openpty()
         self.proc = subprocess.Popen(
-            [*command(), *args], cwd=cwd, stdin=replica, stdout=replica, stderr=replica
+            [*command(), *args],
+            cwd=cwd,
+            stdin=replica,
+            stdout=replica,
+            stderr=replica,
+            preexec_fn=_default_sigint,
         )
         os.close(replica)
         self.screen = ""
