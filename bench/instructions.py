@@ -45,6 +45,7 @@ DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 # (smaller, larger) count per scenario, and the units one count stands for.
 COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60)}
 UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1}
+UNITS = {"S1": "node-step", "S2": "round trip", "S5": "resume"}
 NODES = 50
 S5_WAITING = 200
 
@@ -122,8 +123,8 @@ async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
     assert all(c == 1 for c in executed.values())
 
 
-def child(side: str, scenario: str, n: int, api: str) -> None:
-    work = Path(tempfile.mkdtemp(dir=tmpfs_dir()))
+def child(side: str, scenario: str, n: int, api: str, root: Path) -> None:
+    work = Path(tempfile.mkdtemp(dir=root))
     try:
         if side == "interlock":
             asyncio.run(interlock_child(scenario, n, work))
@@ -133,15 +134,11 @@ def child(side: str, scenario: str, n: int, api: str) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def tmpfs_dir() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-
-
 # -- the driver ---------------------------------------------------------------------------------
 
 
 def instructions(
-    python: str, side: str, scenario: str, n: int, api: str, env: dict[str, str]
+    python: str, side: str, scenario: str, n: int, api: str, env: dict[str, str], root: Path
 ) -> int:
     """Instructions (``Ir``) one child run executes, all threads included."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,6 +155,8 @@ def instructions(
             str(n),
             "--api",
             api,
+            "--work",
+            str(root),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
@@ -168,10 +167,12 @@ def instructions(
         return int(found.group(1))
 
 
-def per_unit(python: str, side: str, scenario: str, api: str, env: dict[str, str]) -> float:
+def per_unit(
+    python: str, side: str, scenario: str, api: str, env: dict[str, str], root: Path
+) -> float:
     small, large = COUNTS[scenario]
-    a = instructions(python, side, scenario, small, api, env)
-    b = instructions(python, side, scenario, large, api, env)
+    a = instructions(python, side, scenario, small, api, env, root)
+    b = instructions(python, side, scenario, large, api, env, root)
     return (b - a) / ((large - small) * UNITS_PER_COUNT[scenario])
 
 
@@ -183,6 +184,7 @@ def main() -> None:
     )
     parser.add_argument("--langgraph-python", default=str(DEFAULT_LANGGRAPH_PYTHON))
     parser.add_argument("--src", type=Path, help="measure this interlock source tree instead")
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
         "--child", nargs=3, metavar=("SIDE", "SCENARIO", "N"), help=argparse.SUPPRESS
     )
@@ -190,7 +192,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     if args.child:
         side, scenario, n = args.child
-        child(side, scenario, int(n), args.api)
+        child(side, scenario, int(n), args.api, args.work)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt install valgrind")
@@ -205,18 +207,24 @@ def main() -> None:
     unknown = [s for s in scenarios if s not in COUNTS]
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; choose from {sorted(COUNTS)}")
+    from compare import tmpfs_root  # the driver's interpreter has compare.py's imports
+
+    root = tmpfs_root()  # says what to do when there is no tmpfs; never falls back to a disk
     result: dict[str, Any] = {"langgraph_api": args.api}
-    for scenario in scenarios:
-        il = per_unit(sys.executable, "interlock", scenario, args.api, env)
-        lg = per_unit(args.langgraph_python, "langgraph", scenario, args.api, env)
-        unit = "node-step" if scenario == "S1" else "round trip" if scenario == "S2" else "resume"
-        result[scenario] = {
-            "unit": unit,
-            "interlock": round(il),
-            "langgraph": round(lg),
-            "ratio": round(lg / il, 2),
-        }
-        print(f"{scenario}: {unit}: interlock {il:,.0f}, LangGraph {lg:,.0f} ({lg / il:.2f}×)")
+    try:
+        for scenario in scenarios:
+            il = per_unit(sys.executable, "interlock", scenario, args.api, env, root)
+            lg = per_unit(args.langgraph_python, "langgraph", scenario, args.api, env, root)
+            unit = UNITS[scenario]
+            result[scenario] = {
+                "unit": unit,
+                "interlock": round(il),
+                "langgraph": round(lg),
+                "ratio": round(lg / il, 2),
+            }
+            print(f"{scenario}: {unit}: interlock {il:,.0f}, LangGraph {lg:,.0f} ({lg / il:.2f}×)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(result))
 
 

@@ -127,14 +127,12 @@ async def test_task_addresses_stay_right_when_runs_share_a_plan(
     outer = outer_graph.compile(store=store)
     top = [f"node:work:{i}" for i in range(5)]
     for thread in ("a", "b"):
-        r = await inner.run({}, thread=thread)
-        assert [str(i.address) for i in r.interrupts] == top
-        r = await outer.run({}, thread=f"outer-{thread}")
-        assert [str(i.address) for i in r.interrupts] == [f"subgraph:sub/{a}" for a in top]
-        r = await inner.resume(
-            thread, {i.id: True for i in (await inner.get_state(thread)).interrupts}
-        )
-        assert r.values["log"] == [f"{i}:True" for i in range(5)]
+        asked = await inner.run({}, thread=thread)
+        assert [str(i.address) for i in asked.interrupts] == top
+        nested = await outer.run({}, thread=f"outer-{thread}")
+        assert [str(i.address) for i in nested.interrupts] == [f"subgraph:sub/{a}" for a in top]
+        done = await inner.resume(thread, {i.id: True for i in asked.interrupts})
+        assert done.values["log"] == [f"{i}:True" for i in range(5)]
     assert len(inner.plan.top_addresses) == 3
 
 

@@ -123,7 +123,9 @@ class CompiledGraph:
     """The types registered with `codec` (a parent graph registers its subgraphs' types too)."""
     fingerprint: str
     top_addresses: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """A cache the engine keeps: the address of each (node, sub id) task of a top-level run."""
+    """A cache the engine keeps: the address of each (node, sub id) task of a top-level run.
+
+    Typed loosely because addresses are the runtime's type, which this layer cannot import."""
 
 
 class GraphBuilder(Generic[StateT]):

@@ -156,9 +156,8 @@ class Level:
         self.plan = plan
         self.thread = thread
         self.lineage = lineage
-        self._base = base
-        # A top-level run's task addresses are the same in every run of the plan: share them.
-        self._addresses: dict[tuple[str, str], Address] = plan.top_addresses if not base else {}
+        self._addresses: dict[tuple[str, str], Address]
+        self.base = base  # also picks the table of task addresses
         self.channels: dict[str, Channel] = plan.schema.new_channels()
         self.tasks: list[TaskState] = []
         self.results: dict[str, TaskResult] = {}
@@ -188,6 +187,7 @@ class Level:
     @base.setter
     def base(self, value: Address) -> None:
         self._base = value
+        # A top-level run's task addresses are the same in every run of the plan: share them.
         self._addresses = self.plan.top_addresses if not value else {}
 
     # -- options -------------------------------------------------------------------------
