@@ -143,14 +143,19 @@ async def test_a_timeout_is_retried_and_carries_the_same_event_id() -> None:
         async with notifier:
             await notifier.publish(event("9"))
             await notifier.wait_idle()
-        timed_out, retried = receiver.requests
+        requests = receiver.requests
 
+    # The first attempt hangs; a loaded machine may also let a later one run past 0.3 s, so
+    # the count of retries is not fixed: every attempt but the last timed out, the last landed.
+    timed_out, *_, retried = requests
     assert timed_out.body == retried.body
-    assert timed_out.headers["interlock-event-id"] == retried.headers["interlock-event-id"] == "9"
-    first, second = notifier.log.entries(event_id="9")
-    assert first.outcome == "retrying" and first.status is None
-    assert first.error is not None and "no answer within 0.3 s" in first.error
-    assert second.outcome == "delivered"
+    assert {r.headers["interlock-event-id"] for r in requests} == {"9"}
+    *failed, delivered = notifier.log.entries(event_id="9")
+    assert len(failed) == len(requests) - 1 >= 1
+    for entry in failed:
+        assert entry.outcome == "retrying" and entry.status is None
+        assert entry.error is not None and "no answer within 0.3 s" in entry.error
+    assert delivered.outcome == "delivered"
 
 
 @pytest.mark.anyio
