@@ -395,7 +395,8 @@ async def test_edit_after_a_node_then_continue(store: Store) -> None:
     paused = await app.run({}, thread="t")
     pause = paused.interrupt()
     assert pause.kind == "after" and paused.status == "paused"
-    await app.update_state("t", {"amount": 7}, as_node="a")
+    # A pause is not a question: there is nothing for on_pending="cancel" to cancel.
+    await app.update_state("t", {"amount": 7}, as_node="a", on_pending="cancel")
     snap = await app.get_state("t")
     assert snap.status == "paused" and snap.next == ("b",)
     assert [i.id for i in snap.interrupts] == [pause.id]
@@ -446,6 +447,37 @@ async def test_a_question_still_refuses_an_edit_as_a_node(store: Store) -> None:
     # A plain edit leaves the question where it is, as before.
     await app.update_state("t", {"log": ["note"]})
     assert (await app.resume("t", {question.id: 3})).values == {"log": ["a", "note"], "answer": 3}
+
+
+async def test_a_pause_in_a_half_done_step_refuses_an_edit_as_a_node(store: Store) -> None:
+    fast_done, stuck_started = anyio.Event(), anyio.Event()
+    stuck_forever = {"yes": True}
+    g = Graph(S)
+
+    async def stuck(s: S) -> dict[str, Any]:
+        stuck_started.set()
+        if stuck_forever["yes"]:
+            await anyio.Event().wait()  # only a cancellation ends this
+        return {"log": ["stuck"]}
+
+    def fast(s: S) -> dict[str, Any]:
+        fast_done.set()
+        return {"log": ["fast"]}
+
+    g.add_node("fast", fast).add_node("stuck", stuck)
+    g.add_edge(START, "fast").add_edge(START, "stuck")
+    app = g.compile(store=store)
+    async with app.start({}, thread="t") as handle:
+        await fast_done.wait()
+        await stuck_started.wait()
+        paused = await handle.pause(timeout=0)
+    # "fast" finished in the step a forced pause cut short: a new plan would drop its write.
+    with pytest.raises(ThreadInterrupted) as info:
+        await app.update_state("t", {"log": ["x"]}, as_node="fast")
+    assert info.value.interrupt_ids == (paused.interrupt().id,)
+    await app.update_state("t", {"log": ["note"]})
+    stuck_forever["yes"] = False
+    assert (await app.resume("t")).values["log"] == ["note", "fast", "stuck"]
 
 
 def inspected_inner(seen: list[Any]) -> Graph[Order]:
