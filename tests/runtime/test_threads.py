@@ -373,10 +373,11 @@ async def test_edit_at_a_breakpoint_then_continue(store: Store) -> None:
     assert ids[at + 1] == paused.checkpoint_id and ids[0] == done.checkpoint_id
     resumed = (await app.history("t"))[at - 1]
     assert resumed.parent_id == edit and resumed.source == "resume"
-    # The audit log records the edit as it records other edits, after the pause it kept.
-    entries_log = await store.audit_log(thread="t")
-    assert [e.kind for e in entries_log].count("edit") == 1
-    (edited,) = [e for e in entries_log if e.kind == "edit"]
+    # The audit log records the edit as it records other edits, between the pause it kept
+    # (raised once) and the resume that passed it.
+    raised, edited, passed = await store.audit_log(thread="t")
+    assert (raised.kind, edited.kind, passed.kind) == ("interrupt", "edit", "decision")
+    assert json.loads(raised.data)["interrupt"] == json.loads(passed.data)["interrupt"] == pause.id
     assert edited.actor == "ana"
     assert json.loads(edited.data) == {"checkpoint": edit, "as_node": "a"}
 
@@ -534,6 +535,24 @@ async def test_edit_at_a_breakpoint_inside_a_subgraph(store: Store) -> None:
     assert gone is not None and gone.status == "cancelled"
     done = await app.resume("t2")
     assert done.values["log"] == ["pre", "prep", "gate skipped", "post 10"] and seen == [77]
+
+
+async def test_edit_at_a_breakpoint_two_subgraphs_deep(store: Store) -> None:
+    seen: list[Any] = []
+    mid = Graph(Order, name="mid")
+    mid.add_node("m0", lambda s: {"log": ["m0"]})
+    mid.add_node("inner", inspected_inner(seen).compile(interrupt_before=["gate"]))
+    mid.add_edge(START, "m0").add_edge("m0", "inner")
+    g = Graph(Order)
+    g.add_node("mid", mid.compile()).add_node("post", lambda s: {"log": [f"post {s['amount']}"]})
+    g.add_edge(START, "mid").add_edge("mid", "post")
+    app = g.compile(store=store)
+    pause = (await app.run({}, thread="t")).interrupt()
+    assert str(pause.address) == "subgraph:mid/subgraph:inner/node:gate"
+    await app.update_state("t", {"amount": 9}, as_node="mid/inner/prep")
+    assert [i.id for i in (await app.get_state("t")).interrupts] == [pause.id]
+    done = await app.resume("t")
+    assert done.values["log"] == ["m0", "prep", "gate saw 9", "post 9"] and seen == [9]
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
