@@ -527,8 +527,12 @@ class App(Generic[StateT]):
 
         Values go through the reducers as if ``as_node`` wrote them. Without ``as_node`` the
         planned tasks and pending interrupts stay as they are (edit, then resume); with it, the
-        next tasks become that node's successors. The edit goes to the audit log with
-        ``actor``.
+        next tasks become that node's successors. A breakpoint is not a question: at one, the
+        edit keeps the thread stopped where it is when the successors include the held node,
+        and ``app.resume(thread)`` runs it once with the edit. A question pending (or decided,
+        not run) refuses an edit as a node with `ThreadInterrupted` unless
+        ``on_pending="cancel"``. ``as_node="sub/inner"`` edits subgraph ``sub``'s own state
+        while the thread is paused inside it. The edit goes to the audit log with ``actor``.
         """
         check_id(thread, "thread")
         check_id(as_node, "as_node", optional=True)

@@ -270,9 +270,24 @@ class Level:
         self.apply_writes(("input", k, v) for k, v in input_values.items())
         self.tasks = self._plan_next([(START, [])])
 
-    def plan_after(self, node: str, goto: Sequence[str | Send] = ()) -> None:
-        """Replace the next tasks by the successors of ``node`` (``update_state(as_node=)``)."""
-        self.tasks = self._plan_next([(node, list(goto))])
+    def plan_after(
+        self, node: str, goto: Sequence[str | Send] = (), *, keep: Sequence[TaskState] = ()
+    ) -> None:
+        """Replace the next tasks by the successors of ``node`` (``update_state(as_node=)``).
+
+        A successor that is one of ``keep`` again (the same node, `Send` index and input)
+        stays that task, id and all: a breakpoint that holds it still holds it, and a pause it
+        passed stays passed.
+        """
+        planned = self._plan_next([(node, list(goto))])
+        if keep:
+            left = list(keep)
+            for i, task in enumerate(planned):
+                same = next((k for k in left if _same_task(k, task)), None)
+                if same is not None:
+                    left.remove(same)
+                    planned[i] = same
+        self.tasks = planned
 
     def add_goto(self, goto: Sequence[str | Send]) -> None:
         """Schedule extra tasks in the current superstep (``Command(goto=)`` on resume)."""
@@ -465,3 +480,15 @@ class Level:
             gl = [goto] if isinstance(goto, str | Send) else list(goto)
             return TaskResult(writes=self.updates_of(node, out.update), goto=gl)
         return TaskResult(writes=self.updates_of(node, out))
+
+
+def _same_task(old: TaskState, new: TaskState) -> bool:
+    """True when a newly planned task is ``old`` planned again (node, index and input)."""
+    if (old.node, old.sub) != (new.node, new.sub):
+        return False
+    if old.arg is new.arg:
+        return True
+    try:
+        return bool(old.arg == new.arg)
+    except Exception:  # a value whose == is not a plain answer (an array): not the same
+        return False

@@ -111,19 +111,20 @@ def _single(level: Level, thread: str, answer: Any, form: str) -> dict[str, Any]
     return {dynamic[0].id: answer}
 
 
-def decided_unrun(level: Level) -> dict[str, str]:
+def decided_unrun(level: Level, *, pauses: bool = True) -> dict[str, str]:
     """Interrupts answered since their task last ran, as ``{interrupt_id: node}``.
 
     A recorded decision waits for its task to run again (``app.resume``); until then it is
     pending work, as an unanswered interrupt is. Answers to a subgraph's interrupts are
-    named by the subgraph's node.
+    named by the subgraph's node. ``pauses=False`` leaves out passed ``interrupt_before``
+    breakpoints (an edit keeps those tasks, see `update_state`).
     """
     found: dict[str, str] = {}
     skip = level.blocked().union(level.results)  # a blocked task's wait is in `pending`
     for task in level.tasks:
         if task.id in skip:
             continue
-        if task.passed_before:  # a static pause before the node, answered
+        if task.passed_before and pauses:  # a static pause before the node, answered
             found[interrupt_id(level.lineage, task.id, f"before#{level.step}")] = task.node
         sc = level.scratch.get(task.id)
         if sc is None or not sc.has_targeted():
@@ -138,7 +139,7 @@ def decided_unrun(level: Level) -> dict[str, str]:
                 if where == addr or where.startswith(addr + "/"):
                     plan = child_plan(level, task.node, wire)
                     child = level_from_wire(plan, wire, thread=level.thread, lineage=level.lineage)
-                    found.update(dict.fromkeys(decided_unrun(child), task.node))
+                    found.update(dict.fromkeys(decided_unrun(child, pauses=pauses), task.node))
     return found
 
 

@@ -15,12 +15,15 @@ import msgspec
 from .._collector import collector_paused
 from .._errors import CheckpointNotFound, GraphDefinitionError, ThreadInterrupted
 from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
+from ._answers import child_plan
 from ._calls import Calls, OnPending
 from ._level import Level, new_id
 from ._persist import cancellations, dropped_entry
 from ._records import Interrupt, StateSnapshot
 from ._resume import decided_unrun
 from ._runctx import Opened, RunCtx
+from ._signals import Raised
+from ._wire import level_from_wire, level_to_wire
 
 __all__ = ["fork", "get_state", "history", "inbox", "update_state"]
 
@@ -118,31 +121,48 @@ async def update_state(
     on_pending: OnPending,
     actor: str | None,
 ) -> str:
-    """Edit a thread's state through the reducers; return the new checkpoint id."""
+    """Edit a thread's state through the reducers; return the new checkpoint id.
+
+    Without ``as_node`` the planned tasks and every pending interrupt stay. With it, the
+    values are written as that node's and its successors are planned next; a static pause
+    (a breakpoint, a planned external pause) is not a question and does not stand in the
+    way: it stays where the thread still stops (`_replan`). Questions, decided answers whose
+    tasks have not run, and pauses the new plan would restart or cut short are pending work,
+    refused with `ThreadInterrupted` unless ``on_pending="cancel"``. ``"sub/inner"`` edits
+    the state of subgraph ``sub``, paused inside, as its node ``inner`` (`_edit_inside`).
+    """
     head = await calls.io.head(thread)
     if head is None:
         raise CheckpointNotFound(thread)
     level, known = await calls.io.load(thread, head)
     resolutions: list[Resolution] = []
     audit: list[AuditEntry] = []
-    if as_node is not None:
+    if as_node is None:
+        level.apply_writes(("update", k, v) for k, v in level.updates_of("update", values))
+    elif "/" in as_node:
+        questions = [r.id for r in level.dynamic_pending()]
+        decided = decided_unrun(level, pauses=False)
+        if questions or decided:
+            if on_pending == "cancel":
+                raise GraphDefinitionError(
+                    f"as_node={as_node!r} edits inside a subgraph, where on_pending='cancel' "
+                    "cannot drop questions; answer them with app.resume(thread, ...) first, "
+                    "or edit as a node of the top graph"
+                )
+            raise ThreadInterrupted(thread, [*questions, *decided], decided=list(decided))
+        resolutions = cancellations(_edit_inside(level, as_node, values, where=as_node))
+    else:
         if as_node not in calls.plan.nodes:
             raise GraphDefinitionError(f"as_node={as_node!r} is not a node of the graph")
         # The next tasks are replaced: decided ones would go unrun, as with new input.
-        decided = {} if head.record.status == "failed" else decided_unrun(level)
-        if level.pending or decided:
+        decided = {} if head.record.status == "failed" else decided_unrun(level, pauses=False)
+        blocking = [r.id for r in level.pending if not _held(level, r)]
+        if blocking or decided:
             if on_pending != "cancel":
-                ids = [*(r.id for r in level.pending), *decided]
-                raise ThreadInterrupted(thread, ids, decided=list(decided))
-            resolutions = cancellations(r.id for r in level.pending)
-            level.pending = []
+                raise ThreadInterrupted(thread, [*blocking, *decided], decided=list(decided))
             if decided:
                 audit.append(dropped_entry(decided, head.record.id, actor))
-    writer = as_node or "update"
-    level.apply_writes((writer, k, v) for k, v in level.updates_of(writer, values))
-    if as_node is not None:
-        level.results, level.scratch = {}, {}
-        level.plan_after(as_node)
+        resolutions = cancellations(_replan(level, as_node, values))
     ctx = _edit_ctx(calls, thread, Opened(head, level, known))
     return await ctx.commit(
         level,
@@ -153,6 +173,100 @@ async def update_state(
         metadata={"as_node": as_node},
         audit=audit,
     )
+
+
+def _held(level: Level, r: Raised) -> bool:
+    """True for a pause an edit keeps: a breakpoint, or a pause between supersteps.
+
+    A question is not one, nor a pause inside a subgraph's task (a new plan would start the
+    subgraph over), nor any pause of a superstep some of whose tasks finished (a new plan
+    would drop what they did).
+    """
+    if r.interrupt.needs_answer or level.results:
+        return False
+    return r.owner is None or r.task == r.owner
+
+
+def _replan(level: Level, node: str, values: Any) -> list[str]:
+    """Write ``values`` as ``node`` did and plan its successors; return the interrupts dropped.
+
+    Invariant: a task that is planned again and has not started (no result, no scratch, no
+    interrupt but its own breakpoint) keeps its id, so its breakpoint stays pending with the
+    same id and a resume passes it once; every other task of the step is replaced, and the
+    pending interrupts of tasks that are gone are dropped (the caller cancels them).
+    """
+    level.apply_writes((node, k, v) for k, v in level.updates_of(node, values))
+    held = [r for r in level.pending if _held(level, r)]
+    busy = {r.owner for r in level.pending if not _held(level, r)}
+    fresh = [
+        t
+        for t in level.tasks
+        if t.id not in level.results and t.id not in level.scratch and t.id not in busy
+    ]
+    level.results, level.scratch = {}, {}
+    level.plan_after(node, keep=fresh)
+    planned = {t.id for t in level.tasks}
+    level.pending, old = [r for r in held if r.owner is None or r.owner in planned], level.pending
+    kept = {r.id for r in level.pending}
+    return [r.id for r in old if r.id not in kept]
+
+
+def _edit_inside(level: Level, path: str, values: Any, *, where: str) -> list[str]:
+    """Edit the level of the subgraph task ``path`` reaches into (``"sub/inner"``, nested as
+    ``"sub/deeper/inner"``); return the interrupts the edit dropped, at every level.
+
+    The subgraph's level is stored in its task's scratch while the task waits inside it: the
+    edit decodes it, replans it as `_replan` does, and stores it back.
+    """
+    node, _, rest = path.partition("/")
+    if node not in level.plan.nodes:
+        raise GraphDefinitionError(
+            f"as_node={where!r} names {node!r}, which is not a node of graph "
+            f"{level.plan.name!r}; nodes: {sorted(level.plan.nodes)}"
+        )
+    inside = [
+        t
+        for t in level.tasks
+        if t.node == node
+        and (sc := level.scratch.get(t.id)) is not None
+        and str(level.address_of(t)) in sc.children
+    ]
+    if len(inside) != 1:
+        raise GraphDefinitionError(
+            f"as_node={where!r} edits inside {node!r}, but "
+            f"{'no task of it waits' if not inside else f'{len(inside)} tasks of it wait'} "
+            f"inside a subgraph; an edit reaches into a subgraph only while one task of its "
+            f"node is paused inside it: edit as a node of graph {level.plan.name!r} instead"
+        )
+    (task,) = inside
+    scratch = level.scratch[task.id]
+    address = level.address_of(task)
+    wire = scratch.children[str(address)]
+    child = level_from_wire(
+        child_plan(level, node, wire), wire, thread=level.thread, lineage=level.lineage
+    )
+    child.base = address
+    child.track_writes = True  # the subgraph hands the edited keys back when it finishes
+    if "/" in rest:
+        gone = _edit_inside(child, rest, values, where=where)
+    else:
+        if rest not in child.plan.nodes:
+            raise GraphDefinitionError(
+                f"as_node={where!r} names {rest!r}, which is not a node of subgraph "
+                f"{node!r}; its nodes: {sorted(child.plan.nodes)}"
+            )
+        blocking = [r.id for r in child.pending if not _held(child, r)]
+        if blocking:
+            raise GraphDefinitionError(
+                f"as_node={where!r}: subgraph {node!r} waits on interrupts an edit there "
+                f"would drop ({', '.join(blocking)}); continue them with app.resume(thread) "
+                "first, or edit as a node of the graph they wait in"
+            )
+        gone = _replan(child, rest, values)
+    scratch.children[str(address)] = level_to_wire(child, full=True)
+    # The level keeps its own copies of the interrupts raised below it, under the same ids.
+    level.pending = [r for r in level.pending if r.id not in gone]
+    return gone
 
 
 async def fork(calls: Calls[Any], thread: str, checkpoint_id: str | None, new_thread: str) -> str:
