@@ -43,6 +43,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -194,12 +195,13 @@ class OpenAIChatModel:
         # async generators, which leaves no way to close the client either).
         self._settings = (base_url, api_key, timeout, max_retries)
         self._clients: dict[anyio.lowlevel.EventLoopToken, openai.AsyncOpenAI] = {}
-        self._keepers: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
+        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
         # The client built above, until a loop takes it; the loop a given client was first
         # used in.
         self._unused: openai.AsyncOpenAI | None = self._client if self._owns_client else None
         self._first_loop: anyio.lowlevel.EventLoopToken | None = None
         self._closed = False
+        self._lock = threading.Lock()
         self._model = model
         self._stream = stream
         self._params = dict(params)
@@ -264,7 +266,7 @@ class OpenAIChatModel:
             return
         here = _current_loop()
         for loop in [loop for loop in self._clients if loop == here]:
-            keeper = self._keepers.pop(loop)
+            keeper = self._keeps.pop(loop)
             await keeper.aclose()  # closes the loop's client
         if self._unused is not None:
             await self._unused.close()  # never used: it belongs to no loop yet
@@ -297,17 +299,17 @@ class OpenAIChatModel:
         if not self._owns_client:
             self._first_loop = loop
             return self._client
-        client = self._clients.get(loop)
-        if client is not None:
-            return client
-        client, self._unused = self._unused, None
-        if client is None:
-            client = self._build_client(self._model, *self._settings)
-        # Invariant: no await between the lookup above and this entry, so the tasks of one
-        # loop share one client.
-        self._clients[loop] = client
-        keeper = self._keep(loop, client)
-        self._keepers[loop] = keeper
+        # Invariant: no await between the lookup and the new entry, so the tasks of one loop
+        # share one client; the lock keeps loops in other threads from taking the same one.
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is not None:
+                return client
+            client, self._unused = self._unused, None
+            if client is None:
+                client = self._build_client(self._model, *self._settings)
+            self._clients[loop] = client
+            keeper = self._keeps[loop] = self._keep(loop, client)
         await keeper.asend(None)
         return client
 
@@ -325,7 +327,7 @@ class OpenAIChatModel:
         finally:
             if self._clients.get(loop) is client:
                 del self._clients[loop]
-                self._keepers.pop(loop, None)
+                self._keeps.pop(loop, None)
             with anyio.CancelScope(shield=True):
                 await client.close()
 
