@@ -103,6 +103,7 @@ from ._errors import ModelError as ModelError
 from ._errors import NodeError as NodeError
 from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import RecursionLimit as RecursionLimit
+from ._errors import ReplyCutShort as ReplyCutShort
 from ._errors import ResumeError as ResumeError
 from ._errors import RunError as RunError
 from ._errors import SerializationError as SerializationError
@@ -219,6 +220,7 @@ __all__ = [
     "NodeError",
     "PayloadTooLarge",
     "RecursionLimit",
+    "ReplyCutShort",
     "ResumeError",
     "RunError",
     "SerializationError",

@@ -25,6 +25,7 @@ kept apart from failures of a run, and both apart from storage problems::
         ├── InvalidUpdate           a node returned an update the state cannot take
         ├── RecursionLimit          the run took more supersteps than allowed
         ├── ModelError              a chat model's endpoint failed or answered nonsense
+        │   └── ReplyCutShort       a reply ended on the token limit (an agent refuses it)
         └── ToolError               a tool failed (only when the agent is told to raise)
 
 `interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol),
@@ -55,6 +56,7 @@ __all__ = [
     "NodeError",
     "PayloadTooLarge",
     "RecursionLimit",
+    "ReplyCutShort",
     "ResumeError",
     "RunError",
     "SerializationError",
@@ -362,6 +364,26 @@ class ModelError(RunError):
         super().__init__(message)
         self.endpoint = endpoint
         self.status = status
+
+
+class ReplyCutShort(ModelError):
+    """Raised when a model's reply ended on its token limit and its agent refuses such replies.
+
+    A reply cut short (``finish_reason="length"``) is half an answer, or a tool call with half
+    its arguments; an agent set to keep such replies (``cut_replies="keep"``) records it,
+    marked, instead.
+
+    Attributes:
+        agent: The agent whose model replied.
+        content: The text the model wrote before it was cut (None if none).
+    """
+
+    def __init__(
+        self, message: str, *, endpoint: str, agent: str, content: str | None = None
+    ) -> None:
+        super().__init__(message, endpoint=endpoint)
+        self.agent = agent
+        self.content = content
 
 
 class ToolError(RunError):

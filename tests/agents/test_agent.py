@@ -5,25 +5,40 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import anyio
 import anyio.lowlevel
+import msgspec
 import pytest
 from _agents import SHELL_POLICY, Shell, last_tool_result, ops_agent, replies_to_tool_results
+from llmock.pytest_plugin import LLMock
+from llmock.scenarios import Reply
 
-from interlock import InvalidResume, MemoryStore, ModelError, Store, ToolError
+from interlock import (
+    Codec,
+    InvalidResume,
+    MemoryStore,
+    ModelError,
+    ReplyCutShort,
+    SqliteStore,
+    Store,
+    ToolError,
+)
 from interlock.agents import (
     AgentState,
     ApprovalPolicy,
     Approve,
     AssistantMessage,
     Edit,
+    FinishReason,
     Message,
     Reject,
     Respond,
     ScriptedModel,
     ToolAgent,
+    ToolCall,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -33,6 +48,8 @@ from interlock.agents import (
     matches,
     tool,
 )
+from interlock.agents._agent import AGENT_TYPES
+from interlock.agents._openai import OpenAIChatModel
 from interlock.runtime._app import App
 
 pytestmark = pytest.mark.anyio
@@ -547,3 +564,131 @@ async def test_after_a_model_failure_resume_tries_the_model_again(store: Store) 
     done = await app.resume("t")
     assert done.status == "done" and shown(done)[-1].content == "hello"  # type: ignore[union-attr]
     assert [type(m).__name__ for m in shown(done)] == ["UserMessage", "AssistantMessage"]
+
+
+# -- a reply cut short, and the OpenAI model through the agent --------------------------------
+
+SDK_LEAVES_GENERATORS = (
+    "the openai SDK leaves the async generators of a finished stream to the garbage "
+    "collector, which trio reports as a ResourceWarning (encode/httpx#3686)"
+)
+CUT = AssistantMessage(content="The answer is", finish_reason="length")
+
+
+def openai_agent(llmock: LLMock, shell: Shell, **kw: Any) -> ToolAgent:
+    """The ops agent on an OpenAI model at LLMock (its pytest fixture serves a mock OpenAI
+    server on a free loopback port for the session)."""
+    model = OpenAIChatModel(
+        "gpt-4o-mini",
+        base_url=llmock.base_url(),
+        api_key="sk-test",
+        max_retries=0,
+        stream=kw.pop("stream_model", False),
+    )
+    return ToolAgent("ops", model, shell.tools, policy=SHELL_POLICY, **kw)
+
+
+def test_run_sync_then_resume_sync_with_an_openai_model(llmock: LLMock, tmp_path: Path) -> None:
+    # The documented flow: each sync call runs in an event loop of its own, one model serves both.
+    llmock.call_tool("execute", {"command": "rm -rf /tmp/x"}).reply("Removed /tmp/x.")
+    shell = Shell()
+    store = SqliteStore(tmp_path / "agent.db")
+    app = openai_agent(llmock, shell).compile(store=store)
+    try:
+        first = app.run_sync(ask("clean up /tmp/x"), thread="t")
+        assert first.status == "interrupted" and shell.entered["execute"] == 0
+        done = app.resume_sync("t", {first.interrupts[0].id: "approve"})
+    finally:
+        anyio.run(store.close)
+    assert done.status == "done"
+    assert shell.commands == ["rm -rf /tmp/x"]
+    answer = shown(done)[-1]
+    assert isinstance(answer, AssistantMessage)
+    assert (answer.content, answer.finish_reason) == ("Removed /tmp/x.", "stop")
+    assert len(llmock.requests) == 2
+
+
+MODES = pytest.mark.parametrize(
+    "mode",
+    [
+        "whole",
+        pytest.param("model streams", marks=pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)),
+        pytest.param("agent streams", marks=pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)),
+    ],
+)
+
+
+def stream_kw(mode: str) -> dict[str, bool]:
+    return {"stream_model": mode == "model streams", "stream": mode == "agent streams"}
+
+
+@MODES
+async def test_a_reply_cut_by_the_token_limit_fails_the_run(llmock: LLMock, mode: str) -> None:
+    llmock.add(Reply(text="The answer is", finish_reason="length"))
+    app = openai_agent(llmock, Shell(), **stream_kw(mode)).compile()
+    with pytest.raises(ReplyCutShort, match="token limit") as caught:
+        await app.run(ask("what is the answer?"), thread="t")
+    assert isinstance(caught.value, ModelError)
+    assert (caught.value.agent, caught.value.content) == ("ops", "The answer is")
+    assert "max_tokens" in str(caught.value) and "cut_replies='keep'" in str(caught.value)
+    state = await app.get_state("t")
+    assert [type(m).__name__ for m in conversation(state.values["messages"])] == ["UserMessage"]
+
+
+@MODES
+async def test_a_cut_reply_is_kept_marked_when_the_agent_is_told_to(
+    llmock: LLMock, mode: str
+) -> None:
+    llmock.add(Reply(text="The answer is", finish_reason="length"))
+    app = openai_agent(llmock, Shell(), cut_replies="keep", **stream_kw(mode)).compile()
+    done = await app.run(ask("what is the answer?"), thread="t")
+    assert done.status == "done"
+    answer = shown(done)[-1]
+    assert isinstance(answer, AssistantMessage)
+    assert (answer.content, answer.finish_reason) == ("The answer is", "length")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_after_a_cut_reply_resume_asks_the_model_again(store: Store, stream: bool) -> None:
+    replies = iter([CUT, "The answer is 42."])
+    model = ScriptedModel(lambda messages, tools: next(replies))
+    app = ToolAgent("a", model, stream=stream).compile(store=store)
+    with pytest.raises(ReplyCutShort):
+        await app.run(ask("what is the answer?"), thread="t")
+    done = await app.resume("t")
+    assert done.status == "done"
+    assert [m.content for m in shown(done)] == ["what is the answer?", "The answer is 42."]
+
+
+async def test_why_a_reply_ended_is_stored_with_it(store: Store) -> None:
+    agent = ToolAgent("a", ScriptedModel([CUT]), cut_replies="keep")
+    await agent.compile(store=store).run(ask("what is the answer?"), thread="t")
+    # Read back by another app on the same store: decoded from the checkpoint.
+    state = await agent.compile(store=store).get_state("t")
+    [_, answer] = conversation(state.values["messages"])
+    assert isinstance(answer, AssistantMessage) and answer.finish_reason == "length"
+
+
+# An assistant message as checkpoints encoded it before messages recorded why a reply ended.
+OLD_MESSAGE = bytes.fromhex(
+    "494c4b015a71bf5b9ac70005ba696e7465726c6f636b2e417373697374616e744d657373616765a7636f6e"
+    "74656e74ad54686520616e73776572206973aa746f6f6c5f63616c6c7392c7000198c70005b2696e746572"
+    "6c6f636b2e546f6f6c43616c6ca26964a26331a46e616d65a6736561726368a9617267756d656e747381a1"
+    "71a178a46e616d65a161a26964a26d31"
+)
+
+
+def test_a_message_stored_before_finish_reasons_loads_without_one() -> None:
+    codec = Codec(types=AGENT_TYPES)
+    old = codec.decode(OLD_MESSAGE)
+    assert old == AssistantMessage(
+        content="The answer is",
+        tool_calls=(ToolCall(id="c1", name="search", arguments={"q": "x"}),),
+        name="a",
+        id="m1",
+    )
+    assert old.finish_reason is None
+    assert codec.encode(old) == OLD_MESSAGE  # and one without a reason is written as before
+    for finish in get_args(FinishReason):
+        marked = msgspec.structs.replace(old, finish_reason=finish)
+        assert codec.decode(codec.encode(marked)) == marked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from contextlib import aclosing
@@ -21,6 +22,9 @@ from _fake_openai import (
     streamed,
     tool_call,
 )
+from llmock.pytest_plugin import LLMock
+from llmock.scenarios import Reply
+from llmock.scenarios import ToolCall as ScriptedCall
 
 from interlock._errors import ModelError
 from interlock.agents._messages import (
@@ -65,6 +69,14 @@ def model_for(fake: FakeOpenAI, **kwargs: Any) -> OpenAIChatModel:
     return OpenAIChatModel("fake-model", base_url=fake.base_url, api_key="sk-test", **kwargs)
 
 
+def mock_model(llmock: LLMock, **kwargs: Any) -> OpenAIChatModel:
+    """A model at LLMock, the mock OpenAI server (its pytest fixture, ``llmock``, serves one
+    on a free loopback port for the session and clears it for each test)."""
+    return OpenAIChatModel(
+        "gpt-4o-mini", base_url=llmock.base_url(), api_key="sk-test", max_retries=0, **kwargs
+    )
+
+
 # -- replies ---------------------------------------------------------------------------------
 
 
@@ -72,7 +84,7 @@ async def test_a_text_reply(fake: FakeOpenAI) -> None:
     fake.script(completion("Hi there."))
     async with model_for(fake, temperature=0, max_tokens=64) as model:
         reply = await model.generate(HELLO, [])
-    assert reply == AssistantMessage(content="Hi there.")
+    assert reply == AssistantMessage(content="Hi there.", finish_reason="stop")
     [request] = fake.requests
     assert request.body["model"] == "fake-model"
     assert request.body["messages"] == [{"role": "user", "content": "Hello"}]
@@ -185,6 +197,7 @@ JOINED = AssistantMessage(
         ToolCall(id="call_a", name="search", arguments={"q": "Paris"}),
         ToolCall(id="call_b", name="search", arguments={"q": "Rome"}),
     ),
+    finish_reason="tool_calls",
 )
 
 
@@ -227,6 +240,53 @@ async def test_a_stream_closed_early_is_no_error(fake: FakeOpenAI) -> None:
                 assert first.role == "assistant"
                 break
         assert (await model.generate(HELLO, [])).content == "again"
+
+
+# -- why a reply ended -----------------------------------------------------------------------
+
+STREAMS = pytest.mark.parametrize(
+    "stream",
+    [False, pytest.param(True, marks=pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS))],
+    ids=["whole", "streamed"],
+)
+
+
+@STREAMS
+@pytest.mark.parametrize("finish", ["stop", "length", "content_filter", "tool_calls"])
+async def test_why_a_reply_ended_is_on_the_message(
+    llmock: LLMock, stream: bool, finish: str
+) -> None:
+    if finish == "tool_calls":
+        llmock.add(Reply(tool_calls=(ScriptedCall("search", {"q": "Paris"}),)))
+    else:
+        llmock.add(Reply(text="The weather in Paris is", finish_reason=finish))
+    async with mock_model(llmock, stream=stream) as model:
+        reply = await model.generate(HELLO, [SEARCH])
+    assert reply.finish_reason == finish
+    assert reply.content == (None if finish == "tool_calls" else "The weather in Paris is")
+
+
+REFUSAL = "I can't help with that."
+
+
+@STREAMS
+async def test_a_refusal_is_a_reason_a_reply_ended(fake: FakeOpenAI, stream: bool) -> None:
+    if stream:
+        fake.script(
+            streamed(
+                chunk(role="assistant"),
+                {**chunk(), "choices": [{"index": 0, "delta": {"refusal": "I can't "}}]},
+                {**chunk(), "choices": [{"index": 0, "delta": {"refusal": "help with that."}}]},
+                chunk(finish_reason="stop"),
+            )
+        )
+    else:
+        body = json.loads(completion().body)
+        body["choices"][0]["message"]["refusal"] = REFUSAL
+        fake.script(raw(json.dumps(body).encode()))
+    async with model_for(fake, stream=stream) as model:
+        reply = await model.generate(HELLO, [])
+    assert reply == AssistantMessage(content=REFUSAL, finish_reason="refusal")
 
 
 # -- retries and failures --------------------------------------------------------------------
@@ -390,6 +450,74 @@ async def test_a_closed_model_says_so(fake: FakeOpenAI) -> None:
     with pytest.raises(ModelError, match="closed"):
         await model.generate(HELLO, [])
     assert fake.requests == []
+
+
+# -- event loops -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "loops", [("asyncio", "asyncio"), ("trio", "trio"), ("asyncio", "trio")], ids="-then-".join
+)
+def test_one_model_serves_one_event_loop_after_another(
+    llmock: LLMock, loops: tuple[str, str]
+) -> None:
+    # What app.run_sync then app.resume_sync do: each call starts and ends a loop of its own.
+    llmock.add(Reply(text="First."), Reply(text="Second."))
+    model = mock_model(llmock)
+    replies = [anyio.run(model.generate, HELLO, [], backend=loop).content for loop in loops]
+    assert replies == ["First.", "Second."]
+    assert len(llmock.requests) == 2
+
+
+def test_a_given_client_is_not_taken_into_another_event_loop(llmock: LLMock) -> None:
+    llmock.reply("First.")
+    client = openai.AsyncOpenAI(base_url=llmock.base_url(), api_key="sk-test", max_retries=0)
+    model = OpenAIChatModel("gpt-4o-mini", client=client)
+
+    async def once_then_close() -> str | None:
+        try:
+            return (await model.generate(HELLO, [])).content
+        finally:
+            await client.close()  # the caller's to close, in the loop it belongs to
+
+    assert anyio.run(once_then_close) == "First."
+    with pytest.raises(ModelError, match="first used in another event loop") as caught:
+        anyio.run(model.generate, HELLO, [])
+    assert "leave client= out" in str(caught.value)
+    assert len(llmock.requests) == 1  # refused before anything was sent
+
+
+# The connection the first loop left behind cannot be closed any more: the collector reports it.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_transport_failure_is_not_called_a_malformed_reply(llmock: LLMock) -> None:
+    # A client used directly in one loop keeps its connection pooled; handed to a model in a
+    # second loop, the connection fails under the SDK (the event loop is closed): a
+    # transport problem, not a reply that is no chat completion.
+    llmock.reply("First.")
+
+    def second_loop_fails() -> tuple[str, str, int | None]:
+        client = openai.AsyncOpenAI(base_url=llmock.base_url(), api_key="sk-test", max_retries=0)
+
+        async def direct() -> None:
+            await client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello"}]
+            )
+
+        anyio.run(direct, backend="asyncio")
+        model = OpenAIChatModel("gpt-4o-mini", client=client)
+        try:
+            anyio.run(model.generate, HELLO, [], backend="asyncio")
+        except ModelError as exc:
+            return str(exc), repr(exc.__cause__), exc.status  # no frames kept
+        raise AssertionError("the second loop's request did not fail")
+
+    message, cause, status = second_loop_fails()
+    gc.collect()  # the abandoned connection is reported here, under this test's filters
+    assert "transport problem, not a malformed reply" in message
+    assert "not a chat completion" not in message
+    assert cause == "RuntimeError('Event loop is closed')"
+    assert status is None
 
 
 # -- configuration ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 # Messages
 from ._messages import AssistantMessage as AssistantMessage
 from ._messages import ConversationItem as ConversationItem
+from ._messages import FinishReason as FinishReason
 from ._messages import Message as Message
 from ._messages import RemoveMessage as RemoveMessage
 from ._messages import ReplaceMessage as ReplaceMessage
@@ -119,6 +120,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AssistantMessage",
     "ConversationItem",
+    "FinishReason",
     "Message",
     "RemoveMessage",
     "ReplaceMessage",

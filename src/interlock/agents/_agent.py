@@ -26,6 +26,7 @@ from .._errors import (
     GraphDefinitionError,
     InterlockError,
     ModelError,
+    ReplyCutShort,
     StoreError,
     ThreadBusy,
     ToolError,
@@ -83,6 +84,9 @@ __all__ = ["AGENT_TYPES", "Agent", "AgentState", "AgentTool", "ToolAgent"]
 _NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 _SAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
 ToolErrors = Literal["message", "raise"]
+CutReplies = Literal["raise", "keep"]
+"""What an agent does with a reply cut short by the token limit: fail the run with
+`ReplyCutShort`, or keep the reply (marked ``finish_reason="length"``) and go on."""
 
 
 class AgentState(TypedDict):
@@ -254,6 +258,11 @@ class ToolAgent(Agent):
         stream: Call the model's ``stream`` and report text as it comes (`TextDelta`).
         tool_errors: ``"message"``: a failing call (bad arguments, an exception in the tool)
             is answered to the model as an error; ``"raise"``: the run fails with `ToolError`.
+        cut_replies: A reply that ended on the model's token limit (``finish_reason`` is
+            ``"length"``) is half an answer: ``"raise"`` (the default) fails the run with
+            `ReplyCutShort` before anything acts on it (the thread stays at its last
+            checkpoint; a resume asks the model again); ``"keep"`` keeps it, marked, as the
+            agent's reply.
         description: What the agent does (for supervisors and ``as_tool``).
 
     Examples:
@@ -279,6 +288,7 @@ class ToolAgent(Agent):
         max_turns: int = 25,
         stream: bool = False,
         tool_errors: ToolErrors = "message",
+        cut_replies: CutReplies = "raise",
         description: str | None = None,
     ) -> None:
         super().__init__(name, description=description)
@@ -308,6 +318,8 @@ class ToolAgent(Agent):
             raise ValueError(f"max_turns must be a positive int, not {max_turns!r}")
         if tool_errors not in ("message", "raise"):
             raise ValueError(f"tool_errors must be 'message' or 'raise', not {tool_errors!r}")
+        if cut_replies not in ("raise", "keep"):
+            raise ValueError(f"cut_replies must be 'raise' or 'keep', not {cut_replies!r}")
         self.model = model
         self.tools: dict[str, Tool] = by_name
         self.policy = policy
@@ -315,6 +327,7 @@ class ToolAgent(Agent):
         self.max_turns = max_turns
         self.stream = bool(stream)
         self.tool_errors: ToolErrors = tool_errors
+        self.cut_replies: CutReplies = cut_replies
         self._schemas: dict[str, dict[str, Any]] = {}
 
     def _adopt(self, policy: ApprovalPolicy) -> None:
@@ -367,11 +380,26 @@ class ToolAgent(Agent):
             reply = message_from_chunks(chunks)
         else:
             reply = await self.model.generate(shown, specs)
+        endpoint = str(getattr(self.model, "endpoint", type(self.model).__name__))
         if not isinstance(reply, AssistantMessage):
             raise ModelError(
                 f"model of agent {self.name!r} returned {type(reply).__name__}, not an "
                 "AssistantMessage",
-                endpoint=str(getattr(self.model, "endpoint", type(self.model).__name__)),
+                endpoint=endpoint,
+            )
+        if reply.finish_reason == "length" and self.cut_replies == "raise":
+            tail = (reply.content or "")[-80:]
+            raise ReplyCutShort(
+                f"the model of agent {self.name!r} at {endpoint} stopped at its token limit "
+                f"(finish_reason 'length') after {len(reply.content or '')} characters"
+                f"{f' ending {tail!r}' if tail else ''}"
+                f"{' and in a tool call' if reply.tool_calls else ''}; a reply cut short is "
+                "not an answer: raise the model's max_tokens (or max_completion_tokens), "
+                "shorten the conversation, or pass cut_replies='keep' to keep such replies "
+                "(marked finish_reason='length'), then resume the thread",
+                endpoint=endpoint,
+                agent=self.name,
+                content=reply.content,
             )
         return msgspec.structs.replace(reply, name=reply.name or self.name, id=reply.id or new_id())
 

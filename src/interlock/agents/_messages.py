@@ -17,11 +17,12 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ..graph._chunks import MessageChunk, join_message_chunks
+from ..graph._chunks import FinishReason, MessageChunk, join_message_chunks
 
 __all__ = [
     "AssistantMessage",
     "ConversationItem",
+    "FinishReason",
     "Message",
     "RemoveMessage",
     "ReplaceMessage",
@@ -96,6 +97,10 @@ class AssistantMessage(
     """The agent that wrote it (set by the agent when the model leaves it empty)."""
     id: str | None = None
     """Names the message for edits."""
+    finish_reason: FinishReason | None = None
+    """Why the model stopped writing (``length``: the reply is cut short); None when the
+    model did not say (a scripted reply, a message stored before this was recorded). Not sent
+    back to the model."""
 
 
 ToolStatus = Literal["ok", "error", "rejected", "denied", "responded"]
@@ -443,4 +448,6 @@ def message_from_chunks(chunks: Sequence[MessageChunk]) -> AssistantMessage:
                 raw_arguments=bad,
             )
         )
-    return AssistantMessage(content=joined.content, tool_calls=tuple(calls))
+    return AssistantMessage(
+        content=joined.content, tool_calls=tuple(calls), finish_reason=joined.finish_reason
+    )

@@ -210,7 +210,9 @@ class ScriptedModel:
                 )
                 first = False
         if first:
-            yield MessageChunk(role="assistant", content="")
+            yield MessageChunk(role="assistant", content="", finish_reason=message.finish_reason)
+        elif message.finish_reason is not None:  # why it ended: on a last chunk, as OpenAI's
+            yield MessageChunk(finish_reason=message.finish_reason)
 
     def _message(self, reply: Reply, turn: int) -> AssistantMessage:
         if isinstance(reply, AssistantMessage):

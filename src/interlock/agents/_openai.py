@@ -11,6 +11,13 @@ and the model, carries the HTTP status when there was one, and says what to chec
 status (once the retries are spent), a refused connection, a timeout, a body that is not a
 chat completion, a stream that breaks off or carries garbage.
 
+An ``openai.AsyncOpenAI`` client belongs to the event loop it is used in (its pooled
+connections do), and the SDK asks for it to be closed before its loop ends. So the model
+builds a client for each event loop it is used in, and closes it as that loop ends
+(``asyncio.run``, ``anyio.run`` and ``trio.run`` finalize the async generators still open when
+their main task returns; the model keeps one open per loop for that): ``app.run_sync(...)``
+then ``app.resume_sync(...)``, each in a loop of its own, share one model.
+
 Under trio, the SDK leaves the async generators of a finished stream to the garbage
 collector; trio closes them and reports a ``ResourceWarning`` (seen only when such warnings
 are shown).
@@ -36,17 +43,26 @@ Examples:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn, Self
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
 from ..graph._chunks import MessageChunk, ToolCallChunk
-from ._messages import AssistantMessage, Message, from_openai, message_from_chunks, to_openai
+from ._messages import (
+    AssistantMessage,
+    FinishReason,
+    Message,
+    from_openai,
+    message_from_chunks,
+    to_openai,
+)
 from ._models import ToolSpec
 
 try:
@@ -79,7 +95,9 @@ class OpenAIChatModel:
         client: A configured ``openai.AsyncOpenAI`` to use as it is, instead of building one.
             Its base URL, key, timeout and retries are its own, so ``base_url``, ``api_key``,
             ``timeout`` and ``max_retries`` cannot be passed with it; the model does not close
-            it.
+            it. Like any ``AsyncOpenAI``, it works in the event loop it is first used in: the
+            model refuses to use it in another (build the model in each loop then, or leave
+            ``client`` out and the model builds a client per loop).
         timeout: Seconds to wait for the endpoint (to connect, and between bytes of the
             reply); None for the SDK's default (ten minutes).
         max_retries: How many times the client retries a request that failed with 408, 409,
@@ -171,6 +189,19 @@ class OpenAIChatModel:
         else:
             self._client = self._build_client(model, base_url, api_key, timeout, max_retries)
             self._owns_client = True
+        # The client to ask (`_client` is where the settings are read): one per event loop,
+        # each closed as its loop ends (see `_keep`). Invariant: `_clients` holds a client for
+        # a loop only while that loop runs (or after a loop that ended without closing its
+        # async generators, which leaves no way to close the client either).
+        self._settings = (base_url, api_key, timeout, max_retries)
+        self._clients: dict[anyio.lowlevel.EventLoopToken, openai.AsyncOpenAI] = {}
+        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
+        # The client built above, until a loop takes it; the loop a given client was first
+        # used in.
+        self._unused: openai.AsyncOpenAI | None = self._client if self._owns_client else None
+        self._first_loop: anyio.lowlevel.EventLoopToken | None = None
+        self._closed = False
+        self._lock = threading.Lock()
         self._model = model
         self._stream = stream
         self._params = dict(params)
@@ -220,15 +251,85 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
-        closed = " closed" if self._client.is_closed() else ""
+        closed = " closed" if self._is_closed() else ""
         return f"<OpenAIChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
 
     # -- lifetime --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the HTTP client the model built (a client passed in is left open)."""
-        if self._owns_client:
-            await self._client.close()
+        """Close the HTTP clients the model built (a client passed in is left open).
+
+        The clients of other event loops that still run are closed as those loops end.
+        """
+        self._closed = True
+        if not self._owns_client:
+            return
+        here = _current_loop()
+        for loop in [loop for loop in self._clients if loop == here]:
+            keeper = self._keeps.pop(loop)
+            await keeper.aclose()  # closes the loop's client
+        if self._unused is not None:
+            await self._unused.close()  # never used: it belongs to no loop yet
+
+    def _is_closed(self) -> bool:
+        return self._closed or (not self._owns_client and self._client.is_closed())
+
+    async def _client_here(self) -> openai.AsyncOpenAI:
+        """The client for the running event loop: built (and kept until the loop ends) the
+        first time the model is used in it.
+
+        Raises:
+            ModelError: The model was closed, or its given client belongs to another loop.
+        """
+        loop = _current_loop()
+        if not self._owns_client and self._first_loop not in (None, loop):
+            raise ModelError(
+                f"{self._where} was given an openai.AsyncOpenAI client (client=) that was "
+                "first used in another event loop, and a client works only in the loop it "
+                "was first used in (app.run_sync and app.resume_sync each start one): "
+                "create the model inside the loop that uses it, or leave client= out and "
+                "the model builds a client for each loop",
+                endpoint=self.endpoint,
+            )
+        if self._is_closed():
+            raise ModelError(
+                f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
+                endpoint=self.endpoint,
+            )
+        if not self._owns_client:
+            self._first_loop = loop
+            return self._client
+        # Invariant: no await between the lookup and the new entry, so the tasks of one loop
+        # share one client; the lock keeps loops in other threads from taking the same one.
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is not None:
+                return client
+            client, self._unused = self._unused, None
+            if client is None:
+                client = self._build_client(self._model, *self._settings)
+            self._clients[loop] = client
+            keeper = self._keeps[loop] = self._keep(loop, client)
+        await keeper.asend(None)
+        return client
+
+    async def _keep(
+        self, loop: anyio.lowlevel.EventLoopToken, client: openai.AsyncOpenAI
+    ) -> AsyncGenerator[None, None]:
+        """Wait, open, until ``loop`` ends (or `aclose`), then close ``client``.
+
+        The SDK asks for a client to be closed before its event loop ends, which a collected
+        client cannot do; a loop that ends closes the async generators still open while it
+        still runs, and this one closes the client then.
+        """
+        try:
+            yield
+        finally:
+            if self._clients.get(loop) is client:
+                del self._clients[loop]
+                self._keeps.pop(loop, None)
+            with anyio.CancelScope(shield=True):
+                await client.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -257,8 +358,9 @@ class OpenAIChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         wire, offered = self._request(messages, tools)
+        client = await self._client_here()
         with self._guard():
-            completion = await self._client.chat.completions.create(
+            completion = await client.chat.completions.create(
                 model=self._model, messages=wire, extra_body=self._params, **offered
             )
         return self._reply(completion)
@@ -276,18 +378,19 @@ class OpenAIChatModel:
                 finished or carries something that is not a chunk.
         """
         wire, offered = self._request(messages, tools)
+        client = await self._client_here()
         with self._guard():
-            chunks = await self._client.chat.completions.create(
+            chunks = await client.chat.completions.create(
                 model=self._model, messages=wire, stream=True, extra_body=self._params, **offered
             )
-        finished = False
+        finished = refused = False
         try:
             while True:
                 with self._guard():
                     item = await anext(chunks, None)
                 if item is None:
                     break
-                piece, done = self._chunk(item)
+                piece, done, refused = self._chunk(item, refused)
                 finished = finished or done
                 if piece is not None:
                     yield piece
@@ -309,11 +412,6 @@ class OpenAIChatModel:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> tuple[Any, dict[str, Any]]:
         """The messages in the wire shape, and the ``tools`` argument (omitted when empty)."""
-        if self._client.is_closed():
-            raise ModelError(
-                f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
-                endpoint=self.endpoint,
-            )
         wire = [to_openai(m) for m in messages]
         for spec in tools:
             if not isinstance(spec, ToolSpec):
@@ -345,13 +443,17 @@ class OpenAIChatModel:
         fields["role"] = fields.get("role") or "assistant"
         if fields["role"] != "assistant":
             self._malformed(f"its message has role {fields['role']!r}, not 'assistant'")
-        if fields.get("content") is None and isinstance(fields.get("refusal"), str):
+        refused = fields.get("content") is None and isinstance(fields.get("refusal"), str)
+        if refused:
             fields["content"] = fields["refusal"]
         try:
             message = from_openai(fields)
         except (TypeError, ValueError) as exc:
             self._malformed(str(exc), cause=exc)
         assert isinstance(message, AssistantMessage)  # the role is checked above
+        finish = _finish_reason(choices[0].get("finish_reason"), refused=refused)
+        if finish is not None:
+            message = msgspec.structs.replace(message, finish_reason=finish)
         if any(not call.id for call in message.tool_calls):
             calls = tuple(
                 call if call.id else msgspec.structs.replace(call, id=f"call_{i}")
@@ -360,9 +462,10 @@ class OpenAIChatModel:
             message = msgspec.structs.replace(message, tool_calls=calls)
         return message
 
-    def _chunk(self, item: object) -> tuple[MessageChunk | None, bool]:
-        """Read one streamed chunk: its piece of the message (None if none), and whether it
-        finishes the reply."""
+    def _chunk(self, item: object, refused: bool) -> tuple[MessageChunk | None, bool, bool]:
+        """Read one streamed chunk: its piece of the message (None if none), whether it
+        finishes the reply, and whether the reply is a refusal so far (``refused``: it was
+        before this chunk)."""
         data = _plain(item)
         if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list):
             self._malformed_chunk(data)
@@ -371,13 +474,13 @@ class OpenAIChatModel:
             None,
         )
         if choice is None:  # a chunk for another choice, or the closing usage report
-            return None, False
+            return None, False, refused
         delta = choice.get("delta") or {}
         if not isinstance(delta, Mapping):
             self._malformed_chunk(data)
         role, content = delta.get("role"), delta.get("content")
-        if content is None:
-            content = delta.get("refusal")
+        if content is None and isinstance(delta.get("refusal"), str):
+            content, refused = delta["refusal"], True
         raw_calls = delta.get("tool_calls") or []
         if not _optional_str(role, content) or not isinstance(raw_calls, list):
             self._malformed_chunk(data)
@@ -398,10 +501,15 @@ class OpenAIChatModel:
             ):
                 self._malformed_chunk(data)
             calls.append(ToolCallChunk(index=index, id=call_id, name=name, arguments=arguments))
-        finished = choice.get("finish_reason") is not None
-        if role is None and content is None and not calls:
-            return None, finished
-        return MessageChunk(role=role, content=content, tool_calls=tuple(calls)), finished
+        raw_finish = choice.get("finish_reason")
+        finished = raw_finish is not None
+        finish = _finish_reason(raw_finish, refused=refused) if finished else None
+        if role is None and content is None and not calls and finish is None:
+            return None, finished, refused
+        piece = MessageChunk(
+            role=role, content=content, tool_calls=tuple(calls), finish_reason=finish
+        )
+        return piece, finished, refused
 
     # -- failures --------------------------------------------------------------------------
 
@@ -454,9 +562,18 @@ class OpenAIChatModel:
             ) from exc
         except openai.OpenAIError as exc:
             raise ModelError(f"{self._where} failed: {exc}", endpoint=self.endpoint) from exc
-        except Exception as exc:
+        except (ValueError, TypeError, KeyError) as exc:
             # The SDK's own reading of the body failed: invalid JSON, a broken event stream.
             self._malformed(f"{type(exc).__name__}: {exc}", cause=exc)
+        except Exception as exc:
+            # Whatever else failed beneath the reply (the connection, the event loop, the
+            # HTTP library) is no fault of the server's answer: never report it as one.
+            raise ModelError(
+                f"the connection to {self._where} failed ({type(exc).__name__}: {exc}): a "
+                "transport problem, not a malformed reply; check that the server is running "
+                "and reachable, then run again",
+                endpoint=self.endpoint,
+            ) from exc
 
     def _status_error(self, exc: openai.APIStatusError, retries: int) -> ModelError:
         status = exc.status_code
@@ -485,6 +602,29 @@ class OpenAIChatModel:
             endpoint=self.endpoint,
             status=status,
         )
+
+
+_FINISH_REASONS: Mapping[object, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "function_call": "tool_calls",  # the deprecated single-function form
+}
+"""The ``finish_reason`` values of the chat-completions API, as a message records them."""
+
+
+def _finish_reason(raw: object, *, refused: bool) -> FinishReason | None:
+    """Why a reply ended; a refusal (the model's ``refusal`` text) is one, whatever the finish
+    reason; a value outside the API's set (some servers' own) is not recorded."""
+    if refused:
+        return "refusal"
+    return _FINISH_REASONS.get(raw) if isinstance(raw, str) else None
+
+
+def _current_loop() -> anyio.lowlevel.EventLoopToken:
+    """The running event loop (asyncio's or trio's), as anyio names it."""
+    return anyio.lowlevel.current_token()
 
 
 def _plain(value: object) -> object:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, TypeAlias
 
 import msgspec
 
 from ._concat import register_concat
 
-__all__ = ["MessageChunk", "ToolCallChunk", "join_message_chunks"]
+__all__ = ["FinishReason", "MessageChunk", "ToolCallChunk", "join_message_chunks"]
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
+"""Why a model's reply ended: it was finished (``stop``), it hit the token limit (``length``:
+the reply is cut short), it calls tools (``tool_calls``), the provider's filter withheld
+content (``content_filter``), or the model refused (``refusal``, the text says why)."""
 
 
 class ToolCallChunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,6 +43,8 @@ class MessageChunk(msgspec.Struct, frozen=True, kw_only=True):
     """A piece of the text."""
     tool_calls: tuple[ToolCallChunk, ...] = ()
     """Pieces of tool calls."""
+    finish_reason: FinishReason | None = None
+    """Why the reply ended (on the last chunk, when the model says)."""
 
 
 def join_message_chunks(chunks: Sequence[MessageChunk]) -> MessageChunk:
@@ -56,7 +64,13 @@ def join_message_chunks(chunks: Sequence[MessageChunk]) -> MessageChunk:
         )
         for index, pieces in sorted(calls.items())
     )
-    return MessageChunk(role=role, content="".join(texts) if texts else None, tool_calls=joined)
+    finish = next((c.finish_reason for c in reversed(chunks) if c.finish_reason), None)
+    return MessageChunk(
+        role=role,
+        content="".join(texts) if texts else None,
+        tool_calls=joined,
+        finish_reason=finish,
+    )
 
 
 register_concat(MessageChunk, join_message_chunks)
