@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from _agents import replies_to_tool_results
 
-from interlock import InvalidResume, PostgresStore, SqliteStore, Store
+from interlock import InvalidResume, PostgresStore, SqliteStore, Store, interrupt
 from interlock.agents import (
     Agent,
     ApprovalPolicy,
@@ -313,6 +313,28 @@ async def test_an_address_names_every_agent_on_the_path(kind: str, tmp_path: Any
         # Answered by id from a new agent tree, as another process would.
         done = await build().compile(store=store).resume("t", {question.id: Approve()})
     assert done.status == "done" and written == ["report.txt"]
+
+
+async def test_a_keyed_question_deep_in_a_composition_is_answered_by_its_key() -> None:
+    @tool
+    def pick_file() -> str:
+        """Ask a person which file to open."""
+        return f"opened {interrupt('Which file?', key='file')}"
+
+    sa1 = ToolAgent(
+        "sa1",
+        ScriptedModel(replies_to_tool_results(call("pick_file", {}), "sa1"), name="sa1"),
+        [pick_file],
+    )
+    app = sequential([says("sa0", "first"), sa1], name="coordinator").compile()
+    first = await app.run(ask("open a file"), thread="t")
+    (question,) = first.interrupts
+    assert question.key == "file"
+    assert str(question.address) == (
+        "node:sa1/agent:coordinator/node:tools/agent:sa1/tool:pick_file:call_sa1_0_0"
+    )
+    done = await app.resume("t", {"file": "report.txt"})
+    assert answers(done)[-1] == ("sa1", "sa1: opened report.txt")
 
 
 async def test_a_supervisor_policy_covers_the_tools_of_its_agents() -> None:
