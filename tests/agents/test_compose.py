@@ -337,6 +337,30 @@ async def test_a_keyed_question_deep_in_a_composition_is_answered_by_its_key() -
     assert answers(done)[-1] == ("sa1", "sa1: opened report.txt")
 
 
+async def test_an_edit_at_the_top_loses_nothing_a_waiting_child_adds(store: Store) -> None:
+    from interlock.agents import ReplaceMessage, ToolMessage
+
+    budget = Budget()
+    runner = Runner(sequential([says("sa0", "first"), budget.executor], name="coordinator"), store)
+    async with runner.run(UserMessage(content="give apollo 5000", id="u1"), session="s") as ev:
+        async for event in ev:
+            if event.kind == "interrupt":
+                iid = event.interrupt.id
+    # The top's conversation grows by an edit while the executor waits with its own copy.
+    edit = ReplaceMessage(id="u1", message=UserMessage(content="give apollo 5000, today"))
+    finished = await runner.decide("s", {iid: Approve()}, edits=[edit])
+    assert finished.result.status == "done" and budget.allocated == [("apollo", 5000)]
+    messages = finished.messages
+    # Everything the executor added came back: its call, the tool's answer, its reply.
+    (asked,) = [m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls]
+    assert asked.name == "executor" and asked.tool_calls[0].name == "allocate_budget"
+    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [
+        "allocated 5000 to apollo"
+    ]
+    assert messages[0].content == "give apollo 5000, today"  # type: ignore[union-attr]
+    assert answers(finished.result)[-1] == ("executor", "executor: allocated 5000 to apollo")
+
+
 async def test_a_supervisor_policy_covers_the_tools_of_its_agents() -> None:
     entered = Counter[str]()
 

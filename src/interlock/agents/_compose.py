@@ -25,7 +25,7 @@ from .._errors import GraphDefinitionError, ModelError
 from ..graph import END, START, append
 from ..runtime._context import child_scope
 from ..runtime._graph import Graph
-from ..runtime._interrupts import emit_event, run_graph
+from ..runtime._interrupts import emit_event, run_graph, step
 from ..runtime._level import new_id
 from ..runtime._records import Segment
 from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
@@ -85,9 +85,13 @@ def _runs(agent: Agent, parent: str) -> Callable[[Mapping[str, Any]], Awaitable[
 
     async def node(state: Mapping[str, Any]) -> dict[str, Any]:
         given: list[ConversationItem] = list(state.get("messages") or ())
+        # How much of the child's conversation it was given: recorded, because a re-run of
+        # the task may see more (an edit made at the top while the child waited) while the
+        # child goes on with its own copy.
+        start: int = await step("given", len, given)
         with child_scope(where):
             values = await run_graph(sub, {"messages": given})
-        return {"messages": values.get("messages", [])[len(given) :]}
+        return {"messages": values.get("messages", [])[start:]}
 
     node.__name__ = node.__qualname__ = agent.name
     return node
