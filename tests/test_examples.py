@@ -144,7 +144,10 @@ def test_budget_supervisor_answers_from_the_top_and_does_not_plan_again(tmp_path
     out = example("budget_supervisor.py", "--db", str(tmp_path / "b.db"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    deep = "address: subgraph:budget/node:execute/node:tools/agent:allocator/tool:allocate_budget:"
+    deep = (
+        "address: node:budget/agent:pm/node:execute/agent:budget/node:tools/agent:allocator/"
+        "tool:allocate_budget:"
+    )
     assert text.count(deep) == 2  # one question per step, each with its full address
     assert text.count("agent: allocator, tool: allocate_budget, call: ") == 2
     assert text.count("approving from the top, through a new Runner") == 2

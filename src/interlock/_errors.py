@@ -28,8 +28,9 @@ kept apart from failures of a run, and both apart from storage problems::
         │   └── ReplyCutShort       a reply ended on the token limit (an agent refuses it)
         └── ToolError               a tool failed (only when the agent is told to raise)
 
-`interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol),
-an `InterlockError` defined beside the MCP client, which needs the ``mcp`` extra.
+`interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol)
+and its leaf `MCPTimeout` (it did not start or answer within its limit), `InterlockError`s
+defined beside the MCP client, which needs the ``mcp`` extra.
 `interlock.server` adds `SignatureError` (a webhook's signature is malformed, wrong or too
 old), raised by `verify_signature` on the receiving side.
 

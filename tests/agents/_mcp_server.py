@@ -2,7 +2,8 @@
 
 ``python tests/agents/_mcp_server.py`` serves over stdio. ``--http`` serves streamable HTTP on
 an ephemeral loopback port instead, and prints the port on its first line of stdout once it
-accepts connections. ``--dotted`` also offers a tool whose name interlock cannot take.
+accepts connections. ``--dotted`` also offers a tool whose name interlock cannot take, and
+``--hang`` a tool that never answers (until the client cancels the call).
 
 Environment:
     MCP_TEST_PIDS: A file the server appends its pid to when it starts (one line a process).
@@ -82,6 +83,14 @@ def _offer_dotted() -> None:
         return "."
 
 
+def _offer_hang() -> None:
+    @server.tool()
+    async def hang() -> str:
+        """Never answer: wait until the call is cancelled."""
+        await anyio.sleep_forever()
+        return "never"
+
+
 async def _serve_http() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -99,6 +108,8 @@ def main(argv: list[str]) -> None:
             f.write(f"{os.getpid()}\n")
     if "--dotted" in argv:
         _offer_dotted()
+    if "--hang" in argv:
+        _offer_hang()
     if "--http" in argv:
         anyio.run(_serve_http)
     else:

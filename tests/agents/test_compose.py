@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from _agents import replies_to_tool_results
 
-from interlock import InvalidResume, PostgresStore, Store
+from interlock import InvalidResume, PostgresStore, SqliteStore, Store, interrupt
 from interlock.agents import (
     Agent,
     ApprovalPolicy,
@@ -181,8 +181,11 @@ async def _deep(store: Store) -> None:
     app = pm.compile(store=store)
     first = await app.run(ask("Give apollo 5000"), thread="t")
     (question,) = first.interrupts
-    assert str(question.address).startswith("subgraph:budget/node:execute/")
-    assert str(question.address).endswith("/agent:executor/tool:allocate_budget:call_executor_0_0")
+    # Every agent on the path: the supervisor, the plan-execute agent, the executor.
+    assert str(question.address) == (
+        "node:budget/agent:pm/node:execute/agent:budget/node:tools/agent:executor/"
+        "tool:allocate_budget:call_executor_0_0"
+    )
     assert (question.info["agent"], question.info["tool"]) == ("executor", "allocate_budget")
     assert budget.allocated == [] and len(budget.planner.requests) == 1
     # A resume that targets nothing is refused, and the question stays pending with its id.
@@ -223,9 +226,139 @@ async def test_nested_supervisors_answer_from_the_top(store: Store) -> None:
     app = outer.compile(store=store)
     first = await app.run(ask("go"), thread="t")
     (question,) = first.interrupts
-    assert str(question.address).startswith("subgraph:inner/subgraph:executor/")
+    assert str(question.address) == (
+        "node:inner/agent:outer/node:executor/agent:inner/node:tools/agent:executor/"
+        "tool:allocate_budget:call_executor_0_0"
+    )
     done = await app.resume("t", {question.id: Approve()})
     assert budget.allocated == [("apollo", 5000)] and answers(done)[-1] == ("outer", "outer done")
+
+
+COMPOSITIONS = ["sequential", "parallel", "loop", "supervisor", "plan_execute", "as_tool"]
+
+
+def _coordinator(kind: str, sa1: Agent) -> Agent:
+    """``sa1`` composed under an agent named ``coordinator`` by ``kind``."""
+    if kind == "sequential":
+        return sequential([says("sa0", "first"), sa1], name="coordinator")
+    if kind == "parallel":
+        return parallel([says("sa0", "beside"), sa1], name="coordinator")
+    if kind == "loop":
+        return loop([sa1], max_iterations=1, name="coordinator")
+    if kind == "supervisor":
+
+        def boss(messages: Any, tools: Any) -> Any:
+            last = messages[-1]
+            if isinstance(last, AssistantMessage) and last.name == "sa1":
+                return "all done"
+            return call("transfer_to_sa1")
+
+        return supervisor(ScriptedModel(boss, name="coordinator"), [sa1], name="coordinator")
+    if kind == "plan_execute":
+        planner = ScriptedModel([call("plan", {"steps": ["write the report"]})], name="p")
+        return plan_execute(planner, sa1, name="coordinator")
+    assert kind == "as_tool"
+    model = ScriptedModel(
+        replies_to_tool_results(call("sa1", {"request": "write the report"}), "coordinator"),
+        name="coordinator",
+    )
+    return ToolAgent("coordinator", model, [sa1.as_tool()])
+
+
+# Where each composition runs its child: the node of the coordinator's graph above it.
+_ABOVE = {
+    "sequential": "node:sa1/agent:coordinator",
+    "parallel": "node:sa1/agent:coordinator",
+    "loop": "node:sa1/agent:coordinator",
+    "supervisor": "node:sa1/agent:coordinator",
+    "plan_execute": "node:execute/agent:coordinator",
+    "as_tool": "node:tools/agent:coordinator/tool:sa1:call_coordinator_0_0",
+}
+
+
+@pytest.mark.parametrize("kind", COMPOSITIONS)
+async def test_an_address_names_every_agent_on_the_path(kind: str, tmp_path: Any) -> None:
+    written: list[str] = []
+
+    def build() -> Agent:
+        @tool
+        def write_file(path: str) -> str:
+            """Write a file."""
+            written.append(path)
+            return f"wrote {path}"
+
+        sa1 = ToolAgent(
+            "sa1",
+            ScriptedModel(
+                replies_to_tool_results(call("write_file", {"path": "report.txt"}), "sa1"),
+                name="sa1",
+            ),
+            [write_file],
+            policy=ApprovalPolicy({"write_file": "require_approval"}),
+        )
+        return _coordinator(kind, sa1)
+
+    async with SqliteStore(tmp_path / "agents.db") as store:
+        first = await build().compile(store=store).run(ask("write the report"), thread="t")
+        (question,) = first.interrupts
+        address = question.address
+        # The same form for every composition: each agent once, outermost first.
+        assert [s.name for s in address if s.kind == "agent"] == ["coordinator", "sa1"]
+        assert str(address) == (f"{_ABOVE[kind]}/node:tools/agent:sa1/tool:write_file:call_sa1_0_0")
+        assert question.info["address"] == str(address)
+        # The inbox, which spans threads, shows the whole chain.
+        (row,) = await build().compile(store=store).inbox()
+        assert row.address == address
+        assert written == []
+        # Answered by id from a new agent tree, as another process would.
+        done = await build().compile(store=store).resume("t", {question.id: Approve()})
+    assert done.status == "done" and written == ["report.txt"]
+
+
+async def test_a_keyed_question_deep_in_a_composition_is_answered_by_its_key() -> None:
+    @tool
+    def pick_file() -> str:
+        """Ask a person which file to open."""
+        return f"opened {interrupt('Which file?', key='file')}"
+
+    sa1 = ToolAgent(
+        "sa1",
+        ScriptedModel(replies_to_tool_results(call("pick_file", {}), "sa1"), name="sa1"),
+        [pick_file],
+    )
+    app = sequential([says("sa0", "first"), sa1], name="coordinator").compile()
+    first = await app.run(ask("open a file"), thread="t")
+    (question,) = first.interrupts
+    assert question.key == "file"
+    assert str(question.address) == (
+        "node:sa1/agent:coordinator/node:tools/agent:sa1/tool:pick_file:call_sa1_0_0"
+    )
+    done = await app.resume("t", {"file": "report.txt"})
+    assert answers(done)[-1] == ("sa1", "sa1: opened report.txt")
+
+
+async def test_an_edit_at_the_top_loses_nothing_a_waiting_child_adds(store: Store) -> None:
+    from interlock.agents import ReplaceMessage, ToolMessage
+
+    budget = Budget()
+    runner = Runner(sequential([says("sa0", "first"), budget.executor], name="coordinator"), store)
+    async with runner.run(UserMessage(content="give apollo 5000", id="u1"), session="s") as ev:
+        async for event in ev:
+            if event.kind == "interrupt":
+                iid = event.interrupt.id
+    # The top's conversation grows by an edit while the executor waits with its own copy.
+    edit = ReplaceMessage(id="u1", message=UserMessage(content="give apollo 5000, today"))
+    finished = await runner.decide("s", {iid: Approve()}, edits=[edit])
+    assert finished.result.status == "done" and budget.allocated == [("apollo", 5000)]
+    messages = finished.messages
+    # Everything the executor added came back: its call, the tool's answer, its reply.
+    (asked,) = [m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls]
+    assert asked.name == "executor" and asked.tool_calls[0].name == "allocate_budget"
+    assert [m.content for m in messages if isinstance(m, ToolMessage)] == [
+        "allocated 5000 to apollo"
+    ]
+    assert messages[0].content == "give apollo 5000, today"  # type: ignore[union-attr]
+    assert answers(finished.result)[-1] == ("executor", "executor: allocated 5000 to apollo")
 
 
 async def test_a_supervisor_policy_covers_the_tools_of_its_agents() -> None:
@@ -297,7 +430,7 @@ async def test_a_decision_edits_the_conversation_of_the_agent_that_asked(store: 
         {"messages": [UserMessage(content="give apollo 5000", id="u1")]}, thread="t"
     )
     (question,) = first.interrupts
-    assert str(question.address).startswith("subgraph:executor/")  # inside the sub-agent
+    assert str(question.address).startswith("node:executor/agent:pm/")  # in the sub-agent
     edit = ReplaceMessage(id="u1", message=UserMessage(content="give apollo 5000, today"))
     answer = {"action": "approve", "conversation": [msgspec.to_builtins(edit)]}
     done = await app.resume("t", {question.id: answer})

@@ -16,13 +16,14 @@ import anyio
 import pytest
 
 from interlock._errors import InterlockError
-from interlock.agents._mcp import MCPError, MCPServer, MCPToolFailed
+from interlock.agents._mcp import MCPError, MCPServer, MCPTimeout, MCPToolFailed
 from interlock.agents._messages import ToolCall
 from interlock.agents._tools import ArgumentsError, Tool
 
 pytestmark = pytest.mark.anyio
 
 SERVER = Path(__file__).with_name("_mcp_server.py")
+SILENT = Path(__file__).with_name("_mcp_silent.py")
 TOOLS = ["add", "echo", "shout", "picture", "fail", "count", "crash", "header"]
 
 
@@ -52,8 +53,8 @@ def logs(tmp_path: Path) -> Logs:
     return Logs(pids=tmp_path / "pids", count=tmp_path / "count")
 
 
-def stdio(logs: Logs, *extra: str) -> MCPServer:
-    return MCPServer.stdio(sys.executable, [str(SERVER), *extra], env=logs.env())
+def stdio(logs: Logs, *extra: str, **limits: float) -> MCPServer:
+    return MCPServer.stdio(sys.executable, [str(SERVER), *extra], env=logs.env(), **limits)
 
 
 @pytest.fixture
@@ -384,6 +385,95 @@ async def test_a_crash_raises_and_later_calls_in_the_block_reconnect(
     assert len(logs.started()) == 3
 
 
+# -- time limits ------------------------------------------------------------------------------
+
+# Each test's limit is short; the guard around it only stops a regression from hanging the
+# suite (the limit is the SDK's and the server's to keep, not something these tests time).
+GUARD = 60
+
+
+async def test_a_server_that_never_answers_at_start_up_times_out(logs: Logs) -> None:
+    server = MCPServer.stdio(
+        sys.executable, ["-S", str(SILENT)], env=logs.env(), connect_timeout=0.5
+    )
+    with anyio.fail_after(GUARD), pytest.raises(MCPTimeout) as err:
+        await server.tools()
+    error = err.value
+    assert isinstance(error, MCPError) and isinstance(error, InterlockError)
+    assert (error.phase, error.limit, error.server) == ("connect", 0.5, server.target)
+    message = str(error)
+    assert f"MCP server {server.target} did not finish starting within 0.5 s" in message
+    assert "MCPServer.stdio(..., connect_timeout=...)" in message
+    with anyio.fail_after(GUARD), pytest.raises(MCPTimeout, match="connect_timeout"):
+        async with server.connect():
+            pass  # pragma: no cover
+    # Both server processes were stopped: nothing is left waiting on a pipe.
+    assert len(logs.started()) == 2
+    assert not any(alive(pid) for pid in logs.started())
+
+
+# The call limit is the SDK's request limit, the same on every backend: these run on asyncio
+# only, to keep the suite's time (the start-up limit, interlock's own, runs on both).
+one_backend = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+
+
+@one_backend
+async def test_a_tool_that_never_answers_times_out_and_its_server_is_stopped(
+    logs: Logs,
+) -> None:
+    server = stdio(logs, "--hang", call_timeout=0.5)
+    with anyio.fail_after(GUARD), pytest.raises(MCPTimeout) as err:
+        await server.call_tool("hang", {})
+    error = err.value
+    assert (error.phase, error.limit, error.server, error.code) == (
+        "call",
+        0.5,
+        server.target,
+        None,
+    )
+    assert "did not answer within 0.5 s (call_timeout) while calling tool 'hang'" in str(error)
+    assert "MCPServer.stdio(..., call_timeout=...)" in str(error)
+    (pid,) = logs.started()
+    assert not alive(pid)
+
+
+@one_backend
+async def test_an_agent_reads_a_timed_out_call_and_the_session_goes_on(logs: Logs) -> None:
+    from _agents import replies_to_tool_results
+
+    from interlock.agents import ScriptedModel, ToolAgent, ToolMessage, call
+
+    server = stdio(logs, "--hang", call_timeout=0.5)
+    script = replies_to_tool_results([call("hang", {}), call("echo", {"text": "after"})])
+    async with server.connect():
+        tools = await server.tools(include=["hang", "echo"])
+        app = ToolAgent("waiter", ScriptedModel(script), tools).compile()
+        with anyio.fail_after(GUARD):
+            done = await app.run({"messages": ["wait for it"]}, thread="t")
+        assert repr(server).endswith("connected>")  # a timed-out call leaves it usable
+    hang, echo = [m for m in done.values["messages"] if isinstance(m, ToolMessage)]
+    assert hang.status == "error" and "MCPTimeout" in hang.content
+    assert "0.5 s (call_timeout) while calling tool 'hang'" in hang.content
+    assert (echo.status, echo.content) == ("ok", '{"result":"after"}')
+    assert len(logs.started()) == 1  # one server process for the block
+
+
+def test_time_limits_are_checked() -> None:
+    default = MCPServer.stdio("python", ["server.py"])
+    assert (default.connect_timeout, default.call_timeout) == (60.0, 300.0)
+    unlimited = MCPServer.http("http://127.0.0.1:9/mcp", connect_timeout=None, call_timeout=None)
+    assert (unlimited.connect_timeout, unlimited.call_timeout) == (None, None)
+    # Limits are not part of what the server is: equal servers share a connect() session.
+    assert MCPServer.stdio("python", ["server.py"], call_timeout=5) == default
+    for bad in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="connect_timeout must be a positive number"):
+            MCPServer.stdio("python", connect_timeout=bad)
+    with pytest.raises(TypeError, match="call_timeout must be a number of seconds or None"):
+        MCPServer.http("http://127.0.0.1:9/mcp", call_timeout="5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="call_timeout"):
+        MCPServer.stdio("python", call_timeout=True)
+
+
 # -- streamable HTTP --------------------------------------------------------------------------
 
 
@@ -399,7 +489,10 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
     count = tmp_path_factory.mktemp("mcp-http") / "count"
     env = {**os.environ, "MCP_TEST_COUNT": str(count)}
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http"], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, str(SERVER), "--http", "--hang"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert process.stdout is not None
@@ -415,7 +508,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
 async def test_http_lists_and_calls_tools(http_server: HttpServer) -> None:
     server = MCPServer.http(http_server.url)
     assert server.transport == "http" and server.target == http_server.url
-    tools = by_name(await server.tools(exclude=["crash"]))
+    tools = by_name(await server.tools(exclude=["crash", "hang"]))
     assert list(tools) == [t for t in TOOLS if t != "crash"]
     assert await run(tools["add"], a=20, b=22) == {"result": 42}
     before = len(_lines(http_server.count))
@@ -439,6 +532,33 @@ async def test_http_connect_block(http_server: HttpServer) -> None:
     async with server.connect():
         add = by_name(await server.tools(include=["add"]))["add"]
         assert [await run(add, a=n, b=1) for n in range(3)] == [{"result": n + 1} for n in range(3)]
+
+
+@one_backend
+async def test_an_http_tool_that_never_answers_times_out(http_server: HttpServer) -> None:
+    server = MCPServer.http(http_server.url, call_timeout=0.5)
+    with anyio.fail_after(GUARD), pytest.raises(MCPTimeout) as err:
+        await server.call_tool("hang", {})
+    assert (err.value.phase, err.value.limit) == ("call", 0.5)
+    assert "MCPServer.http(..., call_timeout=...)" in str(err.value)
+    # The server is still there for the next call.
+    assert await server.call_tool("add", {"a": 1, "b": 2}) == {"result": 3}
+
+
+@one_backend
+async def test_an_http_endpoint_that_never_answers_times_out_connecting() -> None:
+    with socket.socket() as sock:
+        # It listens, so connections are made (the kernel queues them), but nothing ever reads
+        # a request or writes a response.
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        server = MCPServer.http(url, connect_timeout=0.5)
+        with anyio.fail_after(GUARD), pytest.raises(MCPTimeout) as err:
+            await server.tools()
+    assert (err.value.phase, err.value.limit, err.value.server) == ("connect", 0.5, url)
+    assert "check that the URL is the server's MCP endpoint" in str(err.value)
+    assert "MCPServer.http(..., connect_timeout=...)" in str(err.value)
 
 
 async def test_an_unreachable_url_is_named() -> None:

@@ -96,6 +96,56 @@ async def test_a_started_effect_becomes_a_reconcile_interrupt_not_a_retry(store:
     assert kinds[-3:] == ["interrupt", "decision", "effect_reconciled"]
 
 
+async def test_a_reconcile_question_shows_what_its_caller_says_of_the_call(store: Store) -> None:
+    world = Flaky()
+    about = {"account": "ACME-7", "amount": 5000, "type": "not mine to set", "attempt": 99}
+
+    async def pay(s: S) -> dict[str, Any]:
+        receipt = await effect("pay", world.send, "pay", reconcile_info=about)
+        return {"log": [receipt]}
+
+    g = Graph(S)
+    g.add_node("pay", pay)
+    g.add_edge(START, "pay")
+    app = g.compile(store=store)
+    world.fail_next = True
+    with pytest.raises(NodeError):
+        await app.run({}, thread="t")
+    question = (await app.resume("t")).interrupt()
+    info = question.info
+    assert (info["account"], info["amount"]) == ("ACME-7", 5000)
+    # What every reconcile question holds is the runtime's to say.
+    assert (info["type"], info["effect"], info["attempt"]) == ("reconcile", "pay", 1)
+    assert info["question"].startswith("'pay' was started (attempt 1)")
+    asked = {**about, "question": "Did ACME-7 get its 5000?"}
+
+    async def pay_again(s: S) -> dict[str, Any]:
+        return {"log": [await effect("pay", world.send, "pay", reconcile_info=asked)]}
+
+    g = Graph(S)
+    g.add_node("pay", pay_again)
+    g.add_edge(START, "pay")
+    other = g.compile(store=store)
+    world.fail_next = True
+    with pytest.raises(NodeError):
+        await other.run({}, thread="u")
+    assert (await other.resume("u")).interrupt().info["question"] == "Did ACME-7 get its 5000?"
+
+
+async def test_reconcile_info_must_be_a_mapping(store: Store) -> None:
+    async def pay(s: S) -> dict[str, Any]:
+        await effect("pay", print, reconcile_info=["ACME-7"])  # type: ignore[arg-type]
+        return {}
+
+    g = Graph(S)
+    g.add_node("pay", pay)
+    g.add_edge(START, "pay")
+    with pytest.raises(NodeError) as err:
+        await g.compile(store=store).run({}, thread="t")
+    assert isinstance(err.value.__cause__, TypeError)
+    assert "reconcile_info must be a mapping" in str(err.value.__cause__)
+
+
 async def test_reconcile_retry_calls_again_exactly_once(store: Store) -> None:
     world = Flaky()
     app = pay_graph(world).compile(store=store)

@@ -91,6 +91,7 @@ from ._events import Transfer as Transfer
 if TYPE_CHECKING:
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
+    from ._mcp import MCPTimeout as MCPTimeout
     from ._mcp import MCPToolFailed as MCPToolFailed
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
@@ -100,6 +101,7 @@ _EXTRAS = {
     "OpenAIChatModel": "._openai",
     "MCPServer": "._mcp",
     "MCPError": "._mcp",
+    "MCPTimeout": "._mcp",
     "MCPToolFailed": "._mcp",
 }
 
@@ -179,6 +181,7 @@ __all__ = [
     "Transfer",
     "MCPError",
     "MCPServer",
+    "MCPTimeout",
     "MCPToolFailed",
     "OpenAIChatModel",
 ]

@@ -547,7 +547,14 @@ class ToolAgent(Agent):
         served = msgspec.structs.replace(call, arguments=arguments)
         outcome: Any
         if dangerous and not tool.idempotent:
-            outcome = await effect(f"tool:{tool.name}", self._run, tool, kwargs, served)
+            outcome = await effect(
+                f"tool:{tool.name}",
+                self._run,
+                tool,
+                kwargs,
+                served,
+                reconcile_info=self._reconcile_info(tool, served),
+            )
         else:
             outcome = await self._run(tool, kwargs, served)
         status, content = _outcome(outcome)
@@ -558,6 +565,25 @@ class ToolAgent(Agent):
                 call_id=call.id,
             )
         return self._answer(call, content, status)
+
+    def _reconcile_info(self, tool: Tool, call: ToolCall) -> dict[str, Any]:
+        """What a person is shown if ``call`` (with the arguments that ran) must be reconciled:
+        the call as its approval question showed it, so they can look for it outside."""
+        shown = msgspec.json.encode(call.arguments).decode()
+        return {
+            "question": (
+                f"{self.name} called {tool.name}({shown:.300}) (call {call.id}), but the "
+                "call's outcome was never recorded: the process stopped, or the call failed, "
+                f"before it answered. Check what {tool.name} did in the outside system, then "
+                'answer "retry" to call it again or {"result": ...} with what it returned.'
+            ),
+            "agent": self.name,
+            "tool": tool.name,
+            "call_id": call.id,
+            "arguments": call.arguments,
+            "address": str(current_address()),
+            "description": tool.description,
+        }
 
     def _answer_schema(self, tool: Tool, *, quorum: bool = False) -> dict[str, Any]:
         """The approval's answer schema for ``tool`` (built once per tool and kind)."""

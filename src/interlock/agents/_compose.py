@@ -7,18 +7,27 @@ address, is answered from the top by id, and continues exactly there. A composit
 
 All of them share one conversation: a child agent starts from the conversation as it is and
 hands back the messages it added.
+
+Addresses name every agent on the path, outermost first: a composition runs each child agent
+from a node of its own graph under its own ``agent:NAME`` segment, as a `ToolAgent` serves its
+calls under ``agent:NAME`` in its tools node. A question in a sequential ``office`` whose
+``writer`` waits on a call is at
+``node:writer/agent:office/node:tools/agent:writer/tool:write_file:CALL_ID``, whichever
+composition (or ``as_tool``) the agents are nested in, and at whatever depth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Final, TypedDict
 
 from .._errors import GraphDefinitionError, ModelError
 from ..graph import END, START, append
+from ..runtime._context import child_scope
 from ..runtime._graph import Graph
-from ..runtime._interrupts import emit_event, run_graph
+from ..runtime._interrupts import emit_event, run_graph, step
 from ..runtime._level import new_id
+from ..runtime._records import Segment
 from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
 from ._events import Transfer
 from ._messages import (
@@ -64,6 +73,30 @@ def _children(agents: Sequence[Agent], what: str) -> list[Agent]:
     return list(agents)
 
 
+def _runs(agent: Agent, parent: str) -> Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]:
+    """A node of ``parent``'s graph that runs ``agent`` on the shared conversation.
+
+    The agent runs as a child graph of the node's task, under ``agent:PARENT``, so the address
+    of anything it asks names ``parent`` above it; it hands back the messages it added. A
+    re-run of the task (an answer arrived) continues the agent where it stopped.
+    """
+    sub = agent.app  # built now: a process that resumes must know the child's graph
+    where = Segment("agent", parent)
+
+    async def node(state: Mapping[str, Any]) -> dict[str, Any]:
+        given: list[ConversationItem] = list(state.get("messages") or ())
+        # How much of the child's conversation it was given: recorded, because a re-run of
+        # the task may see more (an edit made at the top while the child waited) while the
+        # child goes on with its own copy.
+        start: int = await step("given", len, given)
+        with child_scope(where):
+            values = await run_graph(sub, {"messages": given})
+        return {"messages": values.get("messages", [])[start:]}
+
+    node.__name__ = node.__qualname__ = agent.name
+    return node
+
+
 class _Composite(Agent):
     """An agent made of agents (passes outer policies down to them)."""
 
@@ -90,7 +123,7 @@ class Sequential(_Composite):
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
-            g.add_node(a.name, a.app)
+            g.add_node(a.name, _runs(a, self.name))
             g.add_edge(prev, a.name)
             prev = a.name
         g.add_edge(prev, END)
@@ -115,7 +148,7 @@ class Parallel(_Composite):
         """Return the graph that runs the agents side by side and merges their messages."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         for a in self.agents:
-            g.add_node(a.name, a.app)
+            g.add_node(a.name, _runs(a, self.name))
             g.add_edge(START, a.name)
             g.add_edge(a.name, END)
         return g
@@ -158,7 +191,7 @@ class Loop(_Composite):
         g: Graph[LoopState] = Graph(LoopState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
-            g.add_node(a.name, a.app)
+            g.add_node(a.name, _runs(a, self.name))
             g.add_edge(prev, a.name)
             prev = a.name
         g.add_node("next_iteration", lambda s: {"iteration": (s.get("iteration") or 0) + 1})
@@ -263,7 +296,7 @@ class Supervisor(ToolAgent):
         g.add_node("tools", self.tools_node)
         names = {a.name for a in self.agents}
         for a in self.agents:
-            g.add_node(a.name, a.app)
+            g.add_node(a.name, _runs(a, self.name))
             g.add_edge(a.name, "model")
         g.add_edge(START, "model")
 
@@ -439,6 +472,9 @@ class PlanExecute(Agent):
 
     def build(self) -> Graph[PlanState]:
         """Return the graph that plans, executes each step, and replans."""
+        # The executor's graph, built now: a process that resumes must know it to deliver an
+        # answer into the step that stopped.
+        _ = self.executor.app
         g: Graph[PlanState] = Graph(PlanState, types=AGENT_TYPES, name=self.name)
         g.add_node("plan", self.plan_node)
         g.add_node("execute", self.execute_node)
@@ -470,7 +506,9 @@ class PlanExecute(Agent):
         step = plan[0]
         context = "\n".join(f"- {s}: {r}" for s, r in done)
         request = f"Do this step: {step}" + (f"\n\nDone so far:\n{context}" if context else "")
-        values = await run_graph(self.executor.app, {"messages": [UserMessage(content=request)]})
+        with child_scope(Segment("agent", self.name)):
+            asked = {"messages": [UserMessage(content=request)]}
+            values = await run_graph(self.executor.app, asked)
         result = _final_text(values.get("messages") or ()) or ""
         note = AssistantMessage(content=result, name=self.executor.name, id=new_id())
         return {"plan": plan[1:], "done": [[step, result]], "messages": [note]}

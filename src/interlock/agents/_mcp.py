@@ -20,6 +20,12 @@ Example::
     async with files.connect():  # one server process for everything in the block
         await app.run({"messages": [...]}, thread="thread-1")  # an agent offered `tools`
 
+Every server has two time limits, so a server that never answers cannot hold a run forever:
+``connect_timeout`` bounds starting it (or reaching it) and the protocol handshake, and
+``call_timeout`` bounds each request (a tool call, the tool listing). Either one running out
+raises `MCPTimeout`; the request is cancelled on the server, and a session opened for the
+call is closed (a stdio server process is stopped, the SDK kills it if it will not exit).
+
 A call's result is what the server answered: its ``structuredContent`` when it sent one, else
 its text (several text parts joined by newlines), else its content blocks as JSON objects. A
 result flagged ``isError`` raises `MCPToolFailed` with the server's message, which the agent
@@ -29,13 +35,16 @@ protocol raises `MCPError`, naming it.
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
 
 from .._errors import InterlockError
 from ._tools import _NAME, Tool
@@ -45,19 +54,31 @@ try:
     from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError as ProtocolError
-    from mcp.types import CONNECTION_CLOSED, CallToolResult, ListToolsResult, TextContent
+    from mcp.types import (
+        CONNECTION_CLOSED,
+        REQUEST_TIMEOUT,
+        CallToolResult,
+        ListToolsResult,
+        TextContent,
+    )
     from mcp.types import Tool as ListedTool
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "MCPServer needs the mcp package, version 2 or later: pip install 'interlock[mcp]'"
     ) from exc
 
-__all__ = ["MCPError", "MCPServer", "MCPToolFailed"]
+__all__ = ["MCPError", "MCPServer", "MCPTimeout", "MCPToolFailed"]
 
 _T = TypeVar("_T")
 
-# The MCP SDK's default HTTP timeouts: a server may hold a response stream open for long.
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+CONNECT_TIMEOUT: Final = 60.0
+"""Default limit, in seconds, for starting a server and its handshake (``npx`` may download
+the server first)."""
+CALL_TIMEOUT: Final = 300.0
+"""Default limit, in seconds, for one request (the MCP SDK's own HTTP read limit)."""
+
+TimeoutPhase = Literal["connect", "call"]
+"""What ran out of time: starting or reaching the server and the handshake, or one request."""
 
 
 class MCPError(InterlockError):
@@ -72,6 +93,21 @@ class MCPError(InterlockError):
         super().__init__(message)
         self.server = server
         self.code = code
+
+
+class MCPTimeout(MCPError):
+    """Raised when an MCP server does not start or answer within its time limit.
+
+    Attributes:
+        phase: ``"connect"``: starting or reaching the server and the protocol handshake;
+            ``"call"``: one request (a tool call, the tool listing).
+        limit: The limit that ran out, in seconds (``connect_timeout`` or ``call_timeout``).
+    """
+
+    def __init__(self, message: str, *, server: str, phase: TimeoutPhase, limit: float) -> None:
+        super().__init__(message, server=server)
+        self.phase: TimeoutPhase = phase
+        self.limit = limit
 
 
 class MCPToolFailed(Exception):
@@ -121,17 +157,29 @@ class MCPServer:
     """How to reach an MCP server; build one with `MCPServer.stdio` or `MCPServer.http`.
 
     It holds no connection, so it (and the tools it makes) can be created anew in any process.
-    Two servers described alike are equal, and share a ``connect()`` session.
+    Two servers described alike are equal, whatever their time limits, and share a
+    ``connect()`` session (each call keeps its own server's ``call_timeout``).
 
     Attributes:
         transport: ``"stdio"`` or ``"http"``.
         target: The command line or URL, as errors name it.
+        connect_timeout: Seconds allowed for starting or reaching the server and the handshake
+            (None: no limit).
+        call_timeout: Seconds allowed for each request (None: no limit).
     """
 
-    __slots__ = ("_spec", "target", "transport")
+    __slots__ = ("_spec", "call_timeout", "connect_timeout", "target", "transport")
 
-    def __init__(self, spec: _Stdio | _Http) -> None:
+    def __init__(
+        self,
+        spec: _Stdio | _Http,
+        *,
+        connect_timeout: float | None = CONNECT_TIMEOUT,
+        call_timeout: float | None = CALL_TIMEOUT,
+    ) -> None:
         self._spec = spec
+        self.connect_timeout = _limit(connect_timeout, "connect_timeout")
+        self.call_timeout = _limit(call_timeout, "call_timeout")
         self.transport: Literal["stdio", "http"]
         if isinstance(spec, _Stdio):
             self.transport = "stdio"
@@ -148,6 +196,8 @@ class MCPServer:
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
+        connect_timeout: float | None = CONNECT_TIMEOUT,
+        call_timeout: float | None = CALL_TIMEOUT,
     ) -> MCPServer:
         """A server run as a subprocess, spoken to over its stdin and stdout.
 
@@ -158,6 +208,10 @@ class MCPServer:
                 ``USER``, ``SHELL``, ``TERM``, ``LOGNAME``): the rest of this process's
                 environment is not passed on.
             cwd: Its working directory (default: this process's).
+            connect_timeout: Seconds allowed for the process to start and finish the
+                handshake (None: no limit); past it, `MCPTimeout` and the process is stopped.
+            call_timeout: Seconds allowed for each request (None: no limit); past it, the
+                request is cancelled and `MCPTimeout` raised.
         """
         if not isinstance(command, str) or not command:
             raise TypeError("MCPServer.stdio needs the command to run, as a non-empty str")
@@ -172,20 +226,37 @@ class MCPServer:
                 args=tuple(str(a) for a in args),
                 env=None if env is None else tuple(sorted(env.items())),
                 cwd=None if cwd is None else str(cwd),
-            )
+            ),
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
         )
 
     @classmethod
-    def http(cls, url: str, *, headers: Mapping[str, str] | None = None) -> MCPServer:
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float | None = CONNECT_TIMEOUT,
+        call_timeout: float | None = CALL_TIMEOUT,
+    ) -> MCPServer:
         """A server reached over streamable HTTP.
 
         Args:
             url: Its MCP endpoint, such as ``http://127.0.0.1:8000/mcp``.
             headers: Sent with every request (an ``Authorization`` header, for instance).
+            connect_timeout: Seconds allowed for reaching the server and the handshake (None:
+                no limit); past it, `MCPTimeout`.
+            call_timeout: Seconds allowed for each request (None: no limit); past it, the
+                request is cancelled and `MCPTimeout` raised.
         """
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"MCPServer.http needs an http:// or https:// URL, not {url!r}")
-        return cls(_Http(url=url, headers=None if headers is None else tuple(headers.items())))
+        return cls(
+            _Http(url=url, headers=None if headers is None else tuple(headers.items())),
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MCPServer) and self._spec == other._spec
@@ -223,6 +294,7 @@ class MCPServer:
             The tools, in the server's order.
 
         Raises:
+            MCPTimeout: The server did not start or answer within its limits.
             MCPError: The server cannot be reached; it offers no tool by a name that
                 ``include``, ``dangerous`` or ``idempotent`` gives; or one of the tools to
                 return has a name or input schema a `Tool` cannot take.
@@ -272,10 +344,14 @@ class MCPServer:
 
         Raises:
             MCPToolFailed: The tool answered with an error.
+            MCPTimeout: The server did not start, or the tool did not answer, within the
+                server's limits (the call is cancelled on the server).
             MCPError: The server cannot be reached, crashed, or broke the protocol.
         """
+        limit = self.call_timeout
         result = await self._request(
-            lambda client: client.call_tool(name, dict(arguments)), doing=f"calling tool {name!r}"
+            lambda client: client.call_tool(name, dict(arguments), read_timeout_seconds=limit),
+            doing=f"calling tool {name!r}",
         )
         return _value(result, tool=name, server=self.target)
 
@@ -292,6 +368,8 @@ class MCPServer:
             This server.
 
         Raises:
+            MCPTimeout: The server did not start or finish its handshake within
+                ``connect_timeout``.
             MCPError: The server cannot be started or reached, or failed while it closed.
         """
         current = _live.get() or {}
@@ -312,6 +390,8 @@ class MCPServer:
                     failure = exc
                 finally:
                     _live.reset(token)
+        except MCPTimeout:
+            raise
         except Exception as exc:
             error = self._error(exc, "closing its session" if opened else "opening a session")
             error.__context__ = failure
@@ -358,18 +438,46 @@ class MCPServer:
             try:
                 return await send(live.client)
             except Exception as exc:
-                # Only a JSON-RPC error answer leaves the session usable.
+                # Only a JSON-RPC error answer leaves the session usable; so does a request
+                # that timed out, which the SDK cancelled on the server.
                 live.broken = not (isinstance(exc, ProtocolError) and exc.code != CONNECTION_CLOSED)
                 raise self._error(exc, doing) from exc
         try:
             async with self._session() as client:
                 return await send(client)
+        except MCPTimeout:
+            raise
         except Exception as exc:
             raise self._error(exc, doing) from exc
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[Client]:
+        """A session, open and past its handshake within ``connect_timeout``.
+
+        Raises:
+            MCPTimeout: The server did not start or finish the handshake in time (what was
+                started is closed first).
+        """
+        limit = self.connect_timeout
+        # A deadline on the way in, lifted once the handshake is done. When it cancels the
+        # start, the SDK closes what it started (it stops a stdio process, killing it if it
+        # will not exit).
+        with anyio.CancelScope(
+            deadline=math.inf if limit is None else anyio.current_time() + limit
+        ) as scope:
+            async with self._client() as client:
+                scope.deadline = math.inf
+                yield client
+        if scope.cancelled_caught:
+            raise self._timeout("connect")
+
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[Client]:
+        """The SDK's client for this server, entered (connected, past the handshake)."""
         spec = self._spec
+        # Every request's own limit, unless the request gives one (a tool call gives its
+        # server's: a connect() session may be shared by servers with other limits).
+        read = self.call_timeout
         if isinstance(spec, _Stdio):
             parameters = StdioServerParameters(
                 command=spec.command,
@@ -377,21 +485,58 @@ class MCPServer:
                 env=None if spec.env is None else dict(spec.env),
                 cwd=spec.cwd,
             )
-            async with Client(parameters, cache=None) as client:
+            async with Client(parameters, cache=None, read_timeout_seconds=read) as client:
                 yield client
             return
         headers = None if spec.headers is None else dict(spec.headers)
-        async with httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http:
+        # The SDK's HTTP limits (a response stream may stay open for long), stretched to the
+        # call limit: the request's own limit should be the one that runs out.
+        reading = None if read is None else max(read, 300.0)
+        timeout = httpx2.Timeout(30.0, read=reading)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
             transport = streamable_http_client(spec.url, http_client=http)
-            async with Client(transport, cache=None) as client:
+            async with Client(transport, cache=None, read_timeout_seconds=read) as client:
                 yield client
+
+    def _timeout(self, phase: TimeoutPhase, doing: str = "") -> MCPTimeout:
+        """The error for a limit that ran out in ``phase``, while ``doing`` something."""
+        where = f"MCP server {self.target}"
+        if phase == "connect":
+            limit = self.connect_timeout
+            assert limit is not None
+            if self.transport == "stdio":
+                check = (
+                    "check that the command starts an MCP server speaking on its stdout (its "
+                    "stderr may say why it did not)"
+                )
+            else:
+                check = "check that the URL is the server's MCP endpoint and that it responds"
+            message = (
+                f"{where} did not finish starting within {limit:g} s (connect_timeout): it "
+                f"never answered the handshake; {check}, or give it longer with "
+                f"MCPServer.{self.transport}(..., connect_timeout=...)"
+            )
+        else:
+            limit = self.call_timeout
+            assert limit is not None
+            message = (
+                f"{where} did not answer within {limit:g} s (call_timeout) while {doing}; the "
+                "request was cancelled. Check that the server is not stuck, or give its tools "
+                f"longer with MCPServer.{self.transport}(..., call_timeout=...)"
+            )
+        return MCPTimeout(message, server=self.target, phase=phase, limit=limit)
 
     def _error(self, exc: BaseException, doing: str) -> MCPError:
         """Translate what the SDK raised while ``doing`` something into an `MCPError`."""
         leaf = _first_leaf(exc)
         where = f"MCP server {self.target}"
         code: int | None = None
-        if isinstance(leaf, ProtocolError) and leaf.code == CONNECTION_CLOSED:
+        if isinstance(leaf, ProtocolError) and leaf.code == REQUEST_TIMEOUT:
+            if self.call_timeout is not None:
+                return self._timeout("call", doing)
+            code = leaf.code
+            message = f"{where} answered that it timed out while {doing}: {leaf.message}"
+        elif isinstance(leaf, ProtocolError) and leaf.code == CONNECTION_CLOSED:
             message = (
                 f"{where} closed the connection while {doing}: it exited or crashed (its "
                 "stderr may say why)"
@@ -442,6 +587,17 @@ def _value(result: CallToolResult, *, tool: str, server: str) -> Any:
     return [
         block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
     ]
+
+
+def _limit(value: float | None, what: str) -> float | None:
+    """A time limit, checked: a positive number of seconds, or None for none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
+    if not 0 < value < math.inf:
+        raise ValueError(f"{what} must be a positive number of seconds (or None), not {value!r}")
+    return float(value)
 
 
 def _names(names: Collection[str], what: str) -> frozenset[str]:

@@ -20,11 +20,17 @@ A call has one key for people and outside systems: the thread, then that record 
 *n*-th call of one name in a task ending in ``#n``; ``effect_key()`` for a ``dangerous=True``
 node). The ``effect_key=`` an idempotent call gets and the ``key`` in a reconcile interrupt's
 ``info`` are that value.
+
+What the reconcile question shows a person is the call's name and key, and whatever its caller
+says about the call (``reconcile_info=``: an agent gives the tool, the arguments that ran, the
+call id and itself), so the person can look for it in the outside system. The caller gives it
+anew on each run of the task, from the same stored inputs: nothing more is written before
+the call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from .._errors import GraphDefinitionError
@@ -71,6 +77,7 @@ async def effect(
     /,
     *args: Any,
     idempotent: bool = False,
+    reconcile_info: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> T:
     """Make a side-effecting call from inside a node: at most once, or at least once with a key.
@@ -84,12 +91,22 @@ async def effect(
     the task, with the same ``effect_key=`` keyword argument each time, for the outside system
     to deduplicate.
 
+    ``reconcile_info`` says what the call is to a person who must reconcile it (JSON-able
+    fields: what it acts on, its arguments): they are added to the reconcile question's
+    ``info``, beside ``type``, ``effect``, ``key``, ``attempt`` and ``started_at``, which they
+    cannot replace. A ``question`` among them replaces the generic text.
+
     For example, in an async node (a sketch: ``bank``, ``order`` and ``mailer`` are yours)::
 
         receipt = await effect("charge", bank.charge, order.amount)
         await effect("notify", mailer.send, to, body, idempotent=True)  # gets effect_key=...
     """
     ctx = current_task("effect()")
+    if reconcile_info is not None and not isinstance(reconcile_info, Mapping):
+        raise TypeError(
+            f"reconcile_info must be a mapping of JSON-able fields, not "
+            f"{type(reconcile_info).__name__}"
+        )
     call = f"{current_address()}|{name}"
     n = ctx.next_ordinal(f"effect|{call}")
     if n:
@@ -111,7 +128,12 @@ async def effect(
                 span.set_attribute("interlock.effect.outcome", "called")
     else:
         result = await _guarded(
-            ctx, key, name, lambda: call_maybe_async(fn, *args, **kwargs), shown=public
+            ctx,
+            key,
+            name,
+            lambda: call_maybe_async(fn, *args, **kwargs),
+            shown=public,
+            about=reconcile_info,
         )
     ctx.scratch.steps[local] = result
     return result
@@ -127,20 +149,33 @@ async def node_effect(name: str, fn: Callable[..., Any], arg: Any) -> Any:
 
 
 async def _guarded(
-    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
+    ctx: TaskContext,
+    key: str,
+    name: str,
+    call: Callable[[], Awaitable[Any]],
+    *,
+    shown: str,
+    about: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Make a dangerous call at most once under record ``key``; ``shown`` is its effect key."""
+    """Make a dangerous call at most once under record ``key``; ``shown`` is its effect key,
+    ``about`` what its caller says of it to a person who must reconcile it."""
     traced = effect_span(name, shown, idempotent=False)
     if traced is None:
-        return (await _guard(ctx, key, name, call, shown=shown))[1]
+        return (await _guard(ctx, key, name, call, shown=shown, about=about))[1]
     with traced as span:
-        outcome, result = await _guard(ctx, key, name, call, shown=shown)
+        outcome, result = await _guard(ctx, key, name, call, shown=shown, about=about)
         span.set_attribute("interlock.effect.outcome", outcome)
         return result
 
 
 async def _guard(
-    ctx: TaskContext, key: str, name: str, call: Callable[[], Awaitable[Any]], *, shown: str
+    ctx: TaskContext,
+    key: str,
+    name: str,
+    call: Callable[[], Awaitable[Any]],
+    *,
+    shown: str,
+    about: Mapping[str, Any] | None,
 ) -> tuple[EffectOutcome, Any]:
     """`_guarded`'s work; also say what it did."""
     io = ctx.effects
@@ -156,7 +191,8 @@ async def _guard(
         question = local_key(str(address), f"effect:{key}#{record.attempt}")
         if question not in ctx.scratch.answers:
             # Raises the question (a `reconcile` outcome, as the span says).
-            return "reconciled", _ask_to_reconcile(ctx, address, question, shown, name, record)
+            asked = _ask_to_reconcile(ctx, address, question, shown, name, record, about)
+            return "reconciled", asked
         answer = ctx.scratch.answers[question]
         if isinstance(answer, dict):
             # A person says it happened: record that, with the result they give.
@@ -175,18 +211,26 @@ async def _guard(
 
 
 def _ask_to_reconcile(
-    ctx: TaskContext, address: Address, question: str, key: str, name: str, record: EffectRecord
+    ctx: TaskContext,
+    address: Address,
+    question: str,
+    key: str,
+    name: str,
+    record: EffectRecord,
+    about: Mapping[str, Any] | None,
 ) -> Any:
-    info = {
-        "type": "reconcile",
-        "effect": name,
-        "key": key,
-        "attempt": record.attempt,
-        "started_at": record.started_at,
+    info: dict[str, Any] = {
         "question": (
             f"{name!r} was started (attempt {record.attempt}) but its outcome was never "
             "recorded (the process stopped or the call failed). Check the outside system, then "
             'answer "retry" to call it again or {"result": ...} if it took effect.'
         ),
+        **(about or {}),
+        # Invariant: what every reconcile question holds, whatever its caller added.
+        "type": "reconcile",
+        "effect": name,
+        "key": key,
+        "attempt": record.attempt,
+        "started_at": record.started_at,
     }
     return answer_or_raise(ctx, address, question, info, schema=_RECONCILE_SCHEMA, kind="reconcile")
