@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from urllib.parse import quote
 import anyio
 import httpx2 as httpx
 import pytest
-from _serving import TOKENS, auth, bearer, order_app, quorum_app, serving
+from _serving import TOKENS, Serving, auth, bearer, order_app, quorum_app, serving
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -26,6 +27,14 @@ from interlock.server._openapi import ROUTES
 BODY_ROUTES = [
     (method.upper(), path) for path, method, _, operation in ROUTES if "requestBody" in operation
 ]
+
+
+@pytest.fixture(scope="module")
+def orders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    """One order server for the tests that leave nothing behind."""
+    db = tmp_path_factory.mktemp("edge") / "o.db"
+    with serving(lambda: create_app(order_app(db), auth=auth())) as s:
+        yield s
 
 
 def _url(path: str) -> str:
@@ -45,11 +54,10 @@ def test_every_route_that_takes_a_body_is_in_the_table() -> None:
 
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 def test_a_deeply_nested_body_is_refused_with_400_on_every_route(
-    tmp_path: Path, method: str, path: str
+    orders: Serving, method: str, path: str
 ) -> None:
     headers = {**bearer("root"), "Idempotency-Key": "k", "Content-Type": "application/json"}
-    server = serving(lambda: create_app(order_app(tmp_path / "o.db"), auth=auth()))
-    with server as s, httpx.Client(base_url=s.url, headers=headers, timeout=30) as client:
+    with httpx.Client(base_url=orders.url, headers=headers, timeout=30) as client:
         # Past the decoder's recursion limit, and just past the server's own limit.
         for depth in (100_000, MAX_BODY_DEPTH + 1):
             body = '{"answer": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
@@ -123,18 +131,17 @@ def test_a_mounted_server_without_its_lifespan_answers_503_not_started(tmp_path:
     "thread", ["a\r\nb", "a\nX-Injected: 1", "a\x00b", "a\x1bb", "inv\u202egpj"]
 )
 def test_a_new_thread_id_with_a_control_character_is_refused_over_http(
-    tmp_path: Path, thread: str
+    orders: Serving, thread: str
 ) -> None:
-    with serving(lambda: create_app(order_app(tmp_path / "o.db"), auth=auth())) as s:
-        r = httpx.post(
-            f"{s.url}/v1/threads/{quote(thread, safe='')}/runs",
-            json={"input": {"n": 1}, "wait": True},
-            headers=bearer("ana"),
-        )
-        assert r.status_code == 400, r.text
-        assert r.json()["error"] == "bad_parameter"
-        assert r.json()["message"].startswith("thread holds ")
-        assert httpx.get(f"{s.url}/v1/interrupts", headers=bearer("vic")).json()["items"] == []
+    r = httpx.post(
+        f"{orders.url}/v1/threads/{quote(thread, safe='')}/runs",
+        json={"input": {"n": 1}, "wait": True},
+        headers=bearer("ana"),
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "bad_parameter"
+    assert r.json()["message"].startswith("thread holds ")
+    assert httpx.get(f"{orders.url}/v1/interrupts", headers=bearer("vic")).json()["items"] == []
 
 
 def test_a_thread_stored_before_the_rule_is_read_and_decided_over_http(
