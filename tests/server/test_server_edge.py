@@ -91,7 +91,6 @@ def _failing(path: Path, error: Exception) -> App[Any]:
         ValueError("bad value"),
         TypeError("bad type"),
         RuntimeError("the lifespan of something else"),
-        KeyError("lifespan"),
     ],
 )
 def test_a_failure_of_the_server_itself_is_a_500_with_the_id_of_its_log_entry(
@@ -116,12 +115,23 @@ def test_a_mounted_server_without_its_lifespan_answers_503_not_started(tmp_path:
         return Starlette(routes=[Mount("/approvals", api)])  # its lifespan is forgotten
 
     with serving(outer) as s:
-        r = httpx.post(
-            f"{s.url}/approvals/v1/threads/t/runs", json={"input": {"n": 1}}, headers=bearer("ana")
+        api = f"{s.url}/approvals/v1"
+        r = httpx.post(f"{api}/threads/t/runs", json={"input": {"n": 1}}, headers=bearer("ana"))
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "not_started"
+        assert "pass its lifespan" in r.json()["message"]
+        # A decision that nobody would continue is refused before it is recorded.
+        waited = {"input": {"n": 1}, "wait": True}
+        asked = httpx.post(f"{api}/threads/t/runs", json=waited, headers=bearer("ana"))
+        question = asked.json()["thread_view"]["interrupts"][0]
+        decided = httpx.post(
+            f"{api}/interrupts/{question['id']}/decision",
+            json={"answer": True, "payload_hash": question["payload_hash"]},
+            headers={**bearer("ben"), "Idempotency-Key": "k"},
         )
-    assert r.status_code == 503, r.text
-    assert r.json()["error"] == "not_started"
-    assert "pass its lifespan" in r.json()["message"]
+        assert decided.status_code == 503, decided.text
+        pending = httpx.get(f"{api}/interrupts/{question['id']}", headers=bearer("vic"))
+        assert pending.json()["interrupt"]["status"] == "pending"
 
 
 # -- 12: ids that would break a line ---------------------------------------------------------

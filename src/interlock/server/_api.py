@@ -195,10 +195,8 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _background(
-    state: ServerState, call: Callable[[], Coroutine[Any, Any, Any]], thread: str
-) -> bool:
-    """``state.runs.submit``, refused (503) while the server's lifespan is not running."""
+def _require_started(state: ServerState) -> None:
+    """Refuse (503) what needs the background while the server's lifespan is not running."""
     if not state.ready:
         raise ApiError(
             503,
@@ -207,6 +205,13 @@ def _background(
             "lifespan to your app (see interlock.server.create_app)",
             headers={"Retry-After": "5"},
         )
+
+
+def _background(
+    state: ServerState, call: Callable[[], Coroutine[Any, Any, Any]], thread: str
+) -> bool:
+    """``state.runs.submit``, refused (503) while the server's lifespan is not running."""
+    _require_started(state)
     return state.runs.submit(call, thread)
 
 
@@ -489,6 +494,9 @@ async def post_decision(request: Request) -> Response:
             "the question is not the one you were shown (its payload hash differs); "
             "read it again and decide on what it says now",
         )
+    if state.continue_runs and not body.wait:
+        # Checked before the decision is recorded: it would be continued by nobody.
+        _require_started(state)
     meta = await served.metadata(row.thread, row.checkpoint_id)
     starter = meta.get("started_by")
     if state.four_eyes and starter == identity.name:
