@@ -4,6 +4,7 @@ answered as its own, with an id to find them in its log."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -107,6 +108,16 @@ def test_a_failure_of_the_server_itself_is_a_500_with_the_id_of_its_log_entry(
     assert str(error) not in body["message"]  # the details stay in the log
     [logged] = [rec for rec in caplog.records if error_id in rec.getMessage()]
     assert logged.exc_info is not None and logged.exc_info[1] is error
+
+
+def test_a_forged_cursor_is_the_clients_error_not_the_servers(orders: Serving) -> None:
+    # A cursor is base64 of JSON the client can write: what it holds is checked as it is read.
+    for inside in ({"orders": "a\u0000b"}, {"orders": "x" * 600}):
+        forged = base64.urlsafe_b64encode(json.dumps(inside).encode()).decode().rstrip("=")
+        r = httpx.get(f"{orders.url}/v1/interrupts?after={forged}", headers=bearer("vic"))
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == "bad_parameter"
+        assert r.json()["message"].startswith("after ")
 
 
 def test_a_mounted_server_without_its_lifespan_answers_503_not_started(tmp_path: Path) -> None:

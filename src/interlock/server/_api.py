@@ -308,6 +308,9 @@ async def list_interrupts(request: Request) -> Response:
             raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
         if not all(v is None or isinstance(v, str) for v in decoded.values()):
             raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        for value in decoded.values():
+            if value is not None:
+                _check_text(value, "after")
         cursors.update(decoded)
     candidates: list[tuple[float, str, str, InterruptView]] = []
     scanned: dict[str, str | None] = {}
