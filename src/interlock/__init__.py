@@ -97,6 +97,7 @@ from ._errors import GraphChanged as GraphChanged
 from ._errors import GraphDefinitionError as GraphDefinitionError
 from ._errors import InterlockError as InterlockError
 from ._errors import InterruptAlreadyResolved as InterruptAlreadyResolved
+from ._errors import InvalidId as InvalidId
 from ._errors import InvalidResume as InvalidResume
 from ._errors import InvalidUpdate as InvalidUpdate
 from ._errors import ModelError as ModelError
@@ -214,6 +215,7 @@ __all__ = [
     "GraphDefinitionError",
     "InterlockError",
     "InterruptAlreadyResolved",
+    "InvalidId",
     "InvalidResume",
     "InvalidUpdate",
     "ModelError",

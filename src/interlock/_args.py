@@ -1,10 +1,16 @@
 """Checks of what callers pass to the public API, before anything is read or written.
 
 A caller's mistake is a `TypeError` (wrong kind of value) or a `ValueError` (right kind, wrong
-value) naming the argument, never a database failure or a poisoned record: an id that is not a
-string would be stored as text and read back as another value (an ``actor=42`` hashed as an
-int and read back as ``'42'`` breaks the audit chain for good), a lone surrogate cannot be
-encoded by any backend, and PostgreSQL cannot store a NUL character in text.
+value; for an id, the `InvalidId` kind of it) naming the argument, never a database failure or
+a poisoned record: an id that is not a string would be stored as text and read back as another
+value (an ``actor=42`` hashed as an int and read back as ``'42'`` breaks the audit chain for
+good), a lone surrogate cannot be encoded by any backend, and PostgreSQL cannot store a NUL
+character in text.
+
+A new thread's id and an actor's name are held to a stricter rule (`check_name`): they are
+shown in notifications, mail headers and logs, where a line break or a control character
+would end a header, forge a log line or hide text. Ids already stored may predate the rule, so
+reading, deciding and continuing go by `check_id` and keep working on them.
 
 The checks live here once, below both the runtime and the stores, so every entry point refuses
 the same values with the same words.
@@ -13,8 +19,11 @@ the same values with the same words.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Mapping
 from typing import Final, TypeVar
+
+from ._errors import InvalidId
 
 __all__ = [
     "DURABILITIES",
@@ -29,6 +38,7 @@ __all__ = [
     "check_instance",
     "check_keys",
     "check_limit",
+    "check_name",
     "check_names",
     "check_options",
     "check_seconds",
@@ -50,6 +60,12 @@ DURABILITIES: Final = ("sync", "exit")
 """What ``durability=`` accepts: the values of `interlock.graph.Durability` (a test holds them
 equal; this layer sits below the graph and cannot import it)."""
 
+UNSAFE_FORMAT: Final = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+"""The bidirectional marks, embeddings, overrides and isolates: in a name they reorder what a
+person reads (``invoice\u202egpj.exe``)."""
+
 T = TypeVar("T")
 
 
@@ -60,22 +76,26 @@ def _kind(value: object) -> str:
 def _string(value: object, name: str, *, max_len: int, ids: bool) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {_kind(value)}")
+
+    def refuse(reason: str) -> ValueError:
+        return InvalidId(name, reason) if ids else ValueError(f"{name} {reason}")
+
     if ids and not value:
-        raise ValueError(f"{name} must not be empty")
+        raise refuse("must not be empty")
     if len(value) > max_len:
-        raise ValueError(f"{name} is {len(value)} characters long; at most {max_len} are allowed")
+        raise refuse(f"is {len(value)} characters long; at most {max_len} are allowed")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"{name} holds a lone surrogate ({value[exc.start]!r} at position {exc.start}), "
+        raise refuse(
+            f"holds a lone surrogate ({value[exc.start]!r} at position {exc.start}), "
             "which no store can encode; pass valid Unicode text (decode bytes with "
-            "errors='replace' if they come from outside)"
+            "errors='replace' if they come from outside)",
         ) from None
     if ids and "\x00" in value:
-        raise ValueError(
-            f"{name} holds a NUL character at position {value.index(chr(0))}, which "
-            "PostgreSQL cannot store in text; remove it"
+        raise refuse(
+            f"holds a NUL character at position {value.index(chr(0))}, which "
+            "PostgreSQL cannot store in text; remove it",
         )
     return value
 
@@ -90,11 +110,37 @@ def check_id(value: object, name: str, *, optional: bool = False) -> None:
 
     Raises:
         TypeError: Not a str (nor None when ``optional``).
-        ValueError: Empty, too long, or holds a lone surrogate or a NUL character.
+        InvalidId: Empty, too long, or holds a lone surrogate or a NUL character.
     """
     if optional and value is None:
         return
     _string(value, name, max_len=MAX_ID, ids=True)
+
+
+def check_name(value: object, name: str, *, optional: bool = False) -> None:
+    """Refuse what `check_id` refuses, and a character that has no place in a one-line name.
+
+    For a new thread's id and an actor's name, which notifications, mail headers, logs and
+    terminals show: control characters (C0 such as NUL, TAB, CR and LF; DEL; C1 such as NEL),
+    the line and paragraph separators, and the bidirectional controls (`UNSAFE_FORMAT`).
+
+    Raises:
+        TypeError: Not a str (nor None when ``optional``).
+        InvalidId: What `check_id` refuses, or such a character.
+    """
+    if optional and value is None:
+        return
+    text = _string(value, name, max_len=MAX_ID, ids=True)
+    for at, char in enumerate(text):
+        if char in UNSAFE_FORMAT or unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            what = unicodedata.name(char, "a control character")
+            raise InvalidId(
+                name,
+                f"holds the character U+{ord(char):04X} ({what}) "
+                f"at position {at}: ids and names are shown in notifications, mail headers "
+                "and logs, where it would break the line or hide text; use printable "
+                "characters only",
+            )
 
 
 def check_text(value: object, name: str) -> None:

@@ -5,6 +5,7 @@ kept apart from failures of a run, and both apart from storage problems::
 
     InterlockError
     ├── GraphDefinitionError        the graph or an API call is malformed (a bug in the caller)
+    ├── InvalidId                   an id or actor name is refused (also a ValueError)
     ├── SerializationError          a value cannot be encoded
     │   ├── UnregisteredType        a type is not in the codec's registry
     │   └── PayloadTooLarge         an encoded value exceeds the size or depth limits
@@ -51,6 +52,7 @@ __all__ = [
     "GraphDefinitionError",
     "InterlockError",
     "InterruptAlreadyResolved",
+    "InvalidId",
     "InvalidResume",
     "InvalidUpdate",
     "ModelError",
@@ -77,6 +79,24 @@ class InterlockError(Exception):
 
 class GraphDefinitionError(InterlockError):
     """Raised when a graph is malformed or the API is called in a way that cannot work."""
+
+
+class InvalidId(InterlockError, ValueError):
+    """Raised when an id (a thread, an actor, a key...) passed to the API is refused.
+
+    Empty, too long, not valid Unicode, or holding a character ids may not hold (see
+    `interlock.App.run`: a new thread's id and an actor's name must be printable on one line).
+    It is a `ValueError` too, as every refusal of a caller's value is.
+
+    Attributes:
+        argument: The argument refused (``"thread"``, ``"actor"``...).
+        reason: What is wrong with it, in words.
+    """
+
+    def __init__(self, argument: str, reason: str) -> None:
+        super().__init__(f"{argument} {reason}")
+        self.argument = argument
+        self.reason = reason
 
 
 class SerializationError(InterlockError):

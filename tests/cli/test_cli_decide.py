@@ -257,3 +257,19 @@ def test_environment_variables_name_the_app_and_the_store(cli: Approvers) -> Non
     assert "Thread order-9 is done." in done.stdout
     assert cli.values("order-9")["refunded"] is True
     assert [a for a, _ in cli.decisions("order-9")] == ["eve"]
+
+
+@pytest.mark.parametrize("given", [["--actor", "ada\r\nBcc: x"], ["--actor", "ada\x1b[2J"]])
+def test_an_actor_that_would_break_a_line_is_refused_before_anything_is_recorded(
+    cli: Approvers, given: list[str]
+) -> None:
+    asked = cli.start("refund", "order-9")
+    result = cli.decide("approve", asked, *given)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--actor'" in result.output
+    assert "actor holds the character U+" in result.output
+    # The user name this process runs as is held to the same rule.
+    result = cli.decide("approve", asked, env={"LOGNAME": "ada\nx", "USER": "ada\nx"})
+    assert result.exit_code == 2, result.output
+    assert cli.interrupt(asked).status == "pending"
+    assert cli.decisions("order-9") == []

@@ -1,4 +1,5 @@
-"""A caller's mistake is a TypeError or ValueError naming the argument; nothing is stored."""
+"""A caller's mistake is a TypeError or ValueError (an id: InvalidId) naming the argument;
+nothing is stored."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from interlock import (
     CheckpointNotFound,
     Command,
     Graph,
+    InvalidId,
     InvalidUpdate,
     MemoryStore,
     SqliteStore,
@@ -23,7 +25,7 @@ from interlock import (
     interrupt,
     verify_audit,
 )
-from interlock._args import DURABILITIES
+from interlock._args import DURABILITIES, check_id
 from interlock.graph import Durability
 
 pytestmark = pytest.mark.anyio
@@ -308,3 +310,85 @@ async def test_state_input_that_is_not_a_mapping_is_an_invalid_update(
 
 def test_the_durabilities_checked_are_the_graph_s() -> None:
     assert get_args(Durability) == DURABILITIES
+
+
+UNSAFE = [
+    "t\r",
+    "t\n",
+    "a\r\nBcc: x",
+    "\tt",
+    "t\x1b[2J",
+    "t\x7f",
+    "t\x85",
+    "t\u2028",
+    "inv\u202egpj",
+]
+"""CR, LF, a header injection, TAB, an escape sequence, DEL, NEL (C1), a line separator and a
+right-to-left override: none of them may be written into a new thread's id or an actor's name."""
+
+
+@pytest.mark.parametrize("name", UNSAFE)
+async def test_a_new_thread_id_with_a_control_character_is_refused_with_invalid_id(
+    name: str,
+) -> None:
+    # The check comes before any store is touched: one store shows it.
+    memory = MemoryStore()
+    app = build(memory)
+    await paused(app, "real")
+    entries = (await verify_audit(memory)).entries
+    refused = r"^(new_)?thread holds the character U\+"
+    for call in (lambda: app.run({}, thread=name), lambda: app.fork("real", None, name)):
+        with pytest.raises(InvalidId, match=refused) as caught:
+            await call()
+        assert isinstance(caught.value, ValueError)
+        assert caught.value.argument in ("thread", "new_thread")
+    # start and stream refuse when called, before their block is entered.
+    with pytest.raises(InvalidId, match=refused):
+        app.start({}, thread=name)
+    with pytest.raises(InvalidId, match=refused):
+        app.stream({}, thread=name)
+    await untouched(memory, entries)
+    assert [i.thread for i in await app.inbox()] == ["real"]
+
+
+@pytest.mark.parametrize("actor", UNSAFE)
+async def test_an_actor_with_a_control_character_is_refused_with_invalid_id(actor: str) -> None:
+    # The check comes before any store is touched: one store shows it.
+    memory = MemoryStore()
+    app = build(memory)
+    asked = await paused(app)
+    entries = (await verify_audit(memory)).entries
+    for call in (
+        lambda: app.decide("t", {asked: True}, actor=actor),
+        lambda: app.resume("t", {asked: True}, actor=actor),
+        lambda: app.update_state("t", {"log": ["x"]}, actor=actor),
+    ):
+        with pytest.raises(InvalidId, match=r"^actor holds the character U\+"):
+            await call()
+    await untouched(memory, entries)
+    [decision] = await app.decide("t", {asked: True}, actor="ana")
+    assert decision.actor == "ana"
+
+
+async def test_a_thread_stored_before_the_rule_stays_readable_decidable_and_resumable(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = "legacy\r\nthread"
+    app = build(any_store)
+    # A thread written by an earlier version, which only refused NUL.
+    with monkeypatch.context() as m:
+        m.setattr("interlock.runtime._app.check_name", check_id)
+        asked = await paused(app, old)
+    assert (await app.get_state(old)).status == "interrupted"
+    assert [s.step for s in await app.history(old)]
+    assert [i.thread for i in await app.inbox(thread=old)] == [old]
+    assert (await verify_audit(any_store, thread=old)).ok
+    await app.request_pause(old)
+    [decision] = await app.decide(old, {asked: True}, actor="ana")
+    assert decision.final
+    assert (await app.resume(old)).status == "done"
+    # New input is a new turn: it goes to a thread with a safe id, e.g. a fork.
+    with pytest.raises(InvalidId, match=r"^thread "):
+        await app.run({}, thread=old)
+    await app.fork(old, None, "legacy-thread")
+    assert (await app.get_state("legacy-thread")).values["ok"] is True

@@ -117,3 +117,28 @@ def test_the_mounting_example_in_the_docs_serves_under_its_prefix(
         me = httpx.get(f"{s.url}/approvals/v1/me", headers={"Authorization": f"Bearer {secret}"})
         assert me.json()["name"] == "ana"
         assert me.json()["four_eyes"] is True
+
+
+def test_a_token_in_a_query_string_never_reaches_the_access_log(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    made = CliRunner().invoke(cli, ["token", "new", "ana"])
+    tokens.write_text(made.stdout)
+    secret = made.stderr.rsplit(": ", 1)[1].strip()
+    sent = [
+        f"/v1/events?access_token={secret}",  # an EventSource cannot send a header
+        f"/v1/interrupts?thread=t&token={secret}&limit=5",
+        f"/v1/me?Authorization=Bearer%20{secret}",
+        f"/v1/threads/t?app={secret}",  # the server's token, under any name
+        "/v1/interrupts?access_token=an-old-token",
+    ]
+    with serve_process(tmp_path / "o.db", tokens) as running:
+        for path in sent:
+            assert httpx.get(running.url + path).status_code == 401  # never taken from a URL
+        assert httpx.get(f"{running.url}/v1/me?thread=t-1&limit=5").status_code == 401
+    out = running.log.read_text()
+    assert secret not in out and "an-old-token" not in out
+    assert '"GET /v1/events?access_token=[redacted] HTTP/1.1" 401' in out
+    assert "/v1/interrupts?thread=t&token=[redacted]&limit=5 " in out
+    assert "/v1/me?Authorization=[redacted] " in out
+    assert "/v1/threads/t?app=[redacted] " in out
+    assert "/v1/me?thread=t-1&limit=5 " in out  # what is not a token is left as it was

@@ -30,6 +30,7 @@ from typing import Any, Literal, TypeVar
 import click
 from rich.markup import escape
 
+from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
 from ..runtime._app import App
 from ..runtime._records import Decision, Interrupt, RunResult
@@ -173,15 +174,21 @@ def _json(text: str, hint: str) -> Any:
 
 
 def actor_name(given: str | None) -> str:
-    """``--actor``, or else the user name this process runs as."""
+    """``--actor``, or else the user name this process runs as; refused unless a safe name."""
     if given:
-        return given
+        name = given
+    else:
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError) as exc:
+            raise click.UsageError(
+                f"cannot tell who you are ({exc}): name yourself with --actor NAME"
+            ) from exc
     try:
-        return getpass.getuser()
-    except (OSError, KeyError) as exc:
-        raise click.UsageError(
-            f"cannot tell who you are ({exc}): name yourself with --actor NAME"
-        ) from exc
+        check_name(name, "actor")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--actor'") from exc
+    return name
 
 
 @dataclass(frozen=True, kw_only=True)

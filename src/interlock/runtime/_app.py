@@ -19,6 +19,7 @@ from .._args import (
     check_instance,
     check_keys,
     check_limit,
+    check_name,
     check_names,
     check_options,
     check_seconds,
@@ -132,7 +133,10 @@ class App(Generic[StateT]):
 
         Args:
             input: State updates (dict, or an instance of the state class).
-            thread: The thread id.
+            thread: The thread id: printable text on one line, since notifications and logs
+                show it (a control character, line break or bidirectional control raises
+                `InvalidId`). A thread stored before this rule is still read, decided and
+                resumed; fork it to a new id to give it new input.
             on_pending: A thread with pending interrupts, or decided ones whose tasks have not
                 run yet, raises `ThreadInterrupted` (``"raise"``) or has them dropped on the
                 record first (``"cancel"``: pending ones are cancelled, and the audit log gets
@@ -147,7 +151,7 @@ class App(Generic[StateT]):
             emit: Receives events as they happen (see `stream`).
             control: Lets a `RunHandle` pause the run (see `start`).
         """
-        check_id(thread, "thread")
+        check_name(thread, "thread")
         check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
         options = self._options(
             interrupt_before=interrupt_before,
@@ -256,7 +260,7 @@ class App(Generic[StateT]):
         """
         check_id(thread, "thread")
         check_ids(answers, "answers")
-        check_id(actor, "actor", optional=True)
+        check_name(actor, "actor", optional=True)
         check_text(reason, "reason")
         check_id(nonce, "nonce", optional=True)
         check_seen(seen)
@@ -342,7 +346,7 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_keys(targets.resume if isinstance(targets, Command) else targets, "targets")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
-        check_id(actor, "actor", optional=True)
+        check_name(actor, "actor", optional=True)
         check_text(reason, "reason")
         options = self._options(
             interrupt_before=interrupt_before,
@@ -400,7 +404,8 @@ class App(Generic[StateT]):
             async with app.start({"order": 42}, thread="t") as handle:
                 paused = await handle.pause(timeout=5)
         """
-        check_id(thread, "thread")
+        # A run with input may start a new thread: its id must be a safe name.
+        (check_name if resume is False else check_id)(thread, "thread")
         check_keys(resume.resume if isinstance(resume, Command) else resume, "resume")
         check_seconds(poll_interval, "poll_interval")
 
@@ -537,7 +542,7 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_id(as_node, "as_node", optional=True)
         check_choice(on_pending, "on_pending", get_args(OnPending), optional=False)
-        check_id(actor, "actor", optional=True)
+        check_name(actor, "actor", optional=True)
         return await _threads.update_state(
             self._calls, thread, values, as_node=as_node, on_pending=on_pending, actor=actor
         )
@@ -550,7 +555,7 @@ class App(Generic[StateT]):
         """
         check_id(thread, "thread")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
-        check_id(new_thread, "new_thread")
+        check_name(new_thread, "new_thread")
         return await _threads.fork(self._calls, thread, checkpoint_id, new_thread)
 
     # -- streaming ------------------------------------------------------------------------
@@ -582,7 +587,8 @@ class App(Generic[StateT]):
         (default: all). A failed run ends the iteration with the error `run` would raise;
         leaving the block early cancels the run, which stays resumable (see `EventStream`).
         """
-        check_id(thread, "thread")
+        # A run with input may start a new thread: its id must be a safe name.
+        (check_name if resume is False else check_id)(thread, "thread")
         check_keys(resume.resume if isinstance(resume, Command) else resume, "resume")
         check_names(modes, "modes", optional=True)
         unknown = [m for m in modes or () if m not in MODES]

@@ -21,7 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .._args import check_id
+from .._args import check_id, check_name
 from .._errors import (
     CheckpointCorrupt,
     CheckpointNotFound,
@@ -34,7 +34,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
-from ..runtime._records import Interrupt
+from ..runtime._records import Decision, Interrupt
 from ..stores import InterruptRecord
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
@@ -74,6 +74,10 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 _MAX_PAGE: Final = 500
 _RECENT_MESSAGES: Final = 20
+MAX_BODY_DEPTH: Final = 64
+"""The deepest nesting of arrays and objects a request body may have (the body's own object is
+1 deep). A store's codec keeps at most 100 levels of a value, of which the records around an
+answer or an input take some; a deeper body is refused (400) before anything reads it."""
 
 
 # -- plumbing ------------------------------------------------------------------------------------
@@ -91,7 +95,9 @@ def _identity(request: Request, role: Role) -> Identity:
         raise ApiError(
             401,
             "unauthenticated",
-            "send 'Authorization: Bearer <token>' with a token the server was configured with",
+            "token not recognised: send 'Authorization: Bearer <token>' with a token from the "
+            "server's tokens file; tokens are read when the server starts, so restart it "
+            "after editing the tokens file",
             headers={"WWW-Authenticate": 'Bearer realm="interlock"'},
         )
     if not identity.can(role):
@@ -148,12 +154,65 @@ async def _body(request: Request, kind: type[T]) -> T:
     raw = await request.body()
     if not raw.strip():
         raw = b"{}"
+    # Parsed as plain JSON first: its depth is checked before the body's type is, so a deep
+    # body is refused the same way on every route, whatever its fields.
     try:
-        return msgspec.json.decode(raw, type=kind)
-    except msgspec.ValidationError as exc:
-        raise ApiError(422, "invalid_body", f"the request body is not valid: {exc}") from exc
+        data = msgspec.json.decode(raw)
+    except RecursionError:
+        data = None
+        deep = True
     except msgspec.DecodeError as exc:
         raise ApiError(422, "invalid_body", f"the request body is not JSON: {exc}") from exc
+    else:
+        deep = _deeper_than(data, MAX_BODY_DEPTH)
+    if deep:
+        raise ApiError(
+            400,
+            "too_deep",
+            f"the request body nests arrays and objects more than {MAX_BODY_DEPTH} deep; "
+            "send a flatter value",
+        )
+    try:
+        return msgspec.convert(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(422, "invalid_body", f"the request body is not valid: {exc}") from exc
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists and dicts more than ``limit`` deep."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _require_started(state: ServerState) -> None:
+    """Refuse (503) what needs the background while the server's lifespan is not running."""
+    if not state.ready:
+        raise ApiError(
+            503,
+            "not_started",
+            "the interlock server's lifespan is not running: when you mount it, pass its "
+            "lifespan to your app (see interlock.server.create_app)",
+            headers={"Retry-After": "5"},
+        )
+
+
+def _background(
+    state: ServerState, call: Callable[[], Coroutine[Any, Any, Any]], thread: str
+) -> bool:
+    """``state.runs.submit``, refused (503) while the server's lifespan is not running."""
+    _require_started(state)
+    return state.runs.submit(call, thread)
 
 
 def _b64(value: Any) -> str:
@@ -249,6 +308,9 @@ async def list_interrupts(request: Request) -> Response:
             raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
         if not all(v is None or isinstance(v, str) for v in decoded.values()):
             raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        for value in decoded.values():
+            if value is not None:
+                _check_text(value, "after")
         cursors.update(decoded)
     candidates: list[tuple[float, str, str, InterruptView]] = []
     scanned: dict[str, str | None] = {}
@@ -418,8 +480,15 @@ async def post_decision(request: Request) -> Response:
     _scoped(identity, row.thread, row.tool)
     mine, nonce = _nonce(identity, key, raw)
     if row.status != "pending":
+        vote = await _vote_resolved_since(served, row, identity, nonce, body)
+        if vote is not None:
+            return _replayed(state, vote)
         return _refused(state, served, row, mine, nonce)
     interrupt = _decoded(served, row)
+    # The runtime refuses a second vote by one person on a quorum question, and gives back the
+    # vote itself for the same request sent again: a success now, after this identity has
+    # voted, is that vote.
+    voted = interrupt.approvals > 1 and identity.name in await _approved_by(served, row)
     if served.view(interrupt, row.tool).payload_hash != body.payload_hash:
         state.metrics.decisions.labels("stale").inc()
         raise ApiError(
@@ -428,6 +497,9 @@ async def post_decision(request: Request) -> Response:
             "the question is not the one you were shown (its payload hash differs); "
             "read it again and decide on what it says now",
         )
+    if state.continue_runs and not body.wait:
+        # Checked before the decision is recorded: it would be continued by nobody.
+        _require_started(state)
     meta = await served.metadata(row.thread, row.checkpoint_id)
     starter = meta.get("started_by")
     if state.four_eyes and starter == identity.name:
@@ -461,6 +533,8 @@ async def post_decision(request: Request) -> Response:
             409, "thread_busy", f"{exc}; try again in a moment", headers={"Retry-After": "1"}
         ) from exc
     decision = decisions[0]
+    if voted:
+        return _replayed(state, decision)
     final = decision.final
     state.metrics.decisions.labels("recorded" if final else "approval").inc()
     continued = False
@@ -479,13 +553,52 @@ async def post_decision(request: Request) -> Response:
             continued = True
         view = await _thread_view(served, row.thread, identity)
     elif final and state.continue_runs:
-        continued = state.runs.submit(
-            lambda: served.app.resume(row.thread, metadata=metadata), row.thread
+        continued = _background(
+            state, lambda: served.app.resume(row.thread, metadata=metadata), row.thread
         )
     result = DecisionResult(
         decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
     )
     return json_response(result, 201)
+
+
+async def _approved_by(served: Served, row: InterruptRecord) -> tuple[str, ...]:
+    """Who has approved a pending quorum question so far (its thread's latest state says)."""
+    try:
+        snapshot = await served.app.get_state(row.thread)
+    except (CheckpointNotFound, CheckpointCorrupt):
+        return ()
+    found = next((i for i in snapshot.interrupts if i.id == row.id), None)
+    return found.approved_by if found is not None else ()
+
+
+def _replayed(state: ServerState, decision: Decision) -> Response:
+    """The answer to a decision sent again (the same Idempotency-Key and body)."""
+    state.metrics.decisions.labels("replayed").inc()
+    result = DecisionResult(decision=decision_body(decision), replayed=True, continued=False)
+    return json_response(result, 200)
+
+
+async def _vote_resolved_since(
+    served: Served, row: InterruptRecord, identity: Identity, nonce: str, body: DecisionRequest
+) -> Decision | None:
+    """This identity's vote sent with ``nonce`` on a quorum question others have resolved
+    since (the runtime gives it back, and nothing else, for a question no longer pending)."""
+    decided = served.decision(row)
+    if decided is None or decided.nonce == nonce or identity.name not in decided.approved_by:
+        return None
+    try:
+        votes = await served.app.decide(
+            row.thread,
+            {row.id: body.answer},
+            actor=identity.name,
+            reason=body.reason,
+            nonce=nonce,
+            seen={row.id: body.payload_hash},
+        )
+    except (InterruptAlreadyResolved, InvalidResume, UnknownInterrupt):
+        return None
+    return votes[0]
 
 
 def _refused(
@@ -494,9 +607,7 @@ def _refused(
     """The answer to a decision on an interrupt that is no longer pending."""
     decided = served.decision(row)
     if decided is not None and decided.nonce == nonce:
-        state.metrics.decisions.labels("replayed").inc()
-        result = DecisionResult(decision=decision_body(decided), replayed=True, continued=False)
-        return json_response(result, 200)
+        return _replayed(state, decided)
     view = decision_body(decided) if decided is not None else None
     if decided is not None and (decided.nonce or "").split(".")[0] == mine:
         state.metrics.decisions.labels("key_reused").inc()
@@ -595,6 +706,12 @@ async def get_audit(request: Request) -> Response:
 async def post_run(request: Request) -> Response:
     state, identity, thread = _thread_request(request, "approver")
     body = await _body(request, RunRequest)
+    if body.input is not None:
+        # New input may start a thread: its id is held to the rule for new names.
+        try:
+            check_name(thread, "thread")
+        except ValueError as exc:
+            raise ApiError(400, "bad_parameter", str(exc)) from exc
     served = _served_for(state, body.app) if body.app or len(state.served) == 1 else None
     if served is None:
         served = await _thread_served(state, thread, None)
@@ -633,7 +750,7 @@ async def post_run(request: Request) -> Response:
         return json_response(
             RunAccepted(thread=thread, app=served.name, action=action, thread_view=view)
         )
-    if not state.runs.submit(call, thread):
+    if not _background(state, call, thread):
         raise ApiError(
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )

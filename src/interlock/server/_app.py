@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -27,6 +28,7 @@ from ._errors import ApiError, json_response
 from ._events import ServerEvent
 from ._limits import BodyLimit, RateLimiter, SecurityHeaders
 from ._openapi import ROUTES, openapi
+from ._redact import ACCESS_LOGGER, RedactTokens
 from ._served import Served
 from ._state import Authenticator, Metrics, Runs, ServerState
 from ._views import Status
@@ -132,7 +134,8 @@ def create_app(
         Route(path, _endpoint(state, name, HANDLERS[name]), methods=[method.upper()], name=name)
         for path, method, name, _ in ROUTES
     ]
-    document = openapi("interlock", _version())
+    inputs = {name: s.app.plan.schema.names for name, s in served.items()}
+    document = openapi("interlock", _version(), inputs=inputs)
     routes += [
         Route("/openapi.json", lambda _: json_response(document), name="openapi"),
         Route("/healthz", _endpoint(state, "healthz", _healthz), name="healthz"),
@@ -218,29 +221,40 @@ def _endpoint(
         except StoreClosed as exc:
             message = f"{exc}; restart the server"
             response = ApiError(503, "store_closed", message, headers=_RETRY).response()
-        except RuntimeError as exc:
-            if "lifespan" not in str(exc):
-                raise
-            response = ApiError(503, "not_started", str(exc)).response()
-        except (ValueError, TypeError) as exc:
-            # A caller mistake the runtime's own checks caught (an id it refuses...).
-            response = ApiError(400, "bad_request", str(exc)).response()
         except StoreError as exc:
             log.warning("%s: the store failed: %s", name, exc)
             message = f"the store did not answer ({exc}); try again in a moment"
             response = ApiError(503, "store_unavailable", message, headers=_RETRY).response()
         except CheckpointCorrupt as exc:
-            log.error("%s: %s", name, exc)
-            message = f"{exc}; the record is damaged: restore the store from a backup"
-            response = ApiError(500, "damaged_record", message).response()
-        except InterlockError as exc:
-            log.exception("%s failed", name)
-            response = ApiError(500, "internal", f"{type(exc).__name__}: {exc}").response()
+            response = _failure(
+                name,
+                exc,
+                f"{exc}; the record is damaged: restore the store from a backup",
+                "damaged_record",
+            )
+        except Exception as exc:
+            # Every refusal of what the client sent is an ApiError, raised where the request
+            # is read: anything else (a ValueError or TypeError included) is this server's
+            # fault, never the client's, and is answered 500 with the id of its log entry.
+            response = _failure(name, exc, "the server failed", "internal")
         state.metrics.requests.labels(name, request.method, str(response.status_code)).inc()
         state.metrics.latency.labels(name).observe(time.perf_counter() - started)
         return response
 
     return endpoint
+
+
+def _failure(name: str, exc: Exception, what: str, error: str) -> Response:
+    """Log ``exc`` with its traceback under a new id; the 500 that names that id."""
+    error_id = secrets.token_hex(8)
+    log.error(
+        "%s failed (error id %s): %s: %s", name, error_id, type(exc).__name__, exc, exc_info=exc
+    )
+    message = (
+        f"{what} (error id {error_id}); the server's log has the details under that id: "
+        "report it to whoever runs the server"
+    )
+    return ApiError(500, error, message, error_id=error_id).response()
 
 
 async def _healthz(request: Request) -> Response:
@@ -300,6 +314,11 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            # While serving, tokens sent in a query string are masked in uvicorn's access log.
+            access = logging.getLogger(ACCESS_LOGGER)
+            redact = RedactTokens(lambda v: state.auth.authenticate(f"Bearer {v}") is not None)
+            access.addFilter(redact)
+            stack.callback(access.removeFilter, redact)
             if notifier is not None:
                 # Entered outside the task group: closing it drains queued deliveries.
                 await stack.enter_async_context(notifier)

@@ -23,10 +23,11 @@ class ApiError(Exception):
         *,
         decision: DecisionBody | None = None,
         headers: Mapping[str, str] | None = None,
+        error_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.body = ErrorBody(error=error, message=message, decision=decision)
+        self.body = ErrorBody(error=error, message=message, decision=decision, error_id=error_id)
         self.headers = dict(headers or {})
 
     def response(self) -> Response:

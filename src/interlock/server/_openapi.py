@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 import msgspec
 
-from .._args import MAX_ID
+from .._args import MAX_ID, UNSAFE_FORMAT
+from ._events import EVENT_TYPES
 from ._views import (
     AuditPage,
     DecisionRequest,
@@ -70,23 +72,38 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
     }
 
 
-def _in_path(name: str, description: str) -> dict[str, Any]:
+_NEW_NAME: Final = (
+    "^[^/\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
+    + "".join(f"\\u{ord(c):04x}" for c in sorted(UNSAFE_FORMAT))
+    + "]+$"
+)
+"""What `check_name` lets through (a new thread's id): no control character, line break or
+bidirectional control (nor ``/``, which ends a path segment)."""
+
+_IDEMPOTENCY_KEY: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    # Visible ASCII, spaces inside only: HTTP drops a header value's outer spaces.
+    "pattern": "^[!-~]([ -~]*[!-~])?$",
+}
+
+
+def _in_path(name: str, description: str, *, pattern: str = "^[^/\\u0000]+$") -> dict[str, Any]:
     return {
         "name": name,
         "in": "path",
         "required": True,
-        "schema": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_ID,
-            "pattern": "^[^/\\u0000]+$",
-        },
+        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID, "pattern": pattern},
         "description": description,
     }
 
 
 _TEXT: Final = {"type": "string", "maxLength": MAX_ID, "pattern": "^[^\\u0000]*$"}
 _LIMIT: Final = {"type": "integer", "minimum": 1, "maximum": 500}
+_TYPE: Final = "(?:" + "|".join(t.replace(".", "\\.") for t in EVENT_TYPES) + ")"
+_TYPES: Final = {"type": "string", "pattern": f"^ *(?:{_TYPE} *)?(?:, *(?:{_TYPE} *)?)*$"}
+"""``types``: event types, comma-separated (spaces around them allowed)."""
 _AUTH_ERRORS: Final = {
     "401": _error("No valid bearer token."),
     "403": _error("The identity's role or scopes do not allow this."),
@@ -193,7 +210,7 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": True,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "schema": _IDEMPOTENCY_KEY,
                     "description": "New for each decision; the same key and body is a replay.",
                 },
             ],
@@ -212,7 +229,13 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                 ),
                 "412": _error("The question changed since it was shown."),
                 "413": _error("The body is too large."),
-                "422": _error("The answer fails the question's schema, or the key was reused."),
+                "400": _error(
+                    "A parameter is not valid, or the body nests deeper than the server takes."
+                ),
+                "422": _error(
+                    "The body is not valid, the answer fails the question's schema (or cannot "
+                    "be stored), or the key was reused."
+                ),
                 "429": _error("Too many decisions from this identity."),
             },
         },
@@ -282,7 +305,12 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
         "post_run",
         {
             "summary": "Start a turn with new input, or continue the thread",
-            "parameters": [_in_path("thread", "The thread id.")],
+            "description": (
+                "New input may start a thread, so its id must be printable on one line: no "
+                "control character, line break or bidirectional control. The input is an "
+                "object of the app's state keys."
+            ),
+            "parameters": [_in_path("thread", "The thread id.", pattern=_NEW_NAME)],
             "requestBody": {
                 "required": False,
                 "content": {"application/json": {"schema": _ref(RunRequest)}},
@@ -293,9 +321,12 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                 **_BAD,
                 **_AUTH_ERRORS,
                 "404": _error("No such thread or app."),
+                "400": _error(
+                    "A parameter is not valid, or the body nests deeper than the server takes."
+                ),
                 "409": _error("The thread waits on decisions, or is running."),
                 "413": _error("The body is too large."),
-                "422": _error("The body is not valid."),
+                "422": _error("The body or its input is not valid."),
             },
         },
     ),
@@ -314,6 +345,9 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                 "202": _json(PauseAccepted, "Stored."),
                 **_BAD,
                 **_AUTH_ERRORS,
+                "400": _error(
+                    "A parameter is not valid, or the body nests deeper than the server takes."
+                ),
                 "404": _error("No such thread."),
                 "413": _error("The body is too large."),
                 "422": _error("The body is not valid."),
@@ -353,7 +387,7 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                 "Last-Event-ID (or ?last_event_id=) to continue after it."
             ),
             "parameters": [
-                _query("types", _TEXT, "Comma-separated event types to receive."),
+                _query("types", _TYPES, "Comma-separated event types to receive."),
                 _query("last_event_id", _TEXT, "Continue after this event id."),
                 {
                     "name": "Last-Event-ID",
@@ -375,17 +409,70 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
     ),
 ]
 
+
+def _run_request(
+    generated: dict[str, Any], inputs: Mapping[str, Collection[str]]
+) -> dict[str, Any]:
+    """``RunRequest`` as the server takes it: an input is an object of the named app's keys."""
+    wait = generated["properties"]["wait"]
+    if not inputs:
+        schema = {**generated, "properties": dict(generated["properties"])}
+        schema["properties"]["input"] = {"type": ["object", "null"], "default": None}
+        return schema
+
+    def state(keys: Collection[str]) -> dict[str, Any]:
+        return {
+            "type": ["object", "null"],
+            "properties": {key: {} for key in sorted(keys)},
+            "additionalProperties": False,
+            "default": None,
+        }
+
+    def variant(app: dict[str, Any], keys: Collection[str] | None) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "app": app,
+                "input": state(keys) if keys is not None else {"type": "null", "default": None},
+                "wait": wait,
+            },
+            "required": ["app"] if "const" in app else [],
+            "additionalProperties": False,
+        }
+
+    variants = [variant({"const": name}, keys) for name, keys in sorted(inputs.items())]
+    # Without an app: the only one served, or (of several) the one whose thread it is, which
+    # is known only to continue it.
+    only = next(iter(inputs.values())) if len(inputs) == 1 else None
+    variants.append(variant({"type": "null", "default": None}, only))
+    return {
+        "title": generated["title"],
+        "description": generated["description"],
+        "anyOf": variants,
+    }
+
+
 _PLAIN: Final = [
     ("/healthz", "The process answers.", "healthz"),
     ("/readyz", "Every store answers (503 when one does not).", "readyz"),
 ]
 
 
-def openapi(title: str, version: str) -> dict[str, Any]:
-    """The document served at ``/openapi.json``."""
+def openapi(
+    title: str, version: str, *, inputs: Mapping[str, Collection[str]] | None = None
+) -> dict[str, Any]:
+    """The document served at ``/openapi.json``.
+
+    Args:
+        title: The API's title.
+        version: Its version.
+        inputs: The state keys of each served app (``{app: keys}``), which a run's input may
+            set; without them, the input is any object.
+    """
     _, components = msgspec.json.schema_components(
         _BODIES, ref_template="#/components/schemas/{name}"
     )
+    components["RunRequest"] = _run_request(components["RunRequest"], inputs or {})
     paths: dict[str, dict[str, Any]] = {}
     for path, method, name, operation in ROUTES:
         op = {"operationId": name, "security": [{"bearer": []}], **operation}

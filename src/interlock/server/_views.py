@@ -150,6 +150,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     error: str
     message: str
     decision: DecisionBody | None = None
+    error_id: str | None = None
+    """For a failure of the server (500): the id its log has the details under."""
 
 
 class ThreadView(msgspec.Struct, kw_only=True):
