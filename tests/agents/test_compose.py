@@ -9,7 +9,14 @@ import msgspec
 import pytest
 from _agents import replies_to_tool_results
 
-from interlock import InvalidResume, PostgresStore, SqliteStore, Store, interrupt
+from interlock import (
+    InvalidResume,
+    PostgresStore,
+    ReplyCutShort,
+    SqliteStore,
+    Store,
+    interrupt,
+)
 from interlock.agents import (
     Agent,
     ApprovalPolicy,
@@ -400,6 +407,24 @@ async def test_resume_may_edit_the_conversation_in_the_same_call(store: Store) -
     # The model's next request saw the edited conversation.
     assert budget.executor_model.requests[-1].messages[0] == finished.messages[0]
     assert budget.allocated == [("apollo", 5000)]
+
+
+async def test_a_plan_cut_by_the_token_limit_is_not_run(store: Store) -> None:
+    budget = Budget()
+    cut = AssistantMessage(
+        content="Steps: 1. allocate budget to apo", finish_reason="length", name="planner"
+    )
+    replies = iter([cut, call("plan", {"steps": ["allocate budget to apollo"]})])
+    planner = ScriptedModel(lambda messages, tools: next(replies), name="planner")
+    app = plan_execute(planner, budget.executor, name="budget").compile(store=store)
+    with pytest.raises(ReplyCutShort, match="planner of 'budget'.*token limit") as raised:
+        await app.run(ask("fund apollo"), thread="t")
+    assert (raised.value.agent, raised.value.content) == ("budget", cut.content)
+    assert budget.executor_model.requests == []  # no step of the cut plan ran
+    # The thread stays where it was: a resume asks the planner again.
+    again = await app.resume("t")
+    assert again.status == "interrupted" and again.interrupt().info["tool"] == "allocate_budget"
+    assert len(planner.requests) == 2
 
 
 def test_compositions_refuse_bad_children() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Final, TypedDict
 
-from .._errors import GraphDefinitionError, ModelError
+from .._errors import GraphDefinitionError, ModelError, ReplyCutShort
 from ..graph import END, START, append
 from ..runtime._context import child_scope
 from ..runtime._graph import Graph
@@ -544,11 +544,24 @@ class PlanExecute(Agent):
         self, model: ChatModel, messages: Sequence[Message], specs: list[ToolSpec], role: str
     ) -> AssistantMessage:
         reply = await model.generate(messages, specs)
+        endpoint = str(getattr(model, "endpoint", type(model).__name__))
         if not isinstance(reply, AssistantMessage):
             raise ModelError(
                 f"the {role} of {self.name!r} returned {type(reply).__name__}, not an "
                 "AssistantMessage",
-                endpoint=str(getattr(model, "endpoint", type(model).__name__)),
+                endpoint=endpoint,
+            )
+        # A plan cut by the token limit is a plan with steps (or their arguments) missing:
+        # never a plan to run, whatever the executor's `cut_replies` says.
+        if reply.finish_reason == "length":
+            raise ReplyCutShort(
+                f"the {role} of {self.name!r} at {endpoint} stopped at its token limit "
+                "(finish_reason 'length'), so its plan may miss steps; raise the model's "
+                "max_tokens (or max_completion_tokens) or shorten the conversation, then "
+                "resume the thread",
+                endpoint=endpoint,
+                agent=self.name,
+                content=reply.content,
             )
         return reply
 
