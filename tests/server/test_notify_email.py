@@ -85,6 +85,26 @@ async def test_a_decision_names_who_decided_and_the_same_event_keeps_its_message
     assert {e.event_id for e in notifier.log.entries()} == {"20"}
 
 
+async def test_a_thread_id_stored_with_a_line_break_still_gets_its_mail() -> None:
+    # New ids cannot hold control characters; a thread stored before that rule still can.
+    with Mailbox() as mailbox:
+        notifier = Notifier([email(mailbox, events=["interrupt.decided"])])
+        async with notifier:
+            odd = event(
+                "30", "interrupt.decided", thread="order\r\n42", actor="ada\u2028x", summary=""
+            )
+            await notifier.publish(odd)
+            await notifier.wait_idle()
+        (mail,) = mailbox.mail
+
+    subject = mail.message["Subject"]
+    assert subject == "[interlock] Decided by ada\\u2028x on thread order\\x0d\\x0a42"
+    body = mail.message.get_content().splitlines()
+    assert "Thread:     order\\x0d\\x0a42" in body and "Decided by: ada\\u2028x" in body
+    (entry,) = notifier.log.entries()
+    assert entry.outcome == "delivered"
+
+
 async def test_a_greylisting_server_is_retried_until_it_accepts() -> None:
     greylisted = "451 4.7.1 greylisted, try again later"
     with Mailbox(refuse_senders=[greylisted, greylisted]) as mailbox:

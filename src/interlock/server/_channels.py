@@ -12,6 +12,7 @@ import random
 import smtplib
 import ssl
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -171,12 +172,30 @@ def _positive(name: str, value: float) -> float:
     return float(value)
 
 
+def _one_line(text: str) -> str:
+    """``text`` with its control and line-breaking characters written as escapes.
+
+    New thread ids and actor names cannot hold them (`InvalidId`), but a thread stored before
+    that rule may: shown escaped, its name cannot break a mail header or a line of the body.
+    """
+    return "".join(_escaped(ch) if unicodedata.category(ch) in _BREAKING else ch for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_BREAKING = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories `_one_line` escapes: controls, line and paragraph separators."""
+
+
 def _headline(event: ServerEvent) -> str:
     label = _HEADLINES[event.type]
     if event.type == "interrupt.decided" and event.actor:
-        label = f"Decided by {event.actor}"
+        label = f"Decided by {_one_line(event.actor)}"
     summary = " ".join(event.summary.split())
-    return f"{label}: {summary}" if summary else f"{label} on thread {event.thread}"
+    return f"{label}: {summary}" if summary else f"{label} on thread {_one_line(event.thread)}"
 
 
 def _when(event: ServerEvent) -> str:
@@ -216,7 +235,7 @@ def _mrkdwn(text: str) -> str:
 def _slack_message(event: ServerEvent) -> dict[str, object]:
     """The Slack-compatible message for an event: ``{"text": ..., "blocks": [...]}``."""
     headline = _headline(event)
-    fields = [{"type": "mrkdwn", "text": f"*Thread*\n`{_mrkdwn(event.thread)}`"}]
+    fields = [{"type": "mrkdwn", "text": f"*Thread*\n`{_mrkdwn(_one_line(event.thread))}`"}]
     if event.tool:
         fields.append({"type": "mrkdwn", "text": f"*Tool*\n`{_mrkdwn(event.tool)}`"})
     if event.app:
@@ -241,7 +260,7 @@ def _slack_message(event: ServerEvent) -> dict[str, object]:
     context = f"{event.type} · {_when(event)} · event {event.id}"
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(context)}]})
     # The text is what notifications and clients without blocks show.
-    text = f"{_mrkdwn(headline)} (thread {_mrkdwn(event.thread)})"
+    text = f"{_mrkdwn(headline)} (thread {_mrkdwn(_one_line(event.thread))})"
     if event.url:
         text += f" <{event.url}|Open>"
     return {"text": text, "blocks": blocks}
@@ -445,7 +464,7 @@ class Email:
         subject = f"{self.subject_prefix} {headline}".strip()
         if len(subject) > 150:
             subject = subject[:149] + "…"
-        rows = [("Thread", event.thread)]
+        rows = [("Thread", _one_line(event.thread))]
         if event.app:
             rows.append(("App", event.app))
         if event.tool:
@@ -453,7 +472,7 @@ class Email:
         if event.interrupt_id:
             rows.append(("Interrupt", event.interrupt_id))
         if event.actor:
-            rows.append(("Decided by", event.actor))
+            rows.append(("Decided by", _one_line(event.actor)))
         if event.url:
             rows.append(("Open", event.url))
         width = max(len(k) for k, _ in rows) + 1
