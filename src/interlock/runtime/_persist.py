@@ -586,6 +586,54 @@ class ThreadIO:
         )
         return head, token
 
+    async def commit_failed(
+        self, thread: str, head: Head, *, metadata: Mapping[str, Any], fence: Fence
+    ) -> CheckpointRecord:
+        """Write a ``failed`` checkpoint after ``head`` that changes nothing else.
+
+        It is built from the stored body alone, never through the graph: the graph may be the
+        very reason the thread cannot go on (`GraphChanged`). Its body is ``head``'s with no
+        channel deltas (the state is ``head``'s), the same tasks, answers and fingerprint, and
+        ``metadata``; a later resume loads it as it would have loaded ``head``.
+        """
+        record = head.record
+        body = dict(self.decode(record))
+        if record.base_seq == record.seq:
+            chain = 0
+            snap = len(record.body) + _size(body, "shb", 0)
+            fixed = max(0, len(record.body) - _size(body, "itb", 0))
+        else:
+            chain = _size(body, "chain", 0) + len(record.body)
+            snap = _size(body, "snap", 0)
+            fixed = _size(body, "fix", snap)
+        for key in ("itb", "shb", "fix"):  # a snapshot's own sizes, or the parent's
+            body.pop(key, None)
+        body.update(ch={}, meta=dict(metadata), chain=chain, snap=snap)
+        if fixed != snap:
+            body["fix"] = fixed
+        failed = CheckpointRecord(
+            thread=thread,
+            id=f"{record.seq + 1:010d}-{new_id()}",
+            parent_id=record.id,
+            seq=record.seq + 1,
+            step=record.step,
+            base_seq=record.base_seq,
+            created_at=time.time(),
+            source="loop",
+            status="failed",
+            body=self.codec.encode(body, path="checkpoint"),
+        )
+        await self.store.append_checkpoint(
+            failed,
+            expected_head=record.id,
+            new_interrupts=(),
+            resolutions=(),
+            fence=fence,
+            audit=(),
+        )
+        self.forget(thread)
+        return failed
+
     def _raised_entry(self, r: Raised) -> AuditEntry:
         i = r.interrupt
         data = {

@@ -474,13 +474,17 @@ async def post_decision(request: Request) -> Response:
             continued = True
         except ThreadBusy:
             pass
-        except RunError as exc:
+        except InterlockError as exc:
+            # One that running again would meet again leaves the thread failed, as the view
+            # shows; anything else is this request's error.
+            if await served.app.record_failure(row.thread, exc) is None:
+                raise
             log.info("continuing thread %r failed: %s", row.thread, exc)
             continued = True
         view = await _thread_view(served, row.thread, identity)
-    elif final and state.continue_runs:
+    elif final and state.continue_runs and not served.workers_continue:
         continued = state.runs.submit(
-            lambda: served.app.resume(row.thread, metadata=metadata), row.thread
+            lambda: served.app.resume(row.thread, metadata=metadata), row.thread, served.app
         )
     result = DecisionResult(
         decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
@@ -633,7 +637,7 @@ async def post_run(request: Request) -> Response:
         return json_response(
             RunAccepted(thread=thread, app=served.name, action=action, thread_view=view)
         )
-    if not state.runs.submit(call, thread):
+    if not state.runs.submit(call, thread, app):
         raise ApiError(
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )

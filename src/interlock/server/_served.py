@@ -34,6 +34,19 @@ class Served:
         self.store = app.store
         self._public_url = public_url.rstrip("/") if public_url else None
         self._events: OrderedDict[str, ServerEvent] = OrderedDict()
+        self.workers_continue = False
+        """Workers continue this App's threads after decisions (read by the lifespan with
+        `find_workers`): the server then only records decisions."""
+
+    async def find_workers(self) -> bool:
+        """Look whether workers continue this App's threads after decisions; remember it.
+
+        They do once `interlock.workers.Workers.install` put its trigger into the App's
+        PostgreSQL database (`PostgresStore.workers_continue`); no other store has workers.
+        """
+        ask = getattr(self.store, "workers_continue", None)
+        self.workers_continue = bool(ask is not None and await ask())
+        return self.workers_continue
 
     async def row(self, interrupt_id: str) -> InterruptRecord | None:
         """The store's row of an interrupt, or None."""
@@ -86,7 +99,10 @@ class Served:
         kind = _KINDS[change.kind]
         summary = "The run finished." if kind == "run.finished" else ""
         if kind == "run.failed":
-            summary = "The run failed in a node."
+            # The reason is the failed checkpoint's: a node's error, or why its continuation
+            # could not run (`App.record_failure`).
+            error = (await self.metadata(change.thread, change.checkpoint_id)).get("error")
+            summary = f"The run failed: {error}" if error else "The run failed."
         tool: str | None = None
         actor: str | None = change.actor
         if change.interrupt_id is not None:

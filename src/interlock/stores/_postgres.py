@@ -40,7 +40,7 @@ from psycopg import Connection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .._errors import StoreClosed, StoreError
+from .._errors import StoreClosed, StoreError, StoreUnavailable
 from . import _postgres_ops as ops
 from . import _postgres_schema as schema
 from ._base import (
@@ -310,6 +310,15 @@ class PostgresStore(StoreLifecycle):
         check_pause_kind(kind)
         return await self._run(lambda c: ops.request_pause(c, thread, kind, self._clock()))
 
+    async def workers_continue(self) -> bool:
+        """Whether workers continue this database's threads after decisions.
+
+        True once `interlock.workers.Workers.install` has put its trigger on the interrupts
+        table: each decision then queues its thread's continuation for the workers, in its
+        own transaction. The approval server asks, and leaves continuing to them.
+        """
+        return await self._run(ops.workers_continue)
+
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
         check_text("thread", thread)
@@ -399,14 +408,14 @@ class PostgresStore(StoreLifecycle):
             return fn()
         except PoolTimeout as exc:
             self._check_open()
-            raise StoreError(
+            raise StoreUnavailable(
                 f"no connection to PostgreSQL {self._where} within {_CONNECT_TIMEOUT:g}s "
                 f"({exc}); check that the server is up and reachable, or raise max_size if "
                 "every connection is busy"
             ) from exc
         except psycopg.OperationalError as exc:
             self._check_open()
-            raise StoreError(
+            raise StoreUnavailable(
                 f"PostgreSQL {self._where} failed: {exc}; check that the server is up and "
                 "reachable and that the DSN's credentials are right"
             ) from exc

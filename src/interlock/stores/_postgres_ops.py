@@ -417,6 +417,12 @@ def thread_record(conn: Conn, thread: str) -> ThreadRecord | None:
     return conv.thread_from_row(row, thread)
 
 
+def workers_continue(conn: Conn) -> bool:
+    """`PostgresStore.workers_continue`."""
+    row = _fetchone(conn, sql.SELECT_CONTINUATION_TRIGGER, (sql.CONTINUATION_TRIGGER,))
+    return bool(row and row[0])
+
+
 def checkpoint(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
     """One checkpoint by id (`Store.get_checkpoint`)."""
     row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))

@@ -170,6 +170,13 @@ REQUEST_PAUSE: Final = """
         kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
         requested_at = excluded.requested_at
 """
+CONTINUATION_TRIGGER: Final = "interlock_continue_after_decision"
+"""The trigger `interlock.workers.Workers.install` puts on ``interrupts``: it queues a thread's
+continuation for the workers in the transaction of each decision."""
+SELECT_CONTINUATION_TRIGGER: Final = """
+SELECT EXISTS (SELECT 1 FROM pg_trigger
+    WHERE tgrelid = to_regclass('interrupts') AND tgname = %s AND tgenabled <> 'D')
+"""
 PAUSE_CHANNEL: Final = "interlock_pause"
 """The channel a pause request is announced on (payload: the thread), for whoever runs it."""
 NOTIFY_PAUSE: Final = "SELECT pg_notify(%s, %s)"
