@@ -70,6 +70,17 @@ AUDIT_OF_THREAD: Final = (
     f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
 SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = %s"
+# `Store.threads`: the failed ones through their partial index (its predicate must be written
+# out for the planner to use it), the others in id order.
+FAILED_THREADS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'failed' AND thread > %s "
+    "ORDER BY thread LIMIT %s"
+)
+THREADS_BY_STATUS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = %s AND thread > %s "
+    "ORDER BY thread LIMIT %s"
+)
+THREADS: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread > %s ORDER BY thread LIMIT %s"
 HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = %s LIMIT 1"
 
 _C: Final = ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
