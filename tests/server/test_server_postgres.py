@@ -105,11 +105,16 @@ def test_a_background_continuation_that_cannot_run_leaves_the_thread_failed(dsn:
     ):
         assert _decide(client, "bad")["continued"] is True
         view = wait_for(lambda: _thread_if(client, "bad", "failed"))
-    assert view["interrupts"] == []
+        failed = client.get("/v1/threads", params={"status": "failed"}, headers=bearer("vic"))
+        everything = client.get("/v1/threads", headers=bearer("vic"))
+    assert view["interrupts"] == [] and view["error"].startswith("InvalidUpdate: ")
+    assert view["continue_with"] == "interlock resume bad --app MODULE:ATTR"
+    assert [(t["thread"], t["error"]) for t in failed.json()["items"]] == [("bad", view["error"])]
+    assert [t["thread"] for t in everything.json()["items"]] == ["bad"]
     reader = _bad_update_app(dsn)  # the server closed its App's store
     state = reader.get_state_sync("bad")
     assert state.metadata["error"].startswith("InvalidUpdate: ")
-    assert state.metadata["continue_with"] == "interlock resume bad --app <module:app>"
+    assert state.metadata["continue_with"] == "interlock resume bad --app MODULE:ATTR"
     assert reader.get_state_sync("bad", state.parent_id).status == "ready"  # the decision's
     asyncio.run(reader.store.close())
 

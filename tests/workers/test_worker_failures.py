@@ -71,7 +71,7 @@ async def test_a_continuation_the_graph_change_stops_leaves_the_thread_failed(ds
     state = await old.get_state("t")
     assert state.status == "failed"
     assert state.metadata["error"].startswith("GraphChanged: thread 't' was checkpointed")
-    assert state.metadata["continue_with"] == "interlock resume t --app <module:app>"
+    assert state.metadata["continue_with"] == "interlock resume t --app MODULE:ATTR"
     assert state.values == {"n": 1}  # as the decision left it: nothing ran
     assert [c.kind for c in await old.store.changes(after=cursor) if c.thread == "t"] == [
         "run_failed"

@@ -65,7 +65,7 @@ async def record_failure(calls: Calls[Any], thread: str, error: BaseException) -
         return head.record.id
     meta = dict(calls.io.decode(head.record).get("meta") or {})
     meta[ERROR] = f"{type(error).__name__}: {error}"
-    meta[CONTINUE_WITH] = f"interlock resume {shlex.quote(thread)} --app <module:app>"
+    meta[CONTINUE_WITH] = f"interlock resume {shlex.quote(thread)} --app MODULE:ATTR"
     # The lease a failed call could not let go is this App's: take it back with its token,
     # and let it go with this write.
     token = calls.lease.reclaim(thread)

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 import anyio
 import msgspec
@@ -25,6 +25,7 @@ from .._args import check_id
 from .._errors import (
     CheckpointCorrupt,
     CheckpointNotFound,
+    GraphChanged,
     InterlockError,
     InterruptAlreadyResolved,
     InvalidResume,
@@ -35,7 +36,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from ..runtime._records import Interrupt
-from ..stores import InterruptRecord
+from ..stores import CheckpointStatus, InterruptRecord
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, ServerEvent
@@ -59,6 +60,8 @@ from ._views import (
     PauseRequest,
     RunAccepted,
     RunRequest,
+    ThreadItem,
+    ThreadPage,
     ThreadView,
     ToolCount,
     decision_body,
@@ -68,6 +71,8 @@ from ._views import (
 __all__ = ["HANDLERS"]
 
 log = logging.getLogger("interlock.server")
+
+_THREAD_STATUSES: Final[tuple[str, ...]] = get_args(CheckpointStatus)
 
 T = TypeVar("T")
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
@@ -669,8 +674,16 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         raise ApiError(404, "unknown_thread", f"no thread {thread!r}") from exc
     except CheckpointCorrupt as exc:
         raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
+    except GraphChanged as exc:
+        # Written by another graph: its state cannot be read here, its record can.
+        return await _unreadable_view(served, thread, exc)
     values, messages = _context(snapshot.values)
+    error = command = None
+    if snapshot.status == "failed":
+        error, command = await served.failure(thread, snapshot.checkpoint_id)
     return ThreadView(
+        error=error,
+        continue_with=command,
         thread=thread,
         app=served.name,
         status=snapshot.status,
@@ -686,6 +699,79 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         values=values,
         messages=messages,
     )
+
+
+async def _unreadable_view(served: Served, thread: str, exc: GraphChanged) -> ThreadView:
+    """The view of a thread this App's graph cannot read: its record, and why."""
+    head = await served.store.get_checkpoint(thread)
+    if head is None:
+        raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
+    error, command = await served.failure(thread, head.id)
+    return ThreadView(
+        thread=thread,
+        app=served.name,
+        status=head.status,
+        checkpoint_id=head.id,
+        step=head.step,
+        updated_at=head.created_at,
+        next=[],
+        interrupts=[],
+        values=None,
+        messages=[],
+        error=error or f"{type(exc).__name__}: {exc}",
+        continue_with=command,
+    )
+
+
+async def list_threads(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    limit = _limit(request)
+    status = _text(request, "status")
+    if status is not None and status not in _THREAD_STATUSES:
+        raise ApiError(400, "bad_parameter", f"status must be one of {list(_THREAD_STATUSES)}")
+    named = _text(request, "app")
+    apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
+    # The cursor is the app and thread listed last: apps in name order, each app's by id.
+    start: list[Any] = [apps[0], None]
+    after = _text(request, "after")
+    if after is not None:
+        start = _unb64(after, "after")
+        if not (isinstance(start, list) and len(start) == 2 and start[0] in apps):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        if not (start[1] is None or isinstance(start[1], str)):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+    items: list[ThreadItem] = []
+    for name in apps[apps.index(start[0]) :]:
+        served = state.served[name]
+        cursor: str | None = start[1] if name == start[0] else None
+        while len(items) < limit:
+            batch = await served.store.threads(
+                status=cast(CheckpointStatus | None, status), limit=limit, after=cursor
+            )
+            for record in batch:
+                cursor = record.thread
+                if not identity.sees_thread(record.thread):
+                    continue
+                error = command = None
+                if record.status == "failed":
+                    error, command = await served.failure(record.thread, record.head_id)
+                items.append(
+                    ThreadItem(
+                        thread=record.thread,
+                        app=name,
+                        status=record.status,
+                        checkpoint_id=record.head_id,
+                        updated_at=record.updated_at,
+                        error=error,
+                        continue_with=command,
+                    )
+                )
+                if len(items) == limit:
+                    return json_response(ThreadPage(items=items, next=_b64([name, cursor])))
+            if len(batch) < limit:
+                break
+    return json_response(ThreadPage(items=items, next=None))
 
 
 async def post_pause(request: Request) -> Response:
@@ -818,6 +904,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "get_interrupt": get_interrupt,
     "post_decision": post_decision,
     "get_thread": get_thread,
+    "list_threads": list_threads,
     "get_history": get_history,
     "get_audit": get_audit,
     "post_run": post_run,

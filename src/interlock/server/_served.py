@@ -73,6 +73,19 @@ class Served:
         except (CheckpointNotFound, CheckpointCorrupt):
             return {}
 
+    async def failure(self, thread: str, checkpoint_id: str) -> tuple[str | None, str | None]:
+        """Why a failed checkpoint failed, and the command that continues its thread.
+
+        Both are in its metadata (``error``, ``continue_with``; see `App.record_failure`);
+        either is None when not recorded.
+        """
+        meta = await self.metadata(thread, checkpoint_id)
+        error, command = meta.get("error"), meta.get("continue_with")
+        return (
+            error if isinstance(error, str) else None,
+            command if isinstance(command, str) else None,
+        )
+
     def link(self, interrupt_id: str | None, thread: str) -> str | None:
         """The web inbox's page for an interrupt (or thread), when the public URL is known."""
         if self._public_url is None:
