@@ -73,6 +73,11 @@ class Workers:
     at once. A pause asked for with ``app.request_pause(thread)`` reaches the worker running
     the thread through PostgreSQL's LISTEN/NOTIFY, not at its next poll.
 
+    A job that loses its database connection (`StoreUnavailable`: PostgreSQL restarting,
+    failing over) is retried with backoff. One whose thread cannot go on for a reason a retry
+    will not fix (the graph changed since the question, a damaged checkpoint...) records the
+    thread failed (`App.record_failure`), with why and how to continue it once fixed, and ends.
+
     To run the tasks inside an existing procrastinate app instead, ``register`` them there.
 
     Args:
