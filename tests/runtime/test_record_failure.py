@@ -17,6 +17,7 @@ from interlock import (
     Store,
     StoreError,
     ThreadBusy,
+    ThreadInterrupted,
     append,
     approve,
 )
@@ -88,3 +89,15 @@ async def test_what_a_retry_may_fix_or_that_changed_nothing_is_not_recorded(
         assert await app.record_failure("t", error) is None
     assert await app.record_failure("nobody", InvalidUpdate("bad")) is None
     assert (await app.get_state("t")).checkpoint_id == head
+
+
+async def test_new_input_on_it_does_not_drop_the_decision_unsaid(store: Store) -> None:
+    app = _app(store)
+    asked = await app.run({}, thread="t")
+    question = asked.interrupts[0].id
+    await app.decide("t", {question: True}, actor="ana")
+    await app.record_failure("t", GraphChanged(thread="t", stored="a", current="b"))
+    # Its decided task never ran: new input must say so, as on the ready thread it was.
+    with pytest.raises(ThreadInterrupted) as refused:
+        await app.run({"log": ["again"]}, thread="t")
+    assert refused.value.decided == (question,)

@@ -137,3 +137,20 @@ def test_the_server_leaves_continuations_to_installed_workers(dsn: str) -> None:
             jobs = conn.execute("SELECT status::text, lock FROM procrastinate_jobs").fetchall()
         assert jobs == [("todo", "interlock/w1")]
         assert client.get("/v1/threads/w1", headers=bearer("vic")).json()["status"] == "ready"
+
+
+def test_a_thread_another_graph_wrote_is_shown_from_its_record(dsn: str) -> None:
+    old = order_graph().compile(store=PostgresStore(dsn))
+    assert old.run_sync({"n": 1}, thread="old-1").status == "interrupted"
+    asyncio.run(old.store.close())
+    changed = _bad_update_app(dsn)  # another graph: it cannot read the thread's state
+    with (
+        serving(lambda: create_app(changed, auth=auth())) as s,
+        httpx.Client(base_url=s.url, timeout=10) as client,
+    ):
+        shown = client.get("/v1/threads/old-1", headers=bearer("vic"))
+    assert shown.status_code == 200, shown.text
+    view = shown.json()
+    assert (view["status"], view["values"]) == ("interrupted", None)
+    assert [i["summary"] for i in view["interrupts"]] == ["Ship order 2?"]
+    assert view["error"].startswith("GraphChanged: thread 'old-1' was checkpointed")

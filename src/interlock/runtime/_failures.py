@@ -27,13 +27,9 @@ from .._errors import (
 from ..observability import _hooks
 from ..stores import CheckpointRecord, Fence
 from ._calls import Calls
+from ._persist import CONTINUE_WITH, FAILURE
 
-__all__ = ["CONTINUE_WITH", "ERROR", "record_failure", "strands"]
-
-ERROR: Final = "error"
-"""The metadata key of a failed checkpoint's reason, ``"<ErrorType>: <message>"``."""
-CONTINUE_WITH: Final = "continue_with"
-"""The metadata key of the command that continues a thread whose continuation failed."""
+__all__ = ["record_failure", "strands"]
 
 _LASTING: Final = (GraphChanged, CheckpointCorrupt, SerializationError, RunError)
 """Errors of a continuation that the same continuation would raise again."""
@@ -64,7 +60,7 @@ async def record_failure(calls: Calls[Any], thread: str, error: BaseException) -
     if head.record.status == "failed":
         return head.record.id
     meta = dict(calls.io.decode(head.record).get("meta") or {})
-    meta[ERROR] = f"{type(error).__name__}: {error}"
+    meta[FAILURE] = f"{type(error).__name__}: {error}"
     meta[CONTINUE_WITH] = f"interlock resume {shlex.quote(thread)} --app MODULE:ATTR"
     # The lease a failed call could not let go is this App's: take it back with its token,
     # and let it go with this write.

@@ -52,6 +52,8 @@ from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
+    "CONTINUE_WITH",
+    "FAILURE",
     "SNAPSHOT_MAX_CHAIN",
     "SNAPSHOT_MIN_BYTES",
     "SNAPSHOT_SMALL_BYTES",
@@ -60,6 +62,13 @@ __all__ = [
     "cancellations",
     "dropped_entry",
 ]
+
+FAILURE = "error"
+"""The metadata key of a failed checkpoint's reason, ``"<ErrorType>: <message>"``."""
+CONTINUE_WITH = "continue_with"
+"""The metadata key, on the failed checkpoint of a continuation that could not run (see
+`ThreadIO.commit_failed`), of the command that continues the thread once the cause is fixed.
+Its decided tasks never ran: they are still the thread's to run."""
 
 SNAPSHOT_MIN_BYTES = 32 * 1024
 """The fewest bytes of deltas a new snapshot waits for (the most a rebuild reads, usually)."""

@@ -36,7 +36,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from ..runtime._records import Interrupt
-from ..stores import CheckpointStatus, InterruptRecord
+from ..stores import CheckpointStatus, InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, ServerEvent
@@ -676,7 +676,7 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
     except GraphChanged as exc:
         # Written by another graph: its state cannot be read here, its record can.
-        return await _unreadable_view(served, thread, exc)
+        return await _unreadable_view(served, thread, identity, exc)
     values, messages = _context(snapshot.values)
     error = command = None
     if snapshot.status == "failed":
@@ -701,12 +701,15 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
     )
 
 
-async def _unreadable_view(served: Served, thread: str, exc: GraphChanged) -> ThreadView:
-    """The view of a thread this App's graph cannot read: its record, and why."""
+async def _unreadable_view(
+    served: Served, thread: str, identity: Identity, exc: GraphChanged
+) -> ThreadView:
+    """The view of a thread this App's graph cannot read: its record, its questions, and why."""
     head = await served.store.get_checkpoint(thread)
     if head is None:
         raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
     error, command = await served.failure(thread, head.id)
+    rows = await served.store.pending(PendingFilter(thread=thread), limit=_MAX_PAGE)
     return ThreadView(
         thread=thread,
         app=served.name,
@@ -715,7 +718,11 @@ async def _unreadable_view(served: Served, thread: str, exc: GraphChanged) -> Th
         step=head.step,
         updated_at=head.created_at,
         next=[],
-        interrupts=[],
+        interrupts=[
+            served.view(_decoded(served, row), row.tool)
+            for row in rows
+            if identity.sees_tool(row.tool)
+        ],
         values=None,
         messages=[],
         error=error or f"{type(exc).__name__}: {exc}",
