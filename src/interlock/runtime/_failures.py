@@ -17,13 +17,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Final
 
-from .._errors import (
-    CheckpointCorrupt,
-    GraphChanged,
-    RunError,
-    SerializationError,
-    ThreadBusy,
-)
+from .._errors import CheckpointCorrupt, GraphChanged, RunError, SerializationError, ThreadBusy
 from ..observability import _hooks
 from ..stores import CheckpointRecord, Fence
 from ._calls import Calls
@@ -40,9 +34,10 @@ def strands(error: BaseException) -> bool:
 
     True for errors that running again would meet again; False for those a retry may get
     past (`StoreError`, `ThreadBusy`), for refusals that change nothing (`ResumeError`: no
-    such thread, nothing to run) and for cancellation.
+    such thread, nothing to run), for cancellation, and for errors interlock does not raise
+    on purpose (a bug is the job queue's to report, not the thread's to carry).
     """
-    return isinstance(error, _LASTING) and not isinstance(error, ThreadBusy)
+    return isinstance(error, _LASTING)
 
 
 async def record_failure(calls: Calls[Any], thread: str, error: BaseException) -> str | None:
