@@ -110,6 +110,7 @@ from ._errors import RunError as RunError
 from ._errors import SerializationError as SerializationError
 from ._errors import StoreClosed as StoreClosed
 from ._errors import StoreError as StoreError
+from ._errors import StoreUnavailable as StoreUnavailable
 from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadInterrupted as ThreadInterrupted
 from ._errors import ToolError as ToolError
@@ -228,6 +229,7 @@ __all__ = [
     "SerializationError",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "ThreadBusy",
     "ThreadInterrupted",
     "ToolError",

@@ -11,7 +11,8 @@ kept apart from failures of a run, and both apart from storage problems::
     │   └── PayloadTooLarge         an encoded value exceeds the size or depth limits
     ├── CheckpointCorrupt           a stored checkpoint cannot be decoded safely
     ├── StoreError                  the storage backend failed
-    │   └── StoreClosed             the store was used after `close()`
+    │   ├── StoreClosed             the store was used after `close()`
+    │   └── StoreUnavailable        the connection to the backend was lost or refused
     ├── ResumeError                 a resume request was refused; nothing was changed
     │   ├── CheckpointNotFound      no such thread or checkpoint
     │   ├── UnknownInterrupt        a target names no pending interrupt of the thread
@@ -65,6 +66,7 @@ __all__ = [
     "SerializationError",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "ThreadBusy",
     "ThreadInterrupted",
     "ToolError",
@@ -143,6 +145,15 @@ class StoreError(InterlockError):
 
 class StoreClosed(StoreError):
     """Raised when a store is used after it was closed."""
+
+
+class StoreUnavailable(StoreError):
+    """Raised when the connection to the storage backend was lost, refused or timed out.
+
+    Nothing the call wrote is half-done (a write is one transaction), and the same call may
+    succeed once the backend is back: a restart of the database server, a failover, a network
+    cut. It is the error a job queue retries with backoff.
+    """
 
 
 class ResumeError(InterlockError):

@@ -417,7 +417,7 @@ async def test_a_plan_cut_by_the_token_limit_is_not_run(store: Store) -> None:
     replies = iter([cut, call("plan", {"steps": ["allocate budget to apollo"]})])
     planner = ScriptedModel(lambda messages, tools: next(replies), name="planner")
     app = plan_execute(planner, budget.executor, name="budget").compile(store=store)
-    with pytest.raises(ReplyCutShort, match="planner of 'budget'.*token limit") as raised:
+    with pytest.raises(ReplyCutShort, match=r"planner of 'budget'.*token limit") as raised:
         await app.run(ask("fund apollo"), thread="t")
     assert (raised.value.agent, raised.value.content) == ("budget", cut.content)
     assert budget.executor_model.requests == []  # no step of the cut plan ran

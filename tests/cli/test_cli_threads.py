@@ -1,4 +1,4 @@
-"""`interlock history | pause | sweep`: a thread's record, and moving threads on."""
+"""`interlock threads | history | pause | sweep`: threads' records, and moving them on."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import _cli_app
 import anyio
 import pytest
 from _cli_run import APP, Approvers
 
-from interlock import SqliteStore
+from interlock import GraphChanged, SqliteStore
 from interlock.stores import PauseKind
 
 
@@ -141,3 +142,39 @@ def test_resume_a_thread_that_is_not_waiting_on_anything_new(cli: Approvers) -> 
     result = cli.invoke("resume", "order-7", "--app", APP)
     assert result.exit_code == 0, result.output
     assert "Thread order-7 is done." in result.stdout
+
+
+def test_threads_lists_the_failed_ones_with_why_until_they_are_resumed(cli: Approvers) -> None:
+    asked = cli.start("refund", "order-9")
+    cli.start("refund", "order-8")
+
+    async def decide_and_fail() -> None:
+        # A continuation that could not run (here: told so) records the thread failed.
+        app = _cli_app.make_app()
+        try:
+            await app.decide("order-9", {asked: True}, actor="ada")
+            changed = GraphChanged(thread="order-9", stored="f-old", current="f-new")
+            assert await app.record_failure("order-9", changed) is not None
+        finally:
+            await app.store.close()
+
+    anyio.run(decide_and_fail)
+    listed = cli.read("threads", "--status", "failed")
+    assert listed.exit_code == 0, listed.output
+    assert re.search(r"order-9\s+failed\s+\S.*GraphChanged: thread 'order-9'", listed.stdout)
+    assert "order-8" not in listed.stdout
+    assert "continue each with interlock resume THREAD" in listed.stdout
+    everything = cli.json("threads")
+    assert [(t["thread"], t["status"]) for t in everything] == [
+        ("order-8", "interrupted"),
+        ("order-9", "failed"),
+    ]
+    assert everything[1]["continue_with"] == "interlock resume order-9 --app MODULE:ATTR"
+    history = cli.read("history", "order-9").stdout
+    assert "It failed: GraphChanged: thread 'order-9'" in history
+    assert "continue it with interlock resume order-9" in history
+
+    resumed = cli.decide("resume", "order-9")  # the cause fixed: the decided task runs
+    assert resumed.exit_code == 0, resumed.output
+    assert cli.thread("order-9").status == "done"
+    assert "No threads with status failed." in cli.read("threads", "--status", "failed").stdout

@@ -120,11 +120,11 @@ async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         await grow(store, "t", 1)
     with side_connection(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 6
         assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # migrate() is a no-op on a current database and reports the version it found.
-        assert schema.migrate(conn) == 5
+        assert schema.migrate(conn) == 6
 
 
 async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         old = await store.get_thread("old")
         assert old is not None and (old.head_id, old.status) == ("c1", "done")
     with side_connection(path) as side:
-        assert side.execute("PRAGMA user_version").fetchone()[0] == 5
+        assert side.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         # Rows written before the migration get a free lease.
         lease = side.execute(
             "SELECT lease_owner, lease_token, lease_expires FROM threads WHERE thread = 'old'"

@@ -18,7 +18,7 @@ from ._decide import answer, approve, edit, reject, respond
 from ._demo import demo
 from ._inbox import inbox, show
 from ._serve import serve, token
-from ._threads import history, pause, resume, sweep
+from ._threads import history, pause, resume, sweep, threads
 from ._worker import worker
 
 __all__ = ["COMMANDS", "cli", "main"]
@@ -31,7 +31,7 @@ def cli() -> None:
 
     Name your app as module:attribute with --app (or INTERLOCK_APP), and where its threads
     are with --store URL (or INTERLOCK_STORE): sqlite:///path.db, sqlite:////abs/path.db or
-    postgresql://user@host:port/db. Reading (inbox, show, history, audit verify) and pause
+    postgresql://user@host:port/db. Reading (inbox, show, threads, history, audit verify) and pause
     need only the store; deciding and continuing need the app.
 
     \b
@@ -51,6 +51,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     respond,
     answer,
     resume,
+    threads,
     history,
     pause,
     sweep,

@@ -31,6 +31,7 @@ __all__ = [
     "audit_log",
     "checkpoints",
     "entry_data",
+    "failure",
     "form_of",
     "interrupt_json",
     "pending",
@@ -307,4 +308,26 @@ def _no_thread(thread: str) -> Refused:
     return Refused(
         f"no thread {thread!r} in this store: check its id (`interlock inbox` lists the threads "
         "waiting on people)"
+    )
+
+
+async def failure(target: Target, thread: str, checkpoint_id: str) -> tuple[str | None, str | None]:
+    """Why a failed checkpoint failed, and the command that continues its thread once fixed.
+
+    Both come from its metadata (``error``, ``continue_with``; see `App.record_failure`);
+    either is None when not recorded.
+    """
+    record = await target.store.get_checkpoint(thread, checkpoint_id)
+    if record is None:
+        return None, None
+    try:
+        body = target.codec.decode(record.body)
+    except CheckpointCorrupt:
+        return None, None
+    meta = body.get("meta") if isinstance(body, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    error, command = meta.get("error"), meta.get("continue_with")
+    return (
+        error if isinstance(error, str) else None,
+        command if isinstance(command, str) else None,
     )

@@ -1,9 +1,9 @@
-"""``interlock history | pause | resume | sweep``: one thread's record, and moving threads on."""
+"""``interlock threads | history | pause | resume | sweep``: threads' records, moving them on."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, get_args
 
 import click
 from rich.markup import escape
@@ -11,16 +11,99 @@ from rich.markup import escape
 from .._args import MAX_LIMIT
 from .._errors import InvalidResume
 from ..runtime._records import RunResult
-from ..stores import AuditRecord, PendingFilter
+from ..stores import AuditRecord, CheckpointStatus, PendingFilter, ThreadRecord
 from ._decide import actor_name
 from ._load import open_target, target_options
 from ._output import Refused, ago, echo_json, out_console, run
-from ._read import CheckpointRow, audit_json, audit_log, checkpoints, pending, summary
+from ._read import (
+    CheckpointRow,
+    audit_json,
+    audit_log,
+    checkpoints,
+    failure,
+    pending,
+    summary,
+)
 from ._views import again, entry_details, new_table, print_outcome, stamp
 
-__all__ = ["history", "pause", "resume", "sweep"]
+__all__ = ["history", "pause", "resume", "sweep", "threads"]
 
 _LIMIT = click.IntRange(1, MAX_LIMIT)
+
+
+@click.command()
+@click.option(
+    "--status",
+    type=click.Choice(get_args(CheckpointStatus)),
+    help="Only threads with this status (failed: those waiting for a fix and a resume).",
+)
+@click.option(
+    "--limit", type=_LIMIT, metavar="N", default=50, show_default=True, help="At most N threads."
+)
+@click.option("--after", metavar="THREAD", help="Those after this thread id (the next page).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (exact times) instead.")
+@target_options
+def threads(
+    status: CheckpointStatus | None,
+    limit: int,
+    after: str | None,
+    as_json: bool,
+    app_spec: str | None,
+    store_url: str | None,
+) -> None:
+    """List threads by id, with --status only those with it.
+
+    A failed thread shows why: a node raised, or its continuation could not run (the graph
+    changed since the question...). Fix the cause, then continue it with `interlock resume`.
+    """
+    target = open_target(app_spec, store_url, decides=False)
+
+    async def read() -> list[tuple[ThreadRecord, str | None, str | None]]:
+        try:
+            found = await target.store.threads(status=status, limit=limit, after=after)
+            rows = []
+            for record in found:
+                error = command = None
+                if record.status == "failed":
+                    error, command = await failure(target, record.thread, record.head_id)
+                rows.append((record, error, command))
+            return rows
+        finally:
+            await target.aclose()
+
+    rows = run(read)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "thread": r.thread,
+                    "status": r.status,
+                    "checkpoint_id": r.head_id,
+                    "updated_at": r.updated_at,
+                    "error": error,
+                    "continue_with": command,
+                }
+                for r, error, command in rows
+            ]
+        )
+        return
+    out = out_console()
+    if not rows:
+        out.print(f"No threads{' with status ' + status if status else ''}.")
+        return
+    table = new_table(f"{status.capitalize() if status else 'Threads'}, by id")
+    for name in ("thread", "status", "updated", "why"):
+        table.add_column(name, no_wrap=name != "why", overflow="fold")
+    for r, error, _ in rows:
+        table.add_row(escape(r.thread), r.status, ago(r.updated_at), escape(error or "-"))
+    out.print(table)
+    if any(command for *_, command in rows):
+        out.print(
+            "Once the cause is fixed (a migration registered, say), continue each with "
+            f"{again('resume', 'THREAD')}."
+        )
+    if len(rows) == limit:
+        out.print(f"More: {again('threads', '--after', rows[-1][0].thread)}")
 
 
 @click.command()
@@ -44,23 +127,29 @@ def history(
     """
     target = open_target(app_spec, store_url, decides=False)
 
-    async def read() -> tuple[list[CheckpointRow], list[AuditRecord], str | None]:
+    async def read() -> tuple[
+        list[CheckpointRow], list[AuditRecord], str | None, tuple[str | None, str | None]
+    ]:
         try:
             entries = await audit_log(target, thread, last=limit)
             head = await target.store.get_thread(thread)
             if head is None and entries:  # deleted: its audit log outlives it
-                return [], entries, None
+                return [], entries, None, (None, None)
             rows = await checkpoints(target, thread, limit=limit)
-            return rows, entries, None if head is None else head.status
+            if head is not None and head.status == "failed":
+                return rows, entries, head.status, await failure(target, thread, head.head_id)
+            return rows, entries, None if head is None else head.status, (None, None)
         finally:
             await target.aclose()
 
-    rows, entries, status = run(read)
+    rows, entries, status, (error, command) = run(read)
     if as_json:
         echo_json(
             {
                 "thread": thread,
                 "status": status,
+                "error": error,
+                "continue_with": command,
                 "checkpoints": [
                     {
                         "id": r.id,
@@ -82,6 +171,12 @@ def history(
     else:
         since = f", since {stamp(rows[0].created_at)}" if rows else ""
         out.print(f"Thread [bold]{escape(thread)}[/bold] is {status}{since}.")
+        if error is not None:
+            out.print(f"It failed: {escape(error)}")
+        if command is not None:
+            out.print(
+                f"Once the cause is fixed, continue it with {escape(again('resume', thread))}."
+            )
     if rows:
         known = all(r.next is not None for r in rows)
         table = new_table("Checkpoints, newest first")

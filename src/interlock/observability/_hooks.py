@@ -20,6 +20,7 @@ __all__ = [
     "reconcile_raised",
     "run_ended",
     "subscribe",
+    "thread_failed",
     "unsubscribe",
 ]
 
@@ -46,6 +47,11 @@ class RuntimeObserver(Protocol):
 
     def reconcile_raised(self) -> None:
         """A dangerous call's outcome was unknown: a ``reconcile`` question was committed."""
+        ...
+
+    def thread_failed(self, error: str) -> None:
+        """A continuation could not run: its thread was recorded ``failed`` (``error``: the
+        error's type name)."""
         ...
 
 
@@ -101,3 +107,12 @@ def reconcile_raised() -> None:
             o.reconcile_raised()
         except Exception:
             _log.exception("observer %r failed on reconcile_raised", o)
+
+
+def thread_failed(error: str) -> None:
+    """Tell every observer that a thread was recorded failed after its continuation."""
+    for o in OBSERVERS:
+        try:
+            o.thread_failed(error)
+        except Exception:
+            _log.exception("observer %r failed on thread_failed", o)

@@ -105,6 +105,14 @@ class PrometheusMetrics:
             "Reconcile questions raised: a dangerous call's outcome was unknown.",
             registry=at,
         )
+        self.threads_failed = prom.Counter(
+            "interlock_threads_failed",
+            "Threads recorded failed because their continuation could not run (the graph "
+            "changed, a checkpoint is damaged...), by error type. Each waits for a fix and a "
+            "resume; find them with `interlock threads --status failed`.",
+            ["error"],
+            registry=at,
+        )
         self.pending = prom.Gauge(
             "interlock_interrupts_pending",
             "Interrupts waiting for a decision, by tool, as of the last refresh.",
@@ -167,3 +175,7 @@ class PrometheusMetrics:
     def reconcile_raised(self) -> None:
         """Count a reconcile question."""
         self.reconciles.inc()
+
+    def thread_failed(self, error: str) -> None:
+        """Count a thread recorded failed after its continuation."""
+        self.threads_failed.labels(error).inc()

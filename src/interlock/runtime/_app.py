@@ -30,7 +30,7 @@ from .._args import (
 from .._errors import GraphDefinitionError
 from ..graph._builder import CompiledGraph, Durability, Migration
 from ..stores import MemoryStore, PendingFilter, Store
-from . import _threads
+from . import _failures, _threads
 from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._control import RunControl, RunHandle
 from ._engine import remember
@@ -428,6 +428,28 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_flag(forced, "forced")
         return await self.store.request_pause(thread, kind="forced" if forced else "planned")
+
+    async def record_failure(self, thread: str, error: BaseException) -> str | None:
+        """Leave ``thread`` visibly failed after its continuation raised ``error``.
+
+        For whoever continues threads after decisions (workers, the approval server): when a
+        continuation fails for a reason running it again will not fix (`GraphChanged`, a
+        damaged checkpoint, an update the state cannot take...), the thread would otherwise
+        wait on nothing. This writes a ``failed`` checkpoint with the same state and answers:
+        `get_state` shows status ``failed`` and ``metadata["error"]``, with
+        ``metadata["continue_with"]`` the command that continues it once the cause is fixed
+        (a migration registered, say); the change feed says ``run_failed``; the
+        ``interlock_threads_failed`` metric counts it. A later `resume` runs the decided
+        tasks as it would have.
+
+        Returns the id of the thread's ``failed`` checkpoint (written now, or the head already:
+        a node that raised was recorded by its run), or None when there was nothing to
+        record: the error is one a retry may get past (the store unreachable, the thread
+        busy) or a refusal that changed nothing, or the thread moved on meanwhile.
+        """
+        check_id(thread, "thread")
+        check_instance(error, BaseException, "error")
+        return await _failures.record_failure(self._calls, thread, error)
 
     # -- reading ---------------------------------------------------------------------------------
 

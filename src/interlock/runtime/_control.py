@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from .._errors import GraphDefinitionError
+from .._errors import GraphDefinitionError, StoreError
 from ._records import RunResult
 
 __all__ = ["GracefulShutdown", "RunControl", "RunHandle"]
@@ -145,7 +145,13 @@ class RunHandle:
             with anyio.move_on_after(self._poll_interval):
                 await self._done.wait()
             if not self._done.is_set() and not self._control.forced:
-                await self._control.apply(await self._control.remote())
+                try:
+                    request = await self._control.remote()
+                except StoreError:
+                    # The store is down for a moment: the run's own next write meets it (and
+                    # says so); the next look, or the next step boundary, asks again.
+                    continue
+                await self._control.apply(request)
 
     @property
     def done(self) -> bool:

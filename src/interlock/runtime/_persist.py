@@ -52,6 +52,8 @@ from ._signals import Raised
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
+    "CONTINUE_WITH",
+    "FAILURE",
     "SNAPSHOT_MAX_CHAIN",
     "SNAPSHOT_MIN_BYTES",
     "SNAPSHOT_SMALL_BYTES",
@@ -60,6 +62,13 @@ __all__ = [
     "cancellations",
     "dropped_entry",
 ]
+
+FAILURE = "error"
+"""The metadata key of a failed checkpoint's reason, ``"<ErrorType>: <message>"``."""
+CONTINUE_WITH = "continue_with"
+"""The metadata key, on the failed checkpoint of a continuation that could not run (see
+`ThreadIO.commit_failed`), of the command that continues the thread once the cause is fixed.
+Its decided tasks never ran: they are still the thread's to run."""
 
 SNAPSHOT_MIN_BYTES = 32 * 1024
 """The fewest bytes of deltas a new snapshot waits for (the most a rebuild reads, usually)."""
@@ -585,6 +594,54 @@ class ThreadIO:
             record, chain_bytes=chain, snapshot_bytes=snap, fixed_bytes=fixed, meta=dict(metadata)
         )
         return head, token
+
+    async def commit_failed(
+        self, thread: str, head: Head, *, metadata: Mapping[str, Any], fence: Fence
+    ) -> CheckpointRecord:
+        """Write a ``failed`` checkpoint after ``head`` that changes nothing else.
+
+        It is built from the stored body alone, never through the graph: the graph may be the
+        very reason the thread cannot go on (`GraphChanged`). Its body is ``head``'s with no
+        channel deltas (the state is ``head``'s), the same tasks, answers and fingerprint, and
+        ``metadata``; a later resume loads it as it would have loaded ``head``.
+        """
+        record = head.record
+        body = dict(self.decode(record))
+        if record.base_seq == record.seq:
+            chain = 0
+            snap = len(record.body) + _size(body, "shb", 0)
+            fixed = max(0, len(record.body) - _size(body, "itb", 0))
+        else:
+            chain = _size(body, "chain", 0) + len(record.body)
+            snap = _size(body, "snap", 0)
+            fixed = _size(body, "fix", snap)
+        for key in ("itb", "shb", "fix"):  # a snapshot's own sizes, or the parent's
+            body.pop(key, None)
+        body.update(ch={}, meta=dict(metadata), chain=chain, snap=snap)
+        if fixed != snap:
+            body["fix"] = fixed
+        failed = CheckpointRecord(
+            thread=thread,
+            id=f"{record.seq + 1:010d}-{new_id()}",
+            parent_id=record.id,
+            seq=record.seq + 1,
+            step=record.step,
+            base_seq=record.base_seq,
+            created_at=time.time(),
+            source="loop",
+            status="failed",
+            body=self.codec.encode(body, path="checkpoint"),
+        )
+        await self.store.append_checkpoint(
+            failed,
+            expected_head=record.id,
+            new_interrupts=(),
+            resolutions=(),
+            fence=fence,
+            audit=(),
+        )
+        self.forget(thread)
+        return failed
 
     def _raised_entry(self, r: Raised) -> AuditEntry:
         i = r.interrupt

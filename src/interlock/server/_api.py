@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 import anyio
 import msgspec
@@ -25,6 +25,7 @@ from .._args import check_id, check_name
 from .._errors import (
     CheckpointCorrupt,
     CheckpointNotFound,
+    GraphChanged,
     InterlockError,
     InterruptAlreadyResolved,
     InvalidResume,
@@ -35,12 +36,12 @@ from .._errors import (
     UnknownInterrupt,
 )
 from ..runtime._records import Decision, Interrupt
-from ..stores import InterruptRecord
+from ..stores import CheckpointStatus, InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, ServerEvent
 from ._served import Served
-from ._state import ServerState
+from ._state import FailureRecorder, ServerState
 from ._views import (
     AuditItem,
     AuditPage,
@@ -59,6 +60,8 @@ from ._views import (
     PauseRequest,
     RunAccepted,
     RunRequest,
+    ThreadItem,
+    ThreadPage,
     ThreadView,
     ToolCount,
     decision_body,
@@ -68,6 +71,8 @@ from ._views import (
 __all__ = ["HANDLERS"]
 
 log = logging.getLogger("interlock.server")
+
+_THREAD_STATUSES: Final[tuple[str, ...]] = get_args(CheckpointStatus)
 
 T = TypeVar("T")
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
@@ -208,11 +213,14 @@ def _require_started(state: ServerState) -> None:
 
 
 def _background(
-    state: ServerState, call: Callable[[], Coroutine[Any, Any, Any]], thread: str
+    state: ServerState,
+    call: Callable[[], Coroutine[Any, Any, Any]],
+    thread: str,
+    app: FailureRecorder,
 ) -> bool:
     """``state.runs.submit``, refused (503) while the server's lifespan is not running."""
     _require_started(state)
-    return state.runs.submit(call, thread)
+    return state.runs.submit(call, thread, app)
 
 
 def _b64(value: Any) -> str:
@@ -548,13 +556,17 @@ async def post_decision(request: Request) -> Response:
             continued = True
         except ThreadBusy:
             pass
-        except RunError as exc:
+        except InterlockError as exc:
+            # One that running again would meet again leaves the thread failed, as the view
+            # shows; anything else is this request's error.
+            if await served.app.record_failure(row.thread, exc) is None:
+                raise
             log.info("continuing thread %r failed: %s", row.thread, exc)
             continued = True
         view = await _thread_view(served, row.thread, identity)
-    elif final and state.continue_runs:
+    elif final and state.continue_runs and not served.workers_continue:
         continued = _background(
-            state, lambda: served.app.resume(row.thread, metadata=metadata), row.thread
+            state, lambda: served.app.resume(row.thread, metadata=metadata), row.thread, served.app
         )
     result = DecisionResult(
         decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
@@ -750,7 +762,7 @@ async def post_run(request: Request) -> Response:
         return json_response(
             RunAccepted(thread=thread, app=served.name, action=action, thread_view=view)
         )
-    if not _background(state, call, thread):
+    if not _background(state, call, thread, app):
         raise ApiError(
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )
@@ -782,8 +794,16 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         raise ApiError(404, "unknown_thread", f"no thread {thread!r}") from exc
     except CheckpointCorrupt as exc:
         raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
+    except GraphChanged as exc:
+        # Written by another graph: its state cannot be read here, its record can.
+        return await _unreadable_view(served, thread, identity, exc)
     values, messages = _context(snapshot.values)
+    error = command = None
+    if snapshot.status == "failed":
+        error, command = await served.failure(thread, snapshot.checkpoint_id)
     return ThreadView(
+        error=error,
+        continue_with=command,
         thread=thread,
         app=served.name,
         status=snapshot.status,
@@ -799,6 +819,86 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         values=values,
         messages=messages,
     )
+
+
+async def _unreadable_view(
+    served: Served, thread: str, identity: Identity, exc: GraphChanged
+) -> ThreadView:
+    """The view of a thread this App's graph cannot read: its record, its questions, and why."""
+    head = await served.store.get_checkpoint(thread)
+    if head is None:
+        raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
+    error, command = await served.failure(thread, head.id)
+    rows = await served.store.pending(PendingFilter(thread=thread), limit=_MAX_PAGE)
+    return ThreadView(
+        thread=thread,
+        app=served.name,
+        status=head.status,
+        checkpoint_id=head.id,
+        step=head.step,
+        updated_at=head.created_at,
+        next=[],
+        interrupts=[
+            served.view(_decoded(served, row), row.tool)
+            for row in rows
+            if identity.sees_tool(row.tool)
+        ],
+        values=None,
+        messages=[],
+        error=error or f"{type(exc).__name__}: {exc}",
+        continue_with=command,
+    )
+
+
+async def list_threads(request: Request) -> Response:
+    state = _state(request)
+    identity = _identity(request, "viewer")
+    limit = _limit(request)
+    status = _text(request, "status")
+    if status is not None and status not in _THREAD_STATUSES:
+        raise ApiError(400, "bad_parameter", f"status must be one of {list(_THREAD_STATUSES)}")
+    named = _text(request, "app")
+    apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
+    # The cursor is the app and thread listed last: apps in name order, each app's by id.
+    start: list[Any] = [apps[0], None]
+    after = _text(request, "after")
+    if after is not None:
+        start = _unb64(after, "after")
+        if not (isinstance(start, list) and len(start) == 2 and start[0] in apps):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+        if not (start[1] is None or isinstance(start[1], str)):
+            raise ApiError(400, "bad_parameter", "after is not a cursor of this listing")
+    items: list[ThreadItem] = []
+    for name in apps[apps.index(start[0]) :]:
+        served = state.served[name]
+        cursor: str | None = start[1] if name == start[0] else None
+        while len(items) < limit:
+            batch = await served.store.threads(
+                status=cast(CheckpointStatus | None, status), limit=limit, after=cursor
+            )
+            for record in batch:
+                cursor = record.thread
+                if not identity.sees_thread(record.thread):
+                    continue
+                error = command = None
+                if record.status == "failed":
+                    error, command = await served.failure(record.thread, record.head_id)
+                items.append(
+                    ThreadItem(
+                        thread=record.thread,
+                        app=name,
+                        status=record.status,
+                        checkpoint_id=record.head_id,
+                        updated_at=record.updated_at,
+                        error=error,
+                        continue_with=command,
+                    )
+                )
+                if len(items) == limit:
+                    return json_response(ThreadPage(items=items, next=_b64([name, cursor])))
+            if len(batch) < limit:
+                break
+    return json_response(ThreadPage(items=items, next=None))
 
 
 async def post_pause(request: Request) -> Response:
@@ -931,6 +1031,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "get_interrupt": get_interrupt,
     "post_decision": post_decision,
     "get_thread": get_thread,
+    "list_threads": list_threads,
     "get_history": get_history,
     "get_audit": get_audit,
     "post_run": post_run,

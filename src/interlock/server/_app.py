@@ -75,7 +75,9 @@ def create_app(
             ``started_by`` metadata of the run: the server sets it for runs it starts; pass
             ``metadata={"started_by": name}`` to ``App.run`` for runs started elsewhere).
         continue_runs: After a decision, continue the thread in this server's background
-            (False: leave it to workers or ``App.resume``).
+            (False: leave it to workers or ``App.resume``). An App whose database has
+            workers installed (`interlock.workers.Workers.install`) is left to them anyway:
+            their trigger queues each continuation, and one owner runs it.
         notifier: A `Notifier` to give every event to (webhooks, email).
         public_url: This server's URL as people reach it, for links in notifications.
         max_body_bytes: Larger request bodies are refused (413).
@@ -326,6 +328,14 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
                 for served in state.served.values():
                     cursor = await served.store.change_cursor()
                     group.start_soon(_follow, state, served, cursor)
+                    if state.continue_runs and await served.find_workers():
+                        # One owner per continuation: the workers' trigger queues one at
+                        # each decision, so this server only records decisions.
+                        log.info(
+                            "workers continue the threads of %s after decisions; this server "
+                            "leaves continuing to them",
+                            served.name,
+                        )
                 state.metrics.runtime.attach()
                 group.start_soon(_keep_counting_pending, state)
                 state.runs.attach(group)

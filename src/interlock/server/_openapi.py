@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
 
 from .._args import MAX_ID, UNSAFE_FORMAT
+from ..stores import CheckpointStatus
 from ._events import EVENT_TYPES
 from ._views import (
     AuditPage,
@@ -25,6 +26,7 @@ from ._views import (
     RunAccepted,
     RunRequest,
     Status,
+    ThreadPage,
     ThreadView,
 )
 
@@ -46,6 +48,7 @@ _BODIES: Final = (
     PauseRequest,
     RunAccepted,
     RunRequest,
+    ThreadPage,
     ThreadView,
 )
 
@@ -237,6 +240,31 @@ ROUTES: Final[list[tuple[str, str, str, dict[str, Any]]]] = [
                     "be stored), or the key was reused."
                 ),
                 "429": _error("Too many decisions from this identity."),
+            },
+        },
+    ),
+    (
+        "/v1/threads",
+        "get",
+        "list_threads",
+        {
+            "summary": "List threads by app and id, e.g. the failed ones",
+            "parameters": [
+                _APP,
+                _query(
+                    "status",
+                    {"type": "string", "enum": list(get_args(CheckpointStatus))},
+                    "Only threads with this status (failed: those waiting for a fix and a "
+                    "resume, with why).",
+                ),
+                _query("limit", _LIMIT, "Page size (default 50)."),
+                _query("after", _TEXT, "The previous page's next."),
+            ],
+            "responses": {
+                "200": _json(ThreadPage, "A page."),
+                **_BAD,
+                **_AUTH_ERRORS,
+                "404": _error("No such app."),
             },
         },
     ),

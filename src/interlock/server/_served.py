@@ -34,6 +34,19 @@ class Served:
         self.store = app.store
         self._public_url = public_url.rstrip("/") if public_url else None
         self._events: OrderedDict[str, ServerEvent] = OrderedDict()
+        self.workers_continue = False
+        """Workers continue this App's threads after decisions (read by the lifespan with
+        `find_workers`): the server then only records decisions."""
+
+    async def find_workers(self) -> bool:
+        """Look whether workers continue this App's threads after decisions; remember it.
+
+        They do once `interlock.workers.Workers.install` put its trigger into the App's
+        PostgreSQL database (`PostgresStore.workers_continue`); no other store has workers.
+        """
+        ask = getattr(self.store, "workers_continue", None)
+        self.workers_continue = bool(ask is not None and await ask())
+        return self.workers_continue
 
     async def row(self, interrupt_id: str) -> InterruptRecord | None:
         """The store's row of an interrupt, or None."""
@@ -59,6 +72,19 @@ class Served:
             return dict(self.app._calls.io.decode(head.record).get("meta") or {})
         except (CheckpointNotFound, CheckpointCorrupt):
             return {}
+
+    async def failure(self, thread: str, checkpoint_id: str) -> tuple[str | None, str | None]:
+        """Why a failed checkpoint failed, and the command that continues its thread.
+
+        Both are in its metadata (``error``, ``continue_with``; see `App.record_failure`);
+        either is None when not recorded.
+        """
+        meta = await self.metadata(thread, checkpoint_id)
+        error, command = meta.get("error"), meta.get("continue_with")
+        return (
+            error if isinstance(error, str) else None,
+            command if isinstance(command, str) else None,
+        )
 
     def link(self, interrupt_id: str | None, thread: str) -> str | None:
         """The web inbox's page for an interrupt (or thread), when the public URL is known."""
@@ -86,7 +112,10 @@ class Served:
         kind = _KINDS[change.kind]
         summary = "The run finished." if kind == "run.finished" else ""
         if kind == "run.failed":
-            summary = "The run failed in a node."
+            # The reason is the failed checkpoint's: a node's error, or why its continuation
+            # could not run (`App.record_failure`).
+            error = (await self.metadata(change.thread, change.checkpoint_id)).get("error")
+            summary = f"The run failed: {error}" if error else "The run failed."
         tool: str | None = None
         actor: str | None = change.actor
         if change.interrupt_id is not None:

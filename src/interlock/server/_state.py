@@ -17,7 +17,7 @@ from ._auth import Identity
 from ._limits import RateLimiter
 from ._served import Served
 
-__all__ = ["Authenticator", "Metrics", "Runs", "ServerState", "Ticker"]
+__all__ = ["Authenticator", "FailureRecorder", "Metrics", "Runs", "ServerState", "Ticker"]
 
 log = logging.getLogger("interlock.server")
 
@@ -94,6 +94,14 @@ class Metrics:
         """The runtime's metrics, attached by the lifespan."""
 
 
+class FailureRecorder(Protocol):
+    """What records a thread failed when its run cannot go on (`App.record_failure`)."""
+
+    async def record_failure(self, thread: str, error: BaseException) -> str | None:
+        """Leave ``thread`` visibly failed after ``error``; the failed checkpoint's id or None."""
+        ...
+
+
 class Runs:
     """Runs the server does in the background (after a decision, or a POST of a run)."""
 
@@ -111,8 +119,14 @@ class Runs:
         """Threads with a background run in this server now."""
         return frozenset(self._active)
 
-    def submit(self, call: Callable[[], Coroutine[Any, Any, Any]], thread: str) -> bool:
-        """Start ``call`` for ``thread`` unless this server runs that thread already."""
+    def submit(
+        self, call: Callable[[], Coroutine[Any, Any, Any]], thread: str, app: FailureRecorder
+    ) -> bool:
+        """Start ``call`` for ``thread`` of ``app`` unless this server runs that thread already.
+
+        A run that cannot go on for a reason a retry will not fix leaves the thread failed
+        (``app.record_failure``), never waiting on nothing.
+        """
         if self._group is None:
             raise RuntimeError(
                 "the interlock server's lifespan is not running: when you mount it, pass its "
@@ -121,14 +135,30 @@ class Runs:
         if thread in self._active:
             return False
         self._active.add(thread)
-        self._group.start_soon(self._run, call, thread)
+        self._group.start_soon(self._run, call, thread, app)
         return True
 
-    async def _run(self, call: Callable[[], Coroutine[Any, Any, Any]], thread: str) -> None:
+    async def _run(
+        self, call: Callable[[], Coroutine[Any, Any, Any]], thread: str, app: FailureRecorder
+    ) -> None:
         self._metrics.runs.inc()
         try:
             async with self._slots:
-                await call()
+                try:
+                    await call()
+                except Exception as exc:
+                    failed = await app.record_failure(thread, exc)
+                    if failed is None:
+                        raise
+                    log.error(
+                        "thread %r cannot go on and is recorded failed (checkpoint %s): %s: "
+                        "%s; once fixed, continue it with `interlock resume`",
+                        thread,
+                        failed,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    raise
         except InterlockError as exc:
             # The thread's record says how it ended (a failed node, a busy thread); the
             # event stream reports it. The server goes on.

@@ -28,6 +28,8 @@ __all__ = [
     "RunAccepted",
     "RunRequest",
     "Status",
+    "ThreadItem",
+    "ThreadPage",
     "ThreadView",
     "ToolCount",
     "decision_body",
@@ -167,6 +169,33 @@ class ThreadView(msgspec.Struct, kw_only=True):
     interrupts: list[InterruptView]
     values: Any
     messages: list[Any]
+    error: str | None = None
+    """Why the thread failed (status ``failed``): a node's error, or why its continuation
+    could not run."""
+    continue_with: str | None = None
+    """For a thread whose continuation could not run: the command that continues it once
+    the cause is fixed."""
+
+
+class ThreadItem(msgspec.Struct, kw_only=True):
+    """A thread as the thread listing shows it."""
+
+    thread: str
+    app: str
+    status: str
+    checkpoint_id: str
+    updated_at: float
+    error: str | None = None
+    """Why it failed (status ``failed``)."""
+    continue_with: str | None = None
+    """The command that continues it once the cause is fixed, when its continuation failed."""
+
+
+class ThreadPage(msgspec.Struct, kw_only=True):
+    """A page of threads by app and id; pass ``next`` as ``after`` for the following one."""
+
+    items: list[ThreadItem]
+    next: str | None
 
 
 class CheckpointItem(msgspec.Struct, kw_only=True):

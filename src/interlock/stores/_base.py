@@ -30,6 +30,7 @@ import msgspec
 __all__ = [
     "AUDIT_KINDS",
     "CHANGE_KINDS",
+    "CHECKPOINT_STATUSES",
     "INTERRUPT_KINDS",
     "INTERRUPT_STATUSES",
     "PAUSE_KINDS",
@@ -131,6 +132,8 @@ that status; ``run_finished``, ``run_failed``: an append's checkpoint has status
 """
 
 # The closed sets as values, for the checks of what is written and what is read back.
+CHECKPOINT_STATUSES: Final[frozenset[str]] = frozenset(get_args(CheckpointStatus))
+"""Every `CheckpointStatus`."""
 INTERRUPT_STATUSES: Final[frozenset[str]] = frozenset(get_args(InterruptStatus))
 """Every `InterruptStatus`."""
 INTERRUPT_KINDS: Final[frozenset[str]] = frozenset(get_args(InterruptKind))
@@ -435,6 +438,22 @@ class Store(Protocol):
 
     async def get_thread(self, thread: str) -> ThreadRecord | None:
         """Return the thread's head record, or None if the thread does not exist."""
+        ...
+
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadRecord]:
+        """Up to ``limit`` threads' heads in thread id order, those after thread ``after``.
+
+        With ``status``, only the threads whose latest checkpoint has that status. The
+        ``failed`` ones are read through an index of their own (few threads fail, and each
+        waits for someone to fix the cause and resume it); other statuses filter the id order.
+        Page with ``after=page[-1].thread``.
+        """
         ...
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:

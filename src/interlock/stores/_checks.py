@@ -12,6 +12,7 @@ from typing import Final
 from .._errors import FencedOut, StoreError, ThreadBusy
 from ._base import (
     AUDIT_KINDS,
+    CHECKPOINT_STATUSES,
     INTERRUPT_KINDS,
     INTERRUPT_STATUSES,
     PAUSE_KINDS,
@@ -33,6 +34,7 @@ __all__ = [
     "check_renewal",
     "check_seqs",
     "check_text",
+    "check_threads_args",
     "check_write",
     "finish_refused",
     "head_mismatch",
@@ -111,6 +113,20 @@ def check_pending_args(where: PendingFilter | None, after: str | None) -> Pendin
     check_text("where.tool", where.tool, optional=True)
     check_text("after", after, optional=True)
     return where
+
+
+def check_threads_args(status: object, after: object) -> None:
+    """Refuse a thread listing's filter no backend can match.
+
+    Raises:
+        ValueError: ``status`` is not a `CheckpointStatus`, or ``after`` holds a lone surrogate.
+        TypeError: ``after`` is not a str.
+    """
+    if status is not None and status not in CHECKPOINT_STATUSES:
+        raise ValueError(
+            f"status must be one of {sorted(CHECKPOINT_STATUSES)} or None, not {status!r:.80}"
+        )
+    check_text("after", after, optional=True)
 
 
 def check_pause_kind(kind: object) -> None:

@@ -17,6 +17,7 @@ from ._base import (
     AuditRecord,
     ChangeRecord,
     CheckpointRecord,
+    CheckpointStatus,
     EffectRecord,
     Fence,
     InterruptRecord,
@@ -34,6 +35,7 @@ from ._checks import (
     check_renewal,
     check_seqs,
     check_text,
+    check_threads_args,
     check_write,
     finish_refused,
     head_mismatch,
@@ -370,6 +372,22 @@ class MemoryStore(StoreLifecycle):
         check_text("thread", thread)
         self._check_open()
         return self._threads.get(thread)
+
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadRecord]:
+        """Return threads' heads in thread id order (see `Store.threads`)."""
+        check_threads_args(status, after)
+        self._check_open()
+        found = sorted(
+            (r for r in self._threads.values() if status is None or r.status == status),
+            key=lambda r: r.thread,
+        )
+        return [r for r in found if after is None or r.thread > after][: max(limit, 0)]
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""

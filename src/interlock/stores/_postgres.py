@@ -40,7 +40,7 @@ from psycopg import Connection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .._errors import StoreClosed, StoreError
+from .._errors import StoreClosed, StoreError, StoreUnavailable
 from . import _postgres_ops as ops
 from . import _postgres_schema as schema
 from ._base import (
@@ -48,6 +48,7 @@ from ._base import (
     AuditRecord,
     ChangeRecord,
     CheckpointRecord,
+    CheckpointStatus,
     EffectRecord,
     Fence,
     InterruptRecord,
@@ -64,6 +65,7 @@ from ._checks import (
     check_renewal,
     check_seqs,
     check_text,
+    check_threads_args,
     check_write,
 )
 from ._idle import loop_is_idle
@@ -287,6 +289,17 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         return await self._run(lambda c: ops.thread_record(c, thread))
 
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadRecord]:
+        """Return threads' heads in thread id order (see `Store.threads`)."""
+        check_threads_args(status, after)
+        return await self._run(lambda c: ops.threads(c, status, max(limit, 0), after))
+
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""
         check_text("id", id)
@@ -309,6 +322,15 @@ class PostgresStore(StoreLifecycle):
         check_text("thread", thread)
         check_pause_kind(kind)
         return await self._run(lambda c: ops.request_pause(c, thread, kind, self._clock()))
+
+    async def workers_continue(self) -> bool:
+        """Whether workers continue this database's threads after decisions.
+
+        True once `interlock.workers.Workers.install` has put its trigger on the interrupts
+        table: each decision then queues its thread's continuation for the workers, in its
+        own transaction. The approval server asks, and leaves continuing to them.
+        """
+        return await self._run(ops.workers_continue)
 
     async def take_pause_request(self, thread: str) -> PauseKind | None:
         """Return and remove the thread's pause request (see `Store.take_pause_request`)."""
@@ -399,14 +421,14 @@ class PostgresStore(StoreLifecycle):
             return fn()
         except PoolTimeout as exc:
             self._check_open()
-            raise StoreError(
+            raise StoreUnavailable(
                 f"no connection to PostgreSQL {self._where} within {_CONNECT_TIMEOUT:g}s "
                 f"({exc}); check that the server is up and reachable, or raise max_size if "
                 "every connection is busy"
             ) from exc
         except psycopg.OperationalError as exc:
             self._check_open()
-            raise StoreError(
+            raise StoreUnavailable(
                 f"PostgreSQL {self._where} failed: {exc}; check that the server is up and "
                 "reachable and that the DSN's credentials are right"
             ) from exc

@@ -417,6 +417,24 @@ def thread_record(conn: Conn, thread: str) -> ThreadRecord | None:
     return conv.thread_from_row(row, thread)
 
 
+def threads(conn: Conn, status: str | None, limit: int, after: str | None) -> list[ThreadRecord]:
+    """`Store.threads`."""
+    start = "" if after is None else after  # every thread id is longer than ""
+    if status is None:
+        rows = _fetchall(conn, sql.THREADS, (start, limit))
+    elif status == "failed":
+        rows = _fetchall(conn, sql.FAILED_THREADS, (start, limit))
+    else:
+        rows = _fetchall(conn, sql.THREADS_BY_STATUS, (status, start, limit))
+    return [conv.thread_from_row(row, row[0]) for row in rows]
+
+
+def workers_continue(conn: Conn) -> bool:
+    """`PostgresStore.workers_continue`."""
+    row = _fetchone(conn, sql.SELECT_CONTINUATION_TRIGGER, (sql.CONTINUATION_TRIGGER,))
+    return bool(row and row[0])
+
+
 def checkpoint(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
     """One checkpoint by id (`Store.get_checkpoint`)."""
     row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))

@@ -70,6 +70,17 @@ AUDIT_OF_THREAD: Final = (
     f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
 SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = %s"
+# `Store.threads`: the failed ones through their partial index (its predicate must be written
+# out for the planner to use it), the others in id order.
+FAILED_THREADS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'failed' AND thread > %s "
+    "ORDER BY thread LIMIT %s"
+)
+THREADS_BY_STATUS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = %s AND thread > %s "
+    "ORDER BY thread LIMIT %s"
+)
+THREADS: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread > %s ORDER BY thread LIMIT %s"
 HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = %s LIMIT 1"
 
 _C: Final = ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
@@ -169,6 +180,13 @@ REQUEST_PAUSE: Final = """
     ON CONFLICT (thread) DO UPDATE SET
         kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
         requested_at = excluded.requested_at
+"""
+CONTINUATION_TRIGGER: Final = "interlock_continue_after_decision"
+"""The trigger `interlock.workers.Workers.install` puts on ``interrupts``: it queues a thread's
+continuation for the workers in the transaction of each decision."""
+SELECT_CONTINUATION_TRIGGER: Final = """
+SELECT EXISTS (SELECT 1 FROM pg_trigger
+    WHERE tgrelid = to_regclass('interrupts') AND tgname = %s AND tgenabled <> 'D')
 """
 PAUSE_CHANNEL: Final = "interlock_pause"
 """The channel a pause request is announced on (payload: the thread), for whoever runs it."""

@@ -41,6 +41,7 @@ from ._base import (
     AuditRecord,
     ChangeRecord,
     CheckpointRecord,
+    CheckpointStatus,
     EffectRecord,
     Fence,
     InterruptRecord,
@@ -57,6 +58,7 @@ from ._checks import (
     check_renewal,
     check_seqs,
     check_text,
+    check_threads_args,
     check_write,
 )
 from ._lifecycle import StoreLifecycle
@@ -273,6 +275,17 @@ class SqliteStore(StoreLifecycle):
         """Return the thread's head record, or None if the thread does not exist."""
         check_text("thread", thread)
         return await self._run(lambda c: ops.thread_record(c, thread))
+
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadRecord]:
+        """Return threads' heads in thread id order (see `Store.threads`)."""
+        check_threads_args(status, after)
+        return await self._run(lambda c: ops.threads(c, status, max(limit, 0), after))
 
     async def get_interrupt(self, id: str) -> InterruptRecord | None:
         """Return one interrupt by id, or None."""

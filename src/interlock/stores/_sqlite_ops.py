@@ -584,6 +584,20 @@ def _no_thread(conn: sqlite3.Connection, thread: str) -> None:
         )
 
 
+def threads(
+    conn: sqlite3.Connection, status: str | None, limit: int, after: str | None
+) -> list[ThreadRecord]:
+    """`Store.threads`."""
+    start = "" if after is None else after  # every thread id is longer than ""
+    if status is None:
+        rows = conn.execute(sql.THREADS, (start, limit)).fetchall()
+    elif status == "failed":
+        rows = conn.execute(sql.FAILED_THREADS, (start, limit)).fetchall()
+    else:
+        rows = conn.execute(sql.THREADS_BY_STATUS, (status, start, limit)).fetchall()
+    return [conv.thread_from_row(row, row[0]) for row in rows]
+
+
 def thread_record(conn: sqlite3.Connection, thread: str) -> ThreadRecord | None:
     """`Store.get_thread`."""
     row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()

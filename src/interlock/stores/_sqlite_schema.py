@@ -161,7 +161,13 @@ _V5: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
+_V6: Final = (
+    # `Store.threads(status="failed")`: the threads whose continuation could not run, or
+    # whose node raised, each waiting for a fix and a resume. Few, so an index of their own.
+    "CREATE INDEX threads_failed ON threads (thread) WHERE status = 'failed'",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

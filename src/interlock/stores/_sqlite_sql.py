@@ -67,6 +67,16 @@ AUDIT_OF_THREAD: Final = (
     f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
 SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = ?"
+# `Store.threads`: the failed ones through their partial index (its predicate must be written
+# out for the planner to use it), the others in id order.
+FAILED_THREADS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'failed' AND thread > ? "
+    "ORDER BY thread LIMIT ?"
+)
+THREADS_BY_STATUS: Final = (
+    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = ? AND thread > ? ORDER BY thread LIMIT ?"
+)
+THREADS: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread > ? ORDER BY thread LIMIT ?"
 HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = ? LIMIT 1"
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

@@ -15,6 +15,8 @@ from typing import Any, Final
 
 from psycopg import AsyncConnection, sql
 
+from ..stores._postgres_sql import CONTINUATION_TRIGGER
+
 __all__ = ["INSTALL_LOCK", "install"]
 
 INSTALL_LOCK: Final = 0x696E746C6B776B  # "intlkwk": one installer at a time per database
@@ -42,8 +44,8 @@ END
 $fn$
 """
 
-_TRIGGER: Final = """
-CREATE CONSTRAINT TRIGGER interlock_continue_after_decision AFTER UPDATE OF status ON interrupts
+_TRIGGER: Final = f"""
+CREATE CONSTRAINT TRIGGER {CONTINUATION_TRIGGER} AFTER UPDATE OF status ON interrupts
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status IN ('resolved', 'expired'))
     EXECUTE FUNCTION interlock_queue_continuation()
@@ -69,6 +71,6 @@ async def install(
             prefix=sql.Literal(lock_prefix), queue=sql.Literal(queue), task=sql.Literal(task)
         )
         await conn.execute(body)
-        await conn.execute("DROP TRIGGER IF EXISTS interlock_continue_after_decision ON interrupts")
+        await conn.execute(f"DROP TRIGGER IF EXISTS {CONTINUATION_TRIGGER} ON interrupts")
         await conn.execute(_TRIGGER)
     return created

@@ -14,10 +14,10 @@ from typing import Any, Final
 import msgspec
 import procrastinate
 import psycopg
-from procrastinate import Blueprint, JobContext, PsycopgConnector, exceptions
+from procrastinate import Blueprint, JobContext, PsycopgConnector, RetryStrategy, exceptions
 from procrastinate.jobs import Status
 
-from .._errors import CheckpointNotFound, InvalidResume, ThreadBusy
+from .._errors import CheckpointNotFound, InvalidResume, StoreUnavailable, ThreadBusy
 from ..observability import _tracing
 from ..runtime._app import App
 from ..runtime._control import RunHandle
@@ -26,13 +26,21 @@ from ..stores import PostgresStore
 from ..stores._postgres_sql import PAUSE_CHANNEL
 from ._schema import install
 
-__all__ = ["Workers"]
+__all__ = ["RETRY", "TRANSIENT", "Workers"]
 
 _POLL: Final = 2.0
 """Seconds between a running thread's own looks for a forced pause request (the listener
 hears of one at once; this covers requests made while it reconnects)."""
 
 log = logging.getLogger("interlock.workers")
+
+TRANSIENT: Final[tuple[type[Exception], ...]] = (StoreUnavailable,)
+"""The errors of a thread's job that a later attempt may get past: the database restarted,
+failed over or was cut off. Only these are retried; any other error would come back."""
+
+RETRY: Final = RetryStrategy(max_attempts=8, exponential_wait=2, retry_exceptions=TRANSIENT)
+"""How a thread's job is retried after a `TRANSIENT` error: up to 8 times, 2, 4, 8... 256
+seconds apart (about 8.5 minutes in all); then procrastinate marks it failed."""
 
 _BUSY_BACKOFF: Final = (0.05, 1.0)
 """First and longest wait between attempts on a thread whose lease another executor holds."""
@@ -64,6 +72,11 @@ class Workers:
     resume), queues their continuation for another worker, and exits. A second signal forces
     at once. A pause asked for with ``app.request_pause(thread)`` reaches the worker running
     the thread through PostgreSQL's LISTEN/NOTIFY, not at its next poll.
+
+    A job that loses its database connection (`StoreUnavailable`: PostgreSQL restarting,
+    failing over) is retried with backoff. One whose thread cannot go on for a reason a retry
+    will not fix (the graph changed since the question, a damaged checkpoint...) records the
+    thread failed (`App.record_failure`), with why and how to continue it once fixed, and ends.
 
     To run the tasks inside an existing procrastinate app instead, ``register`` them there.
 
@@ -379,13 +392,13 @@ class Workers:
         bp = Blueprint()
         queue = self.queue
 
-        @bp.task(name="start_run", queue=queue, pass_context=True)
+        @bp.task(name="start_run", queue=queue, pass_context=True, retry=RETRY)
         async def start_run(
             context: JobContext, thread: str, input: Any, metadata: dict[str, Any]
         ) -> str:
             return await self._job("start_run", thread, context, input=input, metadata=metadata)
 
-        @bp.task(name="continue_thread", queue=queue, pass_context=True)
+        @bp.task(name="continue_thread", queue=queue, pass_context=True, retry=RETRY)
         async def continue_thread(context: JobContext, thread: str) -> str:
             return await self._job("continue_thread", thread, context)
 
@@ -421,7 +434,7 @@ class Workers:
         tracing = _tracing.tracer()
         try:
             if tracing is None:
-                outcome = await self._drive(thread, context, **kwargs)
+                outcome = await self._settled(thread, context, **kwargs)
             else:
                 attributes: dict[str, str | int] = {
                     "interlock.thread": thread,
@@ -430,7 +443,7 @@ class Workers:
                     "interlock.job.attempts": int(context.job.attempts),
                 }
                 with tracing.active(tracing.span("interlock.job", attributes)) as span:
-                    outcome = await self._drive(thread, context, **kwargs)
+                    outcome = await self._settled(thread, context, **kwargs)
                     span.set_attribute("interlock.job.outcome", outcome)
         except BaseException:
             if metrics is not None:
@@ -439,6 +452,30 @@ class Workers:
         if metrics is not None:
             metrics.job(task, outcome)
         return outcome
+
+    async def _settled(self, thread: str, context: JobContext, **kwargs: Any) -> str:
+        """`_drive`, and a thread its run cannot move on left visibly ``failed``.
+
+        An error running again would meet again (`GraphChanged`, a failed node...) is
+        recorded on the thread (`App.record_failure`) and ends the job: retrying it would
+        fail the same way. Any other error goes to procrastinate, which retries a lost
+        database connection with backoff (`TRANSIENT`) and fails the job otherwise.
+        """
+        try:
+            return await self._drive(thread, context, **kwargs)
+        except Exception as exc:
+            failed = await self.app.record_failure(thread, exc)
+            if failed is None:
+                raise
+            log.error(
+                "thread %s cannot go on and is recorded failed (checkpoint %s): %s: %s; once "
+                "fixed, continue it with `interlock resume` or workers.continue_thread",
+                thread,
+                failed,
+                type(exc).__name__,
+                exc,
+            )
+            return "failed"
 
     async def _drive(
         self,

@@ -49,6 +49,26 @@ class CheckpointConformance(ConformanceGroup):
         assert await store.get_interrupt("i") is None
         assert await store.pending() == []
 
+    async def test_threads_are_listed_by_id_and_status_page_by_page(self, store: Store) -> None:
+        assert await store.threads() == []
+        for thread in ("c", "a", "d", "b"):
+            await grow(store, thread, 1)
+        for thread in ("b", "d"):  # now failed: their latest checkpoint says so
+            await store.append_checkpoint(
+                make_checkpoint(thread, 2, status="failed"), expected_head=f"{thread}.0001"
+            )
+        heads = {t: await store.get_thread(t) for t in "abcd"}
+        assert await store.threads() == [heads[t] for t in "abcd"]
+        assert await store.threads(limit=2) == [heads["a"], heads["b"]]
+        assert await store.threads(after="b", limit=1) == [heads["c"]]
+        assert await store.threads(status="failed") == [heads["b"], heads["d"]]
+        assert await store.threads(status="failed", after="b") == [heads["d"]]
+        assert await store.threads(status="ready") == [heads["a"], heads["c"]]
+        assert await store.threads(status="done") == []
+        assert await store.threads(limit=0) == []
+        with pytest.raises(ValueError, match="status must be one of"):
+            await store.threads(status="stranded")  # type: ignore[arg-type]
+
     async def test_append_then_read_head_thread_and_by_id(self, store: Store) -> None:
         first, second, third = await grow(store, "t", 3)
         assert await store.get_checkpoint("t") == third
