@@ -101,3 +101,20 @@ async def test_new_input_on_it_does_not_drop_the_decision_unsaid(store: Store) -
     with pytest.raises(ThreadInterrupted) as refused:
         await app.run({"log": ["again"]}, thread="t")
     assert refused.value.decided == (question,)
+
+
+async def test_an_edit_as_a_node_does_not_drop_the_decision_unsaid(store: Store) -> None:
+    app = _app(store)
+    asked = await app.run({}, thread="t")
+    question = asked.interrupts[0].id
+    await app.decide("t", {question: True}, actor="ana")
+    await app.record_failure("t", GraphChanged(thread="t", stored="a", current="b"))
+    # An edit as a node plans that node's successors: the decided task would never run.
+    with pytest.raises(ThreadInterrupted) as refused:
+        await app.update_state("t", {"log": ["edited"]}, as_node="c")
+    assert refused.value.decided == (question,)
+    # Without as_node nothing is planned again: the edit is kept and the decision still runs.
+    await app.update_state("t", {"log": ["edited"]})
+    done = await app.resume("t")
+    assert done.status == "done" and done.values["ok"] is True
+    assert done.values["log"][-2:] == ["edited", "done"]

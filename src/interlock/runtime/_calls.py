@@ -30,7 +30,7 @@ from ..stores import AuditEntry, PendingFilter, Resolution, Store
 from ._control import RunControl
 from ._events import Event, RunFinishedEvent
 from ._level import ESCALATE, Level, new_id
-from ._persist import CONTINUE_WITH, Head, ThreadIO, cancellations, dropped_entry
+from ._persist import Head, ThreadIO, cancellations, dropped_entry, ran_its_decisions
 from ._records import Address, Command, Decision, Interrupt, RunResult, TimeoutDefault
 from ._resume import (
     Targets,
@@ -204,15 +204,7 @@ class Calls(Generic[StateT]):
         if level is None:
             level = Level(self.plan, thread=thread, lineage=new_id(), base=Address())
         else:
-            # A failed run did continue its decided tasks; its leftovers go (decision 9). A
-            # continuation that could not run did not: they wait as on a ready thread.
-            head = opened.head
-            failed = (
-                head is not None
-                and head.record.status == "failed"
-                and CONTINUE_WITH not in head.meta
-            )
-            decided = {} if failed else decided_unrun(level)
+            decided = {} if ran_its_decisions(opened.head) else decided_unrun(level)
             if level.pending or decided:
                 if on_pending != "cancel":
                     ids = [*(r.id for r in level.pending), *decided]

@@ -61,6 +61,7 @@ __all__ = [
     "ThreadIO",
     "cancellations",
     "dropped_entry",
+    "ran_its_decisions",
 ]
 
 FAILURE = "error"
@@ -133,6 +134,17 @@ class Head:
     """The metadata stored with the checkpoint."""
     migrated: bool = False
     """Loaded through a migration: the next checkpoint must be a full snapshot."""
+
+
+def ran_its_decisions(head: Head | None) -> bool:
+    """Whether the tasks decided before ``head`` ran: only when a run failed in them.
+
+    A run that failed did continue its decided tasks, so what is left of their answers goes
+    with new input or an edit (decision 9). A continuation that could not run at all
+    (`record_failure`, which leaves `CONTINUE_WITH` in the metadata) did not: its decided
+    tasks wait, as on the ready thread it was.
+    """
+    return head is not None and head.record.status == "failed" and CONTINUE_WITH not in head.meta
 
 
 class ThreadIO:

@@ -18,7 +18,7 @@ from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
 from ._answers import child_plan
 from ._calls import Calls, OnPending
 from ._level import Level, new_id
-from ._persist import cancellations, dropped_entry
+from ._persist import cancellations, dropped_entry, ran_its_decisions
 from ._records import Interrupt, StateSnapshot
 from ._resume import decided_unrun
 from ._runctx import Opened, RunCtx
@@ -155,7 +155,7 @@ async def update_state(
         if as_node not in calls.plan.nodes:
             raise GraphDefinitionError(f"as_node={as_node!r} is not a node of the graph")
         # The next tasks are replaced: decided ones would go unrun, as with new input.
-        decided = {} if head.record.status == "failed" else decided_unrun(level, pauses=False)
+        decided = {} if ran_its_decisions(head) else decided_unrun(level, pauses=False)
         blocking = [r.id for r in level.pending if not _held(level, r)]
         if blocking or decided:
             if on_pending != "cancel":
