@@ -11,7 +11,8 @@ a credential (`SECRET_NAMES`) and any value the server would accept as a token.
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 from urllib.parse import unquote_plus
 
 __all__ = ["ACCESS_LOGGER", "REDACTED", "SECRET_NAMES", "RedactTokens"]
@@ -44,7 +45,7 @@ class RedactTokens(logging.Filter):
         is_token: Whether a value is a token the server knows (masked under any name).
     """
 
-    def __init__(self, is_token: Any) -> None:
+    def __init__(self, is_token: Callable[[str], object]) -> None:
         super().__init__(ACCESS_LOGGER)
         self._is_token = is_token
 
