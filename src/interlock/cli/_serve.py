@@ -86,7 +86,7 @@ def serve(
     except ImportError as exc:
         raise Refused(
             f"the server needs the server extra ({exc.name} is missing): "
-            "pip install 'interlock[server]'"
+            "pip install 'interlock[server]', or in a clone of interlock: pip install '.[server]'"
         ) from exc
     try:
         auth = TokenAuth.from_file(tokens)

@@ -88,7 +88,7 @@ def worker(
     except ImportError as exc:
         raise Refused(
             f"workers need the worker extra ({exc.name} is missing): "
-            "pip install 'interlock[worker]'"
+            "pip install 'interlock[worker]', or in a clone of interlock: pip install '.[worker]'"
         ) from exc
     ctx = click.get_current_context()
     found: Any = None if store_url else _find(app_spec, ctx)
