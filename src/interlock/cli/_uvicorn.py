@@ -23,7 +23,8 @@ def run_server(api: Startup, sock: socket.socket, banner: str) -> bool:
     printed and the failure is left in ``api.error``.
     """
     config = uvicorn.Config(api, log_level="info", timeout_graceful_shutdown=5)
-    logging.getLogger("uvicorn.error").addFilter(api.log_filter)
+    log = logging.getLogger("uvicorn.error")
+    log.addFilter(api.log_filter)
     server = _Server(config, api, banner)
     try:
         server.run(sockets=[sock])
@@ -32,6 +33,8 @@ def run_server(api: Startup, sock: socket.socket, banner: str) -> bool:
     except SystemExit:  # uvicorn's exit when the app's start-up failed
         if server.started:
             raise
+    finally:
+        log.removeFilter(api.log_filter)
     return bool(server.started)
 
 
