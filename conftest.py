@@ -5,7 +5,10 @@ temporary folder of their own (a page's ``app.db`` is created there). A ``python
 a script; it may ``await`` at its top level, as in a notebook, and then runs in an event loop of
 its own. An ``sh`` block runs in bash, with this environment's ``interlock`` first on ``PATH``,
 and fails the test if a command fails; what it printed is left in the page's namespace as
-``_stdout`` and ``_stderr`` for the blocks after it to check. ``text`` blocks show output and
+``_stdout`` and ``_stderr`` for the blocks after it to check. A page shows the reader a
+readable port (``127.0.0.1:8000``) while its test serves on a free one: an invisible block
+sets ``_ports = {8000: port}``, and the ``sh`` blocks after it reach ``port`` where they say
+``127.0.0.1:8000`` or ``localhost:8000``. ``text`` blocks show output and
 other blocks data (``json``, ``toml``, ``yaml``, ``http``); `tests/test_docs_site.py` checks
 those and that every block is one of these kinds.
 
@@ -64,8 +67,12 @@ def _run_shell(example: Example) -> None:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([example.namespace["_folder"], env.get("PYTHONPATH", "")])
+    script = example.parsed
+    for shown, actual in example.namespace.get("_ports", {}).items():
+        for host in ("127.0.0.1", "localhost"):
+            script = script.replace(f"{host}:{shown}", f"{host}:{actual}")
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", example.parsed],
+        ["bash", "-euo", "pipefail", "-c", script],
         cwd=example.namespace["_folder"],
         env=env,
         capture_output=True,
@@ -74,7 +81,7 @@ def _run_shell(example: Example) -> None:
     )
     if done.returncode != 0:
         raise AssertionError(
-            f"the block exited with {done.returncode}:\n{example.parsed}\n"
+            f"the block exited with {done.returncode}:\n{script}\n"
             f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         )
     example.namespace["_stdout"] = done.stdout

@@ -245,3 +245,52 @@ def test_a_store_file_that_does_not_exist_is_not_an_empty_inbox(cli: Approvers) 
     assert result.exit_code == 1
     assert f"no database at {cli.dir / 'typo.db'}" in result.output
     assert not (cli.dir / "typo.db").exists()
+
+
+def test_at_80_columns_the_inbox_fits_and_keeps_the_questions_words_whole(
+    cli: Approvers,
+) -> None:
+    command = "rm -rf /srv/old-backups/2024 --preserve-root --one-file-system --verbose"
+    ops = cli.start("ops", "ticket-9", messages=[command])
+    refund = cli.start("refund", "order-2")
+    out = cli.invoke("inbox", "--store", cli.store_url, env={"COLUMNS": "80"}).stdout
+    table = out.split("\n2 waiting.")[0].splitlines()
+    assert max(len(line) for line in table) <= 80, out
+    start, end = table[0].index("question"), table[0].index("age")
+    questions = {ops: [], refund: []}
+    for line in table[2:]:
+        if m := re.match(r"\s*([0-9a-f]{20})\s", line):
+            row = questions[m[1]]
+        row.extend(line[start:end].split())
+    for id, question in (
+        (ops, f'Allow ops to call execute({{"command":"{command}"}})?'),
+        (refund, _cli_app.REFUND_QUESTION),
+    ):
+        words = question.split()
+        shown = questions[id]
+        assert shown, out
+        for word in shown:  # whole, or cut at its end where it is wider than the column
+            assert word in words or (
+                word.endswith("…") and any(w.startswith(word[:-1]) for w in words)
+            ), (word, out)
+    assert " ".join(questions[refund]) == _cli_app.REFUND_QUESTION  # short: all of it
+
+
+def test_show_and_history_mark_an_edited_call_and_the_edit(cli: Approvers) -> None:
+    asked = cli.start("ops", "ticket-5", messages=["rm -rf /srv"])
+    edited = cli.decide("edit", asked, "--arguments", '{"command": "rm -rf /srv/tmp"}')
+    assert edited.exit_code == 0, edited.output
+    out = cli.read("show", asked).stdout
+    assert "status        resolved (edited by " in out
+    asked_for = out.index("Arguments as asked")
+    ran_with = out.index("Edited arguments")
+    assert asked_for < ran_with
+    assert '"command": "rm -rf /srv"\n' in out[asked_for:ran_with]
+    assert '"command": "rm -rf /srv/tmp"\n' in out[ran_with:]
+    assert '/command: "rm -rf /srv" → "rm -rf /srv/tmp"' in out
+    for listing in (out, cli.read("history", "ticket-5").stdout):  # the audit entries
+        assert re.search(r'decision\s+\S+\s+edited the call: /command: "rm -rf /srv" →', listing)
+    unedited = cli.start("ops", "ticket-6", messages=["ls"])
+    assert cli.decide("approve", unedited).exit_code == 0
+    plain = cli.read("show", unedited).stdout
+    assert "edited" not in plain.lower() and "Arguments as asked" not in plain

@@ -321,3 +321,15 @@ def test_resume_answers_the_oldest_pending_session_first(tmp_path: Path) -> None
     code, out, _ = invoke("--db", str(db), "--resume", "--decide", "approve")
     assert code == 0 and f"Resuming session {first}" in out
     assert pending_sessions(db) == [second]
+
+
+def test_the_prompt_takes_y_and_n_in_any_case(tmp_path: Path) -> None:
+    code, out, err = invoke("--db", str(tmp_path / "yes.db"), stdin="maybe\nY\n")
+    assert code == 0, out + err
+    assert "'maybe' is not an answer: type approve or reject (or y, n)" in out + err
+    assert out.count("Your decision") == 2 and "The command ran" in out
+    code, out, err = invoke("--db", str(tmp_path / "no.db"), stdin="No\n\n")
+    assert code == 0, out + err
+    assert "The command did not run" in out
+    (session,) = re.findall(r"Starting session (shell-\d+)", out)
+    assert tool_message(tmp_path / "no.db", session).status == "rejected"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx2 as httpx
@@ -142,3 +144,47 @@ def test_a_token_in_a_query_string_never_reaches_the_access_log(tmp_path: Path) 
     assert "/v1/me?Authorization=[redacted] " in out
     assert "/v1/threads/t?app=[redacted] " in out
     assert "/v1/me?thread=t-1&limit=5 " in out  # what is not a token is left as it was
+
+
+def _serve(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "interlock.cli", "serve", "--app", "_serving:env_order_app", *args],
+        cwd=HERE,
+        env={**os.environ, "INTERLOCK_TEST_DB": str(tmp_path / "o.db")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _refused_in_one_line(proc: subprocess.Popen[str]) -> str:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert "Traceback" not in out + err, err
+    assert "serving" not in out + err, out  # the banner: it would be a lie
+    assert out == "", out
+    (line,) = err.splitlines()
+    return line
+
+
+def test_serve_that_cannot_start_says_why_in_one_line_and_no_banner(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(CliRunner().invoke(cli, ["token", "new", "ana"]).stdout)
+    with socket.socket() as closed, socket.socket() as taken:
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections to it are refused
+        down = f"postgresql://nobody@127.0.0.1:{closed.getsockname()[1]}/interlock"
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # Both at once: each spends its second importing, not waiting for the other.
+        no_database = _serve(tmp_path, "--tokens", str(tokens), "--store", down, "--port", "0")
+        port_taken = _serve(tmp_path, "--tokens", str(tokens), "--port", str(port))
+        unreachable = _refused_in_one_line(no_database)
+        busy = _refused_in_one_line(port_taken)
+    assert unreachable.startswith(f"Error: PostgreSQL {down} failed: connection"), unreachable
+    assert "check that the server is up and reachable" in unreachable
+    assert busy == (
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is taken by another program (or "
+        "another interlock); stop it, or pass another --port (0 picks a free one)"
+    )
+    assert not (tmp_path / "o.db").exists()  # refused before the app's store was opened

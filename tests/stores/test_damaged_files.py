@@ -279,3 +279,33 @@ async def test_an_audit_row_of_the_wrong_type_is_corrupt_not_a_crash(tmp_path: P
     async with SqliteStore(path) as store:
         with pytest.raises(CheckpointCorrupt, match="wrong type"):
             await verify_audit(store)
+
+
+@pytest.mark.parametrize(
+    ("removed", "named"),
+    [
+        (("-wal",), "('{db}-wal')"),  # SQLite makes a new, empty log: the file is there again
+        (("-wal", "-shm"), "('{db}-wal', with its index '{db}-shm')"),
+    ],
+)
+async def test_a_write_ahead_log_removed_under_a_running_store_is_named(
+    tmp_path: Path, removed: tuple[str, ...], named: str
+) -> None:
+    path = tmp_path / "app.db"
+    async with SqliteStore(path) as running:
+        app = graph().compile(store=running)
+        await app.run({}, thread="before")
+        for suffix in removed:
+            await anyio.Path(f"{path}{suffix}").unlink()
+        other = SqliteStore(path)
+        try:
+            with pytest.raises(StoreError) as caught:
+                await other.get_thread("before")
+        finally:
+            await other.close()
+        message = str(caught.value)
+        assert f"its write-ahead log {named.format(db=path)} was removed while the store" in message
+        assert "Never delete the -wal or -shm files of an open database" in message
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        # The running store still has the removed log open, and goes on.
+        await app.run({}, thread="after")

@@ -73,6 +73,24 @@ INTERRUPTED: Final = 130
 """Exit status after Ctrl-C, as shells report a process ended by SIGINT."""
 Choice = Literal["approve", "reject"]
 OPTIONS: Final[tuple[Choice, ...]] = ("approve", "reject")
+_WORDS: Final[dict[str, Choice]] = {
+    "approve": "approve",
+    "y": "approve",
+    "yes": "approve",
+    "reject": "reject",
+    "n": "reject",
+    "no": "reject",
+}
+"""What the prompt takes (in any case) for each decision."""
+
+
+def _answer(text: str) -> Choice:
+    """A person's answer at the prompt: approve or reject, y or n (yes, no), in any case."""
+    choice = _WORDS.get(text.strip().lower())
+    if choice is None:
+        raise click.BadParameter(f"{text!r} is not an answer: type approve or reject (or y, n)")
+    return choice
+
 
 POLICY: Final = ApprovalPolicy(
     {
@@ -230,7 +248,9 @@ class _Demo:
         if decide is None:
             try:
                 # No default: a bare Enter must not run a command, so it asks again.
-                decide = click.prompt("Your decision", type=click.Choice(OPTIONS))
+                decide = click.prompt(
+                    "Your decision (approve, reject; or y, n)", value_proc=_answer
+                )
                 if decide == "reject":
                     reason = click.prompt(
                         "Why? (the agent is told; Enter for no reason)",

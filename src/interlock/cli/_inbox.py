@@ -29,7 +29,16 @@ from ._read import (
     recorded,
     summary,
 )
-from ._views import again, describe_decision, entry_details, interrupt_table, new_table, stamp
+from ._views import (
+    again,
+    describe_change,
+    describe_decision,
+    edit_diff,
+    entry_details,
+    interrupt_table,
+    new_table,
+    stamp,
+)
 
 __all__ = ["inbox", "show"]
 
@@ -169,7 +178,9 @@ def _print_question(
     facts.add_column(overflow="fold")
     facts.add_row("id", interrupt.id)
     facts.add_row("thread", f"{escape(interrupt.thread)} ({status or 'deleted'})")
-    facts.add_row("status", interrupt.status)
+    edit = _edit(decision)
+    edited = f" ({_edited_by(decision)}: see the edited arguments below)" if edit else ""
+    facts.add_row("status", f"{interrupt.status}{escape(edited)}")
     facts.add_row("kind", f"{interrupt.kind} ({form_of(interrupt).replace('_', ' ')})")
     facts.add_row("address", escape(str(interrupt.address) or "(the graph)"))
     if interrupt.key is not None:
@@ -185,7 +196,7 @@ def _print_question(
     if decision is not None:
         facts.add_row("decided", escape(describe_decision(decision)))
     out.print(Panel(facts, title=escape(summary(interrupt)), title_align="left", expand=False))
-    out.print(_info_view(interrupt))
+    out.print(_info_view(interrupt, edit, decision))
     if interrupt.schema is not None and form_of(interrupt) != "tool_call":
         out.print("[bold]Answer schema[/bold]")
         out.print(escape(_pretty(interrupt.schema)))
@@ -205,8 +216,13 @@ def _print_question(
         out.print(_how_to_answer(interrupt))
 
 
-def _info_view(interrupt: Interrupt) -> Group | str:
-    """What is asked: a tool call's fields and arguments, or the info as pretty JSON."""
+def _info_view(
+    interrupt: Interrupt, edit: dict[str, Any] | None, decision: Decision | None
+) -> Group | str:
+    """What is asked: a tool call's fields and arguments, or the info as pretty JSON.
+
+    A call a person edited shows both: the arguments asked for, and those it ran with.
+    """
     info = interrupt.info
     if form_of(interrupt) != "tool_call":
         return Group("[bold]Question[/bold]", escape(_pretty(info)))
@@ -214,11 +230,36 @@ def _info_view(interrupt: Interrupt) -> Group | str:
     for field in ("agent", "tool", "call_id", "rule", "description"):
         if info.get(field):
             lines.append(f"{field}: {escape(str(info[field]))}")
-    lines += ["[bold]Arguments[/bold]", escape(_pretty(info.get("arguments")))]
+    if edit is None:
+        lines += ["[bold]Arguments[/bold]", escape(_pretty(info.get("arguments")))]
+    else:
+        who = escape(decision.actor if decision and decision.actor else "a person")
+        lines += [
+            "[bold]Arguments as asked[/bold] (replaced by the edit below)",
+            escape(_pretty(info.get("arguments"))),
+            f"[bold]Edited arguments[/bold] (by {who}: what the call runs with)",
+            escape(_pretty(edit.get("arguments"))),
+        ]
+        changes = [describe_change(c) for c in edit_diff(decision)]
+        if changes:
+            lines += ["[bold]Changed[/bold]", *(f"  {escape(c)}" for c in changes)]
     if info.get("schema") is not None:
         lines += ["[bold]The tool's argument schema[/bold] (an edit must fit it)"]
         lines.append(escape(_pretty(info["schema"])))
     return Group(*lines)
+
+
+def _edit(decision: Decision | None) -> dict[str, Any] | None:
+    """The answer of ``decision`` when it edited a tool call's arguments, else None."""
+    answer = None if decision is None else decision.answer
+    if isinstance(answer, dict) and answer.get("action") == "edit":
+        return answer
+    return None
+
+
+def _edited_by(decision: Decision | None) -> str:
+    who = None if decision is None else decision.actor
+    return f"edited by {who}" if who else "edited"
 
 
 def _how_to_answer(interrupt: Interrupt) -> str:

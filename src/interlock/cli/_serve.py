@@ -10,6 +10,7 @@ import click
 
 from ._load import APP_VARIABLE, STORE_VARIABLE, open_target
 from ._output import Refused
+from ._startup import Startup, listen, refusal, where
 
 __all__ = ["serve", "token"]
 
@@ -80,13 +81,12 @@ def serve(
       interlock serve --app shop.approvals:app --tokens tokens.toml --port 8000
     """
     try:
-        import uvicorn
-
         from ..server import Notifier, TokenAuth, Webhook, create_app
+        from ._uvicorn import run_server
     except ImportError as exc:
         raise Refused(
             f"the server needs the server extra ({exc.name} is missing): "
-            "pip install 'interlock[server]'"
+            "pip install 'interlock[server]', or in a clone of interlock: pip install '.[server]'"
         ) from exc
     try:
         auth = TokenAuth.from_file(tokens)
@@ -106,25 +106,39 @@ def serve(
                 "the Interlock-Signature header with it)"
             )
         notifier = Notifier([Webhook(url, secret=secret) for url in webhooks])
-    target = open_target(app_spec, store_url, decides=True, new_ok=True)
-    assert target.app is not None
-    api = create_app(
-        target.app,
-        auth=auth,
-        four_eyes=four_eyes,
-        continue_runs=not no_continue,
-        notifier=notifier,
-        public_url=public_url,
-        cors_origins=cors,
-    )
-    click.echo(
-        f"interlock: serving {target.app.plan.name!r} on http://{host}:{port} "
-        f"(web inbox at /inbox, API at /v1, OpenAPI at /openapi.json); Ctrl-C stops"
-    )
-    try:
-        uvicorn.run(api, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
-    finally:
-        anyio.run(target.app.store.close)
+    # Bound first: a taken port is refused before anything opens, and the banner can name
+    # the port the system picked for --port 0.
+    with listen(host, port) as sock:
+        target = open_target(app_spec, store_url, decides=True, new_ok=True)
+        assert target.app is not None
+        try:
+            api = Startup(
+                create_app(
+                    target.app,
+                    auth=auth,
+                    four_eyes=four_eyes,
+                    continue_runs=not no_continue,
+                    notifier=notifier,
+                    public_url=public_url,
+                    cors_origins=cors,
+                )
+            )
+            url = f"http://{where(host, sock.getsockname()[1])}"
+            served = run_server(
+                api,
+                sock,
+                f"interlock: serving {target.app.plan.name!r} on {url} (web inbox at /inbox, "
+                "API at /v1, OpenAPI at /openapi.json); Ctrl-C stops",
+            )
+        finally:
+            anyio.run(target.app.store.close)
+    if not served:
+        if api.error is None:
+            raise Refused("the server stopped before it listened; see the log above")
+        refused = refusal(api.error)
+        if refused is None:
+            raise api.error
+        raise refused from api.error
 
 
 @click.group()

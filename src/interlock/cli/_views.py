@@ -27,7 +27,9 @@ __all__ = [
     "NEEDS_APP",
     "again",
     "describe_answer",
+    "describe_change",
     "describe_decision",
+    "edit_diff",
     "entry_details",
     "interrupt_table",
     "new_table",
@@ -47,29 +49,33 @@ def new_table(title: str | None = None) -> Table:
 
 
 def interrupt_table(interrupts: Sequence[Interrupt], *, title: str | None = None) -> Table:
-    """Questions as rows: id, thread, tool or kind, the question, age, deadline."""
+    """Questions as rows: id, thread, tool or kind, the question, age, deadline.
+
+    It fits 80 columns when no question has a deadline: the deadline column, like the
+    approvals column, is there only when a row needs it.
+    """
     now = time.time()
     approvals = [_approvals(i) for i in interrupts]
+    deadlines = any(i.deadline is not None for i in interrupts)
     table = new_table(title)
+    table.pad_edge = False
     # Ids and threads are what a person copies into the next command: never wrapped.
     table.add_column("id", no_wrap=True, min_width=max((len(i.id) for i in interrupts), default=2))
     table.add_column("thread", no_wrap=True)
     table.add_column("tool / kind", no_wrap=True)
-    table.add_column("question", overflow="fold", min_width=16)  # the one column that wraps
+    # The one column that wraps, between words; a word wider than the column (a call's
+    # arguments as JSON) ends in "…": `interlock show ID` shows it whole.
+    table.add_column("question", overflow="ellipsis", min_width=16, ratio=1)
     table.add_column("age", no_wrap=True)
-    table.add_column("deadline", no_wrap=True)
+    if deadlines:
+        table.add_column("deadline", no_wrap=True)
     if any(a is not None for a in approvals):
         table.add_column("approvals", no_wrap=True)
     for i, given in zip(interrupts, approvals, strict=True):
-        row = [
-            i.id,
-            escape(i.thread),
-            escape(what(i)),
-            escape(summary(i)),
-            ago(i.created_at, now),
-            countdown(i.deadline, now),
-        ]
-        if len(table.columns) > 6:
+        row = [i.id, escape(i.thread), escape(what(i)), escape(summary(i)), ago(i.created_at, now)]
+        if deadlines:
+            row.append(countdown(i.deadline, now))
+        if given is not None or any(a is not None for a in approvals):
             row.append(escape(given or "-"))
         table.add_row(*row)
     return table
@@ -113,15 +119,47 @@ def describe_decision(decision: Decision) -> str:
     return text
 
 
+def edit_diff(decision: Decision | None) -> list[dict[str, Any]]:
+    """The changes of an edited tool call's arguments (``Decision.details["diff"]``), or []."""
+    details = None if decision is None else decision.details
+    return _diff_of(details)
+
+
+def _diff_of(details: Any) -> list[dict[str, Any]]:
+    diff = details.get("diff") if isinstance(details, dict) else None
+    return [c for c in diff if isinstance(c, dict)] if isinstance(diff, list) else []
+
+
+def describe_change(change: dict[str, Any]) -> str:
+    """One change of an edit's diff, as a person reads it: ``/command: "ls" → "ls -l"``."""
+    path = str(change.get("path", "/"))
+    before = json.dumps(change.get("before"), ensure_ascii=False, default=repr)
+    after = json.dumps(change.get("after"), ensure_ascii=False, default=repr)
+    if change.get("op") == "add":
+        return f"{path}: added {after}"
+    if change.get("op") == "remove":
+        return f"{path}: removed (was {before})"
+    return f"{path}: {before} → {after}"
+
+
 def entry_details(entry: AuditRecord) -> str:
-    """An audit entry's details in one line: the answer and reason of a decision, else JSON."""
+    """An audit entry's details in one line: the answer and reason of a decision, else JSON.
+
+    An edit of a tool call's arguments reads ``edited the call: /command: "a" → "b"``.
+    """
     data = entry_data(entry)
     if entry.kind in ("decision", "expired") and "answer" in data:
-        text = describe_answer(data["answer"])
+        answer = data["answer"]
+        changes = _diff_of(data.get("details"))
+        edited = isinstance(answer, dict) and answer.get("action") == "edit" and changes
+        if edited:
+            text = "edited the call: " + "; ".join(describe_change(c) for c in changes)
+        else:
+            text = describe_answer(answer)
         for name in ("reason", "nonce"):
             if data.get(name):
                 text += f", {name}: {data[name]}"
-        if data.get("details") is not None:
+        if data.get("details") is not None and not edited:
             text += f", details: {json.dumps(data['details'], ensure_ascii=False)}"
         return text
     if entry.kind == "approval" and isinstance(data.get("approved_by"), list):

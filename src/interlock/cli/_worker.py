@@ -12,6 +12,7 @@ import click
 from ..runtime._app import App
 from ._load import APP_VARIABLE, STORE_VARIABLE, _find, open_target
 from ._output import Refused
+from ._startup import check_free, refusal
 
 __all__ = ["worker"]
 
@@ -87,7 +88,7 @@ def worker(
     except ImportError as exc:
         raise Refused(
             f"workers need the worker extra ({exc.name} is missing): "
-            "pip install 'interlock[worker]'"
+            "pip install 'interlock[worker]', or in a clone of interlock: pip install '.[worker]'"
         ) from exc
     ctx = click.get_current_context()
     found: Any = None if store_url else _find(app_spec, ctx)
@@ -110,18 +111,30 @@ def worker(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    click.echo(
+    banner = (
         f"interlock: worker for {workers.app.plan.name!r} on queue {workers.queue!r} "
-        f"(concurrency {workers.concurrency}); SIGTERM or Ctrl-C stops it, giving its threads back",
-        err=True,
+        f"(concurrency {workers.concurrency}); SIGTERM or Ctrl-C stops it, giving its threads back"
     )
-    with contextlib.suppress(KeyboardInterrupt):  # a signal before the handlers are in place
-        asyncio.run(_run(workers, name, metrics_host, metrics_port))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # a signal before the handlers are in place
+            asyncio.run(_run(workers, name, metrics_host, metrics_port, banner))
+    except Exception as exc:  # an interlock error, maybe in a group: one line; else a bug
+        refused = refusal(exc)
+        if refused is None:
+            raise
+        raise refused from exc
     click.echo("interlock: worker stopped", err=True)
 
 
-async def _run(workers: Any, name: str | None, host: str, port: int | None) -> None:
+async def _run(workers: Any, name: str | None, host: str, port: int | None, banner: str) -> None:
     try:
+        # Reach the database and take the metrics' port before saying the worker works: a
+        # database that is down or a port that is taken is one line, not a banner and then a
+        # traceback.
+        await workers.install()
+        if port is not None:
+            check_free(host, port, option="--metrics-port")
+        click.echo(banner, err=True)
         await workers.run(name=name, metrics_host=host, metrics_port=port)
     finally:
         await workers.app.store.close()

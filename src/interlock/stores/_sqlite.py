@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -72,6 +73,11 @@ _SYNCHRONOUS: Final = ("FULL", "NORMAL", "OFF")
 _MAX_ATTEMPTS: Final = 12
 _SMALLEST_PAGE: Final = 512
 _MMAP_BYTES: Final = 256 * 1024 * 1024
+# The start of a WAL index (the -shm file), in the host's byte order: iVersion, unused,
+# iChange, isInit, bigEndCksum, szPage, mxFrame (https://sqlite.org/walformat.html).
+_INDEX_HEADER: Final = struct.Struct("=12xB1xHI")
+_WAL_HEADER_BYTES: Final = 32
+_FRAME_HEADER_BYTES: Final = 24
 """How much of the file SQLite reads through a memory map instead of ``read()`` calls
 (address space, not memory: the pages are the kernel's page cache). A long thread's snapshots
 are large rows, which a map reads without a system call and a copy per page."""
@@ -479,23 +485,44 @@ class SqliteStore(StoreLifecycle):
 
     def _io_error(self, message: str) -> StoreError:
         """Say what an I/O error means when the write-ahead log was removed under the store."""
-        gone = [
-            f"{self._path}{suffix}"
-            for suffix in ("-wal", "-shm")
-            if not os.path.exists(f"{self._path}{suffix}")
-        ]
-        if not gone:
+        wal, index = f"{self._path}-wal", f"{self._path}-shm"
+        if not _log_removed(wal, index):
             return StoreError(
                 f"SQLite database {self._path!r} failed: {message}; check the disk (full, "
                 "failing, or a network file system SQLite cannot lock)"
             )
+        removed = repr(wal) if os.path.exists(index) else f"{wal!r}, with its index {index!r}"
         return StoreError(
             f"SQLite database {self._path!r} failed ({message}): its write-ahead log "
-            f"({', '.join(repr(g) for g in gone)}) was removed while the database was in use, "
-            "so the latest commits may live only in the processes that still have it open. "
-            "Never delete the -wal or -shm files of an open database: stop every process "
-            "that uses it, then open it again (restore it from a backup if commits are missing)"
+            f"({removed}) was removed while the store was open, so the latest commits may "
+            "live only in the processes that still have it open. Never delete the -wal or "
+            "-shm files of an open database: stop every process that uses it, then open it "
+            "again (restore it from a backup if commits are missing)"
         )
+
+
+def _log_removed(wal: str, index: str) -> bool:
+    """Whether the write-ahead log ``wal`` is gone, or shorter than its ``index`` records.
+
+    A process that opens the database after the log was deleted makes a new, empty one, so
+    the file is there again; but the index (the ``-shm`` file, kept by the processes that
+    still have the old log open) counts the frames the old log held. A missing index means it
+    was deleted with the log.
+    """
+    try:
+        size = os.stat(wal).st_size
+        with open(index, "rb") as file:
+            header = file.read(_INDEX_HEADER.size)
+    except OSError:
+        return True
+    if len(header) < _INDEX_HEADER.size:
+        return False
+    initialised, page_size, frames = _INDEX_HEADER.unpack(header)
+    if not initialised or frames == 0:
+        return False
+    page_bytes = 65536 if page_size == 1 else int(page_size)  # 65536 does not fit in 16 bits
+    expected = _WAL_HEADER_BYTES + int(frames) * (_FRAME_HEADER_BYTES + page_bytes)
+    return size < expected
 
 
 class _Busy(Exception):
