@@ -14,6 +14,7 @@ from interlock import (
     CheckpointNotFound,
     Graph,
     GraphDefinitionError,
+    GraphChanged,
     MemoryStore,
     append,
     approve,
@@ -46,6 +47,9 @@ TWINS: dict[str, Callable[[App[S]], Any]] = {
     "inbox": lambda app: app.inbox_sync(),
     "inbox_counts": lambda app: app.inbox_counts_sync(),
     "request_pause": lambda app: app.request_pause_sync("t"),
+    "record_failure": lambda app: app.record_failure_sync(
+        "t", GraphChanged(thread="t", stored="a", current="b")
+    ),
 }
 
 

@@ -2,9 +2,9 @@
 answer the document does not describe, and a request the document allows is not refused as
 malformed (the positive-data check, ST202): the document is as strict as the server.
 
-Two things a document cannot say are given as the server gave them out: the inbox's ``after``
-cursor is opaque (only a ``next`` of an earlier page is one), so a generated one is replaced
-with a real cursor. What a request refers to (an interrupt id, a thread) is not generated to
+Two things a document cannot say are given as the server gave them out: the ``after`` cursors
+of the inbox and of the thread listing are opaque (only a ``next`` of an earlier page is one),
+so a generated one is replaced with a real cursor. What a request refers to (an interrupt id, a thread) is not generated to
 exist: those answers are 404s, which the check accepts.
 
 The event stream (``GET /v1/events``) never ends on a valid request: its cases are sent by
@@ -45,6 +45,8 @@ class Fuzzed:
     serving: Serving
     after: str
     """The inbox's ``next`` after its first page."""
+    threads_after: str
+    """The thread listing's ``next`` after its first page."""
     event_id: str
     """The id of an event of its stream."""
 
@@ -65,7 +67,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
                 lines = events.iter_lines()
                 event_id = next(line for line in lines if line.startswith("id: "))[4:]
             page = client.get("/v1/interrupts", params={"limit": 1}, headers=bearer("root"))
-        yield Fuzzed(serving=s, after=page.json()["next"], event_id=event_id)
+            listed = client.get("/v1/threads", params={"limit": 1}, headers=bearer("root"))
+        yield Fuzzed(
+            serving=s,
+            after=page.json()["next"],
+            threads_after=listed.json()["next"],
+            event_id=event_id,
+        )
 
 
 def _fuzz(fuzzed: Fuzzed, examples: int, *, every_check: bool) -> int:
@@ -106,6 +114,8 @@ def _given_cursors(case: schemathesis.Case, fuzzed: Fuzzed) -> None:
     query = case.query or {}
     if case.path == "/v1/interrupts" and "after" in query:
         query["after"] = fuzzed.after
+    if case.path == "/v1/threads" and "after" in query:
+        query["after"] = fuzzed.threads_after
     if case.path == "/v1/events":
         if "last_event_id" in query:
             query["last_event_id"] = fuzzed.event_id

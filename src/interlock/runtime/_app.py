@@ -685,6 +685,10 @@ class App(Generic[StateT]):
         """`request_pause` for scripts (starts an event loop)."""
         return _blocking("request_pause", lambda: self.request_pause(thread, forced=forced))
 
+    def record_failure_sync(self, thread: str, error: BaseException) -> str | None:
+        """`record_failure` for scripts (starts an event loop)."""
+        return _blocking("record_failure", lambda: self.record_failure(thread, error))
+
 
 _T = TypeVar("_T")
 
