@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,13 @@ async def test_a_tool_call_cut_by_a_crash_is_reconciled_with_the_call_shown(
         # The inbox, which every surface reads, holds the same question.
         (row,) = await app.inbox(thread="s")
         assert row.id == question.id and row.info == info
+        # The command line's inbox names the call's tool, not only "reconcile".
+        listed = await anyio.run_process(
+            [sys.executable, "-m", "interlock.cli", "inbox", "--store", f"sqlite:///{db}"],
+            env={**os.environ, "COLUMNS": "120"},
+        )
+        (line, *_) = [x for x in listed.stdout.decode().splitlines() if question.id in x]
+        assert "reconcile:write_file" in line, line
         # The person finds the file written and says so: the tool is not called again.
         done = await app.resume("s", {question.id: {"result": "wrote 17 characters"}})
     assert done.status == "done"

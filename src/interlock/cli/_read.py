@@ -174,6 +174,8 @@ def what(interrupt: Interrupt) -> str:
     if isinstance(info, dict):
         if form_of(interrupt) == "tool_call" and isinstance(info.get("tool"), str):
             return f"tool:{info['tool']}"
+        if interrupt.kind == "reconcile" and isinstance(info.get("tool"), str):
+            return f"reconcile:{info['tool']}"  # an agent's tool call cut short
         if isinstance(info.get("type"), str):
             return str(info["type"])
     if interrupt.kind == "dynamic":
