@@ -4,8 +4,8 @@ malformed (the positive-data check, ST202): the document is as strict as the ser
 
 Two things a document cannot say are given as the server gave them out: the ``after`` cursors
 of the inbox and of the thread listing are opaque (only a ``next`` of an earlier page is one),
-so a generated one is replaced with a real cursor. What a request refers to (an interrupt id, a thread) is not generated to
-exist: those answers are 404s, which the check accepts.
+so a generated one is replaced with a real cursor. What a request refers to (an interrupt id,
+a thread) is not generated to exist: those answers are 404s, which the check accepts.
 
 The event stream (``GET /v1/events``) never ends on a valid request: its cases are sent by
 hand, and only their status is checked once the headers arrive.
