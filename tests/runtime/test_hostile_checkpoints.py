@@ -7,6 +7,7 @@ import copy
 from typing import Annotated, Any, TypedDict
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,9 @@ async def load(body: Any) -> None:
             await attempt()
 
 
+# Ten thousand bodies take half a minute: the main leg runs them, the other Pythons do not
+# need to (the decoder under test is the same code on each).
+@pytest.mark.slow
 @settings(
     max_examples=10_000,
     deadline=None,

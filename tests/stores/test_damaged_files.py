@@ -196,6 +196,7 @@ def damaged_copies(data: bytes) -> list[tuple[str, bytes]]:
     return copies
 
 
+@pytest.mark.slow  # some 40 damaged copies on two event loops: the main leg runs them
 async def test_a_damaged_copy_answers_rightly_or_raises_a_typed_error(
     intact: tuple[bytes, dict[str, str]], tmp_path: Path
 ) -> None:
