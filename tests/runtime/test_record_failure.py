@@ -91,12 +91,18 @@ async def test_what_a_retry_may_fix_or_that_changed_nothing_is_not_recorded(
     assert (await app.get_state("t")).checkpoint_id == head
 
 
-async def test_new_input_on_it_does_not_drop_the_decision_unsaid(store: Store) -> None:
+async def _decided_then_failed(store: Store) -> tuple[App[S], str]:
+    """Thread ``t`` with its question decided, then its continuation failed; the question."""
     app = _app(store)
     asked = await app.run({}, thread="t")
     question = asked.interrupts[0].id
     await app.decide("t", {question: True}, actor="ana")
     await app.record_failure("t", GraphChanged(thread="t", stored="a", current="b"))
+    return app, question
+
+
+async def test_new_input_on_it_does_not_drop_the_decision_unsaid(store: Store) -> None:
+    app, question = await _decided_then_failed(store)
     # Its decided task never ran: new input must say so, as on the ready thread it was.
     with pytest.raises(ThreadInterrupted) as refused:
         await app.run({"log": ["again"]}, thread="t")
@@ -104,11 +110,7 @@ async def test_new_input_on_it_does_not_drop_the_decision_unsaid(store: Store) -
 
 
 async def test_an_edit_as_a_node_does_not_drop_the_decision_unsaid(store: Store) -> None:
-    app = _app(store)
-    asked = await app.run({}, thread="t")
-    question = asked.interrupts[0].id
-    await app.decide("t", {question: True}, actor="ana")
-    await app.record_failure("t", GraphChanged(thread="t", stored="a", current="b"))
+    app, question = await _decided_then_failed(store)
     # An edit as a node plans that node's successors: the decided task would never run.
     with pytest.raises(ThreadInterrupted) as refused:
         await app.update_state("t", {"log": ["edited"]}, as_node="c")
