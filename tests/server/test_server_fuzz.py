@@ -191,6 +191,23 @@ def test_what_the_server_refuses_as_malformed_the_document_refuses_too(
     assert refused, "the document allows a request the server refuses"
 
 
+def test_a_types_list_too_long_for_the_server_is_too_long_for_the_document(
+    server: Fuzzed,
+) -> None:
+    s = server.serving
+    types = ", ".join(["interrupt.created"] * 40)  # each one valid, together too long
+    response = httpx.get(s.url + "/v1/events", params={"types": types}, headers=bearer("root"))
+    assert response.status_code == 400, response.text
+    document = httpx.get(s.url + "/openapi.json").json()
+    (schema,) = [
+        p["schema"]
+        for p in document["paths"]["/v1/events"]["get"]["parameters"]
+        if p["name"] == "types"
+    ]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(types, schema, cls=jsonschema.Draft202012Validator)
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/openapi.json"])
 def test_the_open_routes_need_no_token(tmp_path: Path, path: str) -> None:
     with serving(lambda: create_app(order_app(tmp_path / "o.db"), auth=auth())) as s:

@@ -105,7 +105,11 @@ def _in_path(name: str, description: str, *, pattern: str = "^[^/\\u0000]+$") ->
 _TEXT: Final = {"type": "string", "maxLength": MAX_ID, "pattern": "^[^\\u0000]*$"}
 _LIMIT: Final = {"type": "integer", "minimum": 1, "maximum": 500}
 _TYPE: Final = "(?:" + "|".join(t.replace(".", "\\.") for t in EVENT_TYPES) + ")"
-_TYPES: Final = {"type": "string", "pattern": f"^ *(?:{_TYPE} *)?(?:, *(?:{_TYPE} *)?)*$"}
+_TYPES: Final = {
+    "type": "string",
+    "maxLength": MAX_ID,  # a query parameter's text is bounded as an id is
+    "pattern": f"^ *(?:{_TYPE} *)?(?:, *(?:{_TYPE} *)?)*$",
+}
 """``types``: event types, comma-separated (spaces around them allowed)."""
 _AUTH_ERRORS: Final = {
     "401": _error("No valid bearer token."),
