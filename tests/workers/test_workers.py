@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import socket
 import sys
 import time
@@ -527,6 +528,10 @@ def test_a_decision_from_the_command_line_queues_the_continuation(
     out = CliRunner().invoke(cli, ["approve", iid, "--no-continue", "--app", "cli_app:app"])
     assert out.exit_code == 0, out.output
     assert _jobs(dsn) == [("todo", "interlock/t", "interlock/t", {"thread": "t"})]
+    # The module's app is the module's: the command leaves its store open. Closed here, its
+    # pool does not wait for its threads at the interpreter's exit.
+    loaded = importlib.import_module("cli_app")
+    asyncio.run(loaded.app.store.close())
 
 
 def test_a_decision_over_the_http_api_queues_the_continuation(dsn: str) -> None:
