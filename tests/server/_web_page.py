@@ -170,7 +170,7 @@ class Api:
         assert status == 200, answer
 
     def decide(self, interrupt: Any, answer: Any, who: str = "ben") -> Any:
-        """Decide ``interrupt`` (its view) with ``answer`` and continue its thread in the request."""
+        """Decide ``interrupt`` (its view) with ``answer``; the request continues the thread."""
         body = {"answer": answer, "payload_hash": interrupt["payload_hash"], "wait": True}
         key = {"Idempotency-Key": f"{who}-{interrupt['id']}"}
         status, decided = self.call(
