@@ -92,7 +92,8 @@ def shipping_app(path: Path) -> App[Any]:
         return {"approved": approve("Ship it?")}
 
     def finish(state: Shipment) -> Any:
-        return {"no_such_key": True}
+        # Markup in the error: the page must show it as text.
+        return {"<b>no_such_key</b>": True}
 
     g = Graph(Shipment, name="shipping")
     g.add_node("review", review).add_node("finish", finish)

@@ -508,9 +508,12 @@ def test_failed_threads_are_listed_with_their_error_and_command_in_the_identity_
             assert failed["error"].startswith("InvalidUpdate: ")
             command = "interlock resume s-1 --app MODULE:ATTR"
             expect(row.locator("code.continue-with")).to_have_text(command)
-            expect(
-                row.get_by_role("button", name="Copy: Command that continues s-1")
-            ).to_be_visible()
+            expect(row.locator(".failure-error")).to_contain_text("<b>no_such_key</b>")
+            expect(row.locator(".failure-error b")).to_have_count(0)
+            page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+            row.get_by_role("button", name="Copy: Command that continues s-1").click()
+            expect(row.get_by_role("status")).to_have_text("Copied")
+            assert page.evaluate("navigator.clipboard.readText()") == command
 
             # A thread that fails while the list is open joins it.
             api.ship("s-2")
