@@ -18,7 +18,7 @@ from _serving import TOKENS, auth, mail_agent, order_app
 from playwright.sync_api import Browser, Page, Playwright, expect
 from starlette.types import ASGIApp
 
-from interlock import END, START, App, Graph, SqliteStore, interrupt
+from interlock import END, START, App, Graph, SqliteStore, approve, interrupt
 from interlock.server import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -77,6 +77,37 @@ def refund_app(path: Path) -> App[Any]:
 def refund_server(folder: Path) -> ASGIApp:
     """The approval server for the refund graph alone."""
     return create_app({"refunds": refund_app(folder / "refunds.db")}, auth=auth())
+
+
+class Shipment(TypedDict, total=False):
+    n: int
+    approved: bool
+
+
+def shipping_app(path: Path) -> App[Any]:
+    """An approval, then a node whose update the state cannot take: the continuation after
+    the decision fails (`InvalidUpdate`) and leaves the thread failed."""
+
+    def review(state: Shipment) -> Shipment:
+        return {"approved": approve("Ship it?")}
+
+    def finish(state: Shipment) -> Any:
+        # Markup in the error: the page must show it as text.
+        return {"<b>no_such_key</b>": True}
+
+    g = Graph(Shipment, name="shipping")
+    g.add_node("review", review).add_node("finish", finish)
+    g.add_edge(START, "review").add_edge("review", "finish").add_edge("finish", END)
+    return g.compile(store=SqliteStore(path))
+
+
+def shipping_server(folder: Path) -> ASGIApp:
+    """The approval server for the shipping graph (``shipping``) and the order graph."""
+    apps = {
+        "shipping": shipping_app(folder / "shipping.db"),
+        "orders": order_app(folder / "orders.db"),
+    }
+    return create_app(apps, auth=auth())
 
 
 class Api:
@@ -138,6 +169,26 @@ class Api:
         body = {"input": {"amount": amount}, "app": "refunds", "wait": True}
         status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
         assert status == 200, answer
+
+    def decide(self, interrupt: Any, answer: Any, who: str = "ben") -> Any:
+        """Decide ``interrupt`` (its view) with ``answer``; the request continues the thread."""
+        body = {"answer": answer, "payload_hash": interrupt["payload_hash"], "wait": True}
+        key = {"Idempotency-Key": f"{who}-{interrupt['id']}"}
+        status, decided = self.call(
+            "POST", f"/v1/interrupts/{interrupt['id']}/decision", who, body, key
+        )
+        assert status == 201, decided
+        return decided["thread_view"]
+
+    def ship(self, thread: str) -> Any:
+        """Start the shipping graph on ``thread`` and approve its question: the thread fails."""
+        body = {"input": {"n": 1}, "app": "shipping", "wait": True}
+        status, started = self.call("POST", f"/v1/threads/{thread}/runs", "ana", body)
+        assert status == 200, started
+        [question] = started["thread_view"]["interrupts"]
+        view = self.decide(question, True)
+        assert view["status"] == "failed", view
+        return view
 
     def pending(self, thread: str) -> list[Any]:
         """The pending interrupts of ``thread``."""

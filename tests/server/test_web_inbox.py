@@ -23,6 +23,7 @@ from _web_page import (
     open_question,
     opened,
     refund_server,
+    shipping_server,
     sign_in,
 )
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
@@ -485,3 +486,88 @@ def test_a_quorum_question_shows_its_approvals_and_waits_for_the_second(
         assert api.get("/v1/threads/pay-1")["values"] == {"approved": True}
         kinds = [(d["kind"], d["actor"]) for d in decisions(api, "pay-1")]
         assert kinds == [("approval", "ana"), ("approval", "ben"), ("decision", "ben")]
+
+
+def test_failed_threads_are_listed_with_their_error_and_command_in_the_identity_s_scope(
+    browser: Browser, tmp_path: Path
+) -> None:
+    with serving(lambda: shipping_server(tmp_path)) as served:
+        api = Api(served.url)
+        failed = api.ship("s-1")
+        api.ship("ops-1")
+        with opened(browser, served.url) as page:
+            sign_in(page, "ana")
+            expect(page.locator("#failed-link + .badge")).to_have_text("2")
+            page.get_by_role("link", name="Failed threads").click()
+            expect(page.get_by_role("heading", level=1)).to_contain_text("2 failed")
+            rows = page.locator("tr[data-thread]")
+            expect(rows).to_have_count(2)
+            row = page.locator('tr[data-thread="s-1"]')
+            expect(row).to_contain_text("shipping")
+            expect(row.locator(".failure-error")).to_have_text(failed["error"])
+            assert failed["error"].startswith("InvalidUpdate: ")
+            command = "interlock resume s-1 --app MODULE:ATTR"
+            expect(row.locator("code.continue-with")).to_have_text(command)
+            expect(row.locator(".failure-error")).to_contain_text("<b>no_such_key</b>")
+            expect(row.locator(".failure-error b")).to_have_count(0)
+            page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+            row.get_by_role("button", name="Copy: Command that continues s-1").click()
+            expect(row.get_by_role("status")).to_have_text("Copied")
+            assert page.evaluate("navigator.clipboard.readText()") == command
+
+            # A thread that fails while the list is open joins it.
+            api.ship("s-2")
+            expect(rows).to_have_count(3, timeout=LIVE_MS)
+
+            # The thread's own page says why it failed and how to continue it.
+            row.get_by_role("link", name="s-1").click()
+            expect(page.locator("#thread-status")).to_have_attribute("data-status", "failed")
+            why = page.get_by_role("region", name="Why the thread failed")
+            expect(why.locator("pre")).to_have_text(failed["error"])
+            expect(why.locator("code.continue-with")).to_have_text(command)
+
+        # An identity scoped to the ops- threads sees only those.
+        with opened(browser, served.url) as page:
+            sign_in(page, "ops")
+            expect(page.locator("#failed-link + .badge")).to_have_text("1")
+            page.get_by_role("link", name="Failed threads").click()
+            expect(page.locator("tr[data-thread]")).to_have_count(1)
+            expect(page.locator("tr[data-thread]")).to_contain_text("ops-1")
+            page.goto(f"{served.url}/inbox#/threads/s-1")
+            expect(page.get_by_role("alert")).to_contain_text("could not be read")
+            expect(page.locator(".failure")).to_have_count(0)
+
+
+def test_an_edited_call_is_marked_with_the_arguments_asked_for_and_those_it_ran_with(
+    browser: Browser, url: str
+) -> None:
+    api = Api(url)
+    message = {"role": "user", "content": "The numbers are attached."}
+    body = {"input": {"messages": [message]}, "app": "mailer", "wait": True}
+    status, started = api.call("POST", "/v1/threads/m-9/runs", "ana", body)
+    assert status == 200, started
+    [question] = started["thread_view"]["interrupts"]
+    edited = {"to": "ceo@example.com", "body": "The numbers are attached."}
+    view = api.decide(question, {"action": "edit", "arguments": edited})
+    assert view["status"] == "done"
+    with opened(browser, url) as page:
+        sign_in(page, "vic")
+        page.goto(f"{url}/inbox#/threads/m-9")
+        call = page.locator(".messages .call.edited")
+        expect(call).to_have_count(1)
+        expect(call.locator(".badge")).to_have_text("edited by ben")
+        expect(call.get_by_label("Arguments send_email was asked with")).to_contain_text(
+            '"cfo@example.com"'
+        )
+        expect(call.get_by_label("Edited arguments of send_email")).to_contain_text(
+            '"ceo@example.com"'
+        )
+        expect(call.locator(".diff li")).to_have_count(1)
+        expect(call.locator(".diff li ins")).to_have_text('"ceo@example.com"')
+        expect(page.locator(".messages")).to_contain_text("sent to ceo@example.com")
+
+        # The question's own page marks the call it asked about, and its thread's message.
+        page.goto(f"{url}/inbox#/interrupts/{question['id']}")
+        expect(page.locator(".badge.edited")).to_have_text(["edited by ben", "edited by ben"])
+        expect(page.get_by_label("The call's arguments")).to_contain_text('"cfo@example.com"')
+        expect(page.get_by_label("The edited arguments")).to_contain_text('"ceo@example.com"')

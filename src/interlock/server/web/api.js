@@ -114,3 +114,4 @@ export const interrupts = (params) => get("v1/interrupts", params);
 export const interrupt = (id) => get(`v1/interrupts/${encodeURIComponent(id)}`);
 export const thread = (id, app) => get(`v1/threads/${encodeURIComponent(id)}`, { app });
 export const audit = (id, app) => get(`v1/threads/${encodeURIComponent(id)}/audit`, { app, limit: 500 });
+export const threads = (params) => get("v1/threads", params);

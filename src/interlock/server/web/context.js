@@ -1,6 +1,6 @@
 // What surrounds a question: its thread's status and recent messages, and the audit trail.
 
-import { diffList } from "./args.js";
+import { diff, diffList } from "./args.js";
 import { h, jsonBlock, liveTime, when } from "./dom.js";
 
 const STATUS = {
@@ -30,23 +30,59 @@ export function answerText(answer) {
   return JSON.stringify(answer);
 }
 
-function messageItem(m) {
+/** A call a person edited: the arguments asked for, those it runs with, and what changed. */
+function editedCall(call, edit) {
+  const by = edit.actor ? `edited by ${edit.actor}` : "edited";
+  return h(
+    "div",
+    { className: "call edited", "data-call-id": call.id },
+    "calls ",
+    h("code", {}, call.name),
+    " ",
+    h("span", { className: "badge edited" }, by),
+    h("h4", {}, "Arguments asked for"),
+    jsonBlock(call.arguments, `Arguments ${call.name} was asked with`),
+    h("h4", {}, "Edited arguments (what the call runs with)"),
+    jsonBlock(edit.arguments, `Edited arguments of ${call.name}`),
+    h("h4", {}, "What the edit changed"),
+    diffList(diff(call.arguments, edit.arguments)),
+  );
+}
+
+/**
+ * The edits of tool calls in a thread's audit `entries`: "tool\0call id" -> {actor, arguments},
+ * the last edit of each call (an edit a quorum asks about again may be edited again).
+ */
+export function editsOf(entries) {
+  const edits = new Map();
+  for (const e of entries ?? []) {
+    const d = e.kind === "decision" && e.data && typeof e.data === "object" ? e.data : null;
+    const callId = d?.details?.call_id;
+    if (d?.answer?.action === "edit" && typeof callId === "string") {
+      edits.set(`${d.details.tool}\0${callId}`, { actor: e.actor, arguments: d.answer.arguments });
+    }
+  }
+  return edits;
+}
+
+function messageItem(m, edits) {
   const role = typeof m?.role === "string" ? m.role : "message";
   const who = m?.name && role !== "user" ? `${role} · ${m.name}` : role;
   const parts = [];
   if (typeof m?.content === "string" && m.content) parts.push(h("div", { className: "content" }, m.content));
   else if (m?.content !== undefined && m?.content !== null && m?.content !== "") parts.push(jsonBlock(m.content));
   for (const call of Array.isArray(m?.tool_calls) ? m.tool_calls : []) {
-    parts.push(h("div", { className: "call" }, "calls ", h("code", {}, call.name), jsonBlock(call.arguments, `Arguments of ${call.name}`)));
+    const edit = edits.get(`${call?.name}\0${call?.id}`);
+    parts.push(edit ? editedCall(call, edit) : h("div", { className: "call" }, "calls ", h("code", {}, call.name), jsonBlock(call.arguments, `Arguments of ${call.name}`)));
   }
   if (!parts.length && (!m || typeof m !== "object" || !("role" in m))) parts.push(jsonBlock(m));
   return h("li", { className: `message role-${role}` }, h("span", { className: "role" }, who), parts);
 }
 
-/** The recent messages of a thread, oldest first. */
-export function messageList(messages) {
+/** The recent messages of a thread, oldest first; calls in `edits` (from `editsOf`) marked edited. */
+export function messageList(messages, edits = new Map()) {
   if (!messages?.length) return h("p", { className: "muted" }, "No messages in this thread.");
-  return h("ol", { className: "messages", "aria-label": "Recent messages" }, messages.map(messageItem));
+  return h("ol", { className: "messages", "aria-label": "Recent messages" }, messages.map((m) => messageItem(m, edits)));
 }
 
 /** The thread's state besides its messages, folded away when there is any. */

@@ -2,7 +2,7 @@
 // decision form while it waits. Kept current by the event stream.
 
 import * as api from "./api.js";
-import { auditList, answerText, messageList, stateBlock, statusBadge } from "./context.js";
+import { auditList, answerText, editsOf, messageList, stateBlock, statusBadge } from "./context.js";
 import { diffList } from "./args.js";
 import { decisionPanel } from "./decide.js";
 import { h, fill, jsonBlock, liveTime, when } from "./dom.js";
@@ -27,19 +27,23 @@ function card(title, ...children) {
 }
 
 /** What the question asks, by its kind. */
-function asked(item) {
+function asked(item, decision) {
   const info = item.info && typeof item.info === "object" ? item.info : null;
   if (info?.type === "tool_approval") {
+    const edit = decision?.answer?.action === "edit" ? decision.answer : null;
+    const by = decision?.actor ? `edited by ${decision.actor}` : "edited";
     return card(
       "The call",
+      edit ? h("p", {}, h("span", { className: "badge edited" }, by)) : null,
       facts([
         ["Tool", h("code", {}, info.tool)],
         ["What it does", info.description],
         ["Asked by", info.agent],
         ["Rule", info.rule],
       ]),
-      h("h3", {}, "Arguments"),
+      h("h3", {}, edit ? "Arguments asked for" : "Arguments"),
       jsonBlock(info.arguments, "The call's arguments"),
+      edit ? [h("h3", {}, "Edited arguments (what the call runs with)"), jsonBlock(edit.arguments, "The edited arguments")] : null,
     );
   }
   if (info?.type === "approval") {
@@ -110,7 +114,7 @@ export function detailView(id, { me }) {
         ["Status", statusBadge(status, "thread-status")],
       ]),
       h("h3", {}, "Recent messages"),
-      messageList(messages),
+      messageList(messages, editsOf(detail.audit)),
       stateBlock(values),
     );
   }
@@ -159,7 +163,7 @@ export function detailView(id, { me }) {
               ((item.approved_by ?? []).length ? ` (${item.approved_by.join(", ")})` : "")
           : null,
       ),
-      asked(item),
+      asked(item, detail.decision),
       item.status === "pending" ? form(item) : decided(detail),
     );
     const where = card(

@@ -1,13 +1,15 @@
 // The web inbox: sign in with a token, see what waits for a decision, decide.
 //
 // Routes live in the URL's hash: #/ (the pending list, #/?thread=…&tool=…&key=… filtered),
-// #/interrupts/<id> (one question) and #/threads/<id> (one thread). One event stream feeds
+// #/interrupts/<id> (one question), #/threads/<id> (one thread) and #/failed (the threads
+// whose run failed). One event stream feeds
 // whichever view is shown.
 
 import * as api from "./api.js";
 import { detailView } from "./detail.js";
 import { h, fill, tick } from "./dom.js";
 import { EventStream } from "./events.js";
+import { failedView } from "./failed.js";
 import { listView } from "./list.js";
 import { threadView } from "./thread.js";
 
@@ -37,6 +39,7 @@ function route() {
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "interrupts" && parts[1]) view = detailView(parts[1], { me });
   else if (parts[0] === "threads" && parts[1]) view = threadView(parts[1]);
+  else if (parts[0] === "failed") view = failedView();
   else view = listView(new URLSearchParams(query));
   document.title = `${view.title} · interlock`;
   fill(main, view.element);

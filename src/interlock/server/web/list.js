@@ -3,6 +3,7 @@
 
 import * as api from "./api.js";
 import { h, fill, liveTime } from "./dom.js";
+import { failedCount } from "./failed.js";
 
 const FILTERS = [
   ["thread", "Thread"],
@@ -48,6 +49,15 @@ export function listView(params) {
   const region = h("div", { className: "list", "aria-busy": "true" }, table, empty);
   // What changes live is said in a sentence, rather than the whole table read out again.
   const news = h("p", { className: "sr-only", role: "status" });
+  // Threads whose run failed wait for a person too, on a view of their own.
+  const failedBadge = h("span", { className: "badge status-failed", hidden: true });
+  const failedLink = h("p", { className: "views" }, h("a", { href: "#/failed", id: "failed-link" }, "Failed threads"), " ", failedBadge);
+
+  async function countFailed() {
+    const n = await failedCount();
+    failedBadge.textContent = n;
+    failedBadge.hidden = !n;
+  }
 
   const inputs = FILTERS.map(([name, label]) => {
     const id = `filter-${name}`;
@@ -167,6 +177,7 @@ export function listView(params) {
   }
 
   function onEvent(event) {
+    if (event.type === "run.failed" || event.type === "run.finished") countFailed();
     if (event.type === "interrupt.created") return created(event);
     const what = SETTLED[event.type];
     if (what && event.interrupt_id) {
@@ -180,15 +191,25 @@ export function listView(params) {
   }
 
   load();
+  countFailed();
   const element = h(
     "section",
     { className: "view" },
     h("h1", { tabindex: -1 }, "Pending questions ", count),
+    failedLink,
     form,
     problem,
     region,
     more,
     news,
   );
-  return { element, title: "Pending questions", onEvent, reload: () => load() };
+  return {
+    element,
+    title: "Pending questions",
+    onEvent,
+    reload: () => {
+      countFailed();
+      return load();
+    },
+  };
 }

@@ -1,8 +1,10 @@
-// One thread: its status, the questions it waits on, its recent messages and audit trail.
+// One thread: its status (and why it failed), the questions it waits on, its recent messages
+// (an edited call marked) and audit trail.
 
 import * as api from "./api.js";
-import { auditList, messageList, stateBlock, statusBadge } from "./context.js";
+import { auditList, editsOf, messageList, stateBlock, statusBadge } from "./context.js";
 import { h, fill, liveTime, when } from "./dom.js";
+import { failure } from "./failed.js";
 
 /** The view of thread `id`. */
 export function threadView(id) {
@@ -42,6 +44,7 @@ export function threadView(id) {
       h(
         "div",
         { className: "main-column" },
+        failure(thread),
         h(
           "section",
           { className: "card" },
@@ -61,7 +64,7 @@ export function threadView(id) {
           h("h3", {}, "Waiting on"),
           waiting,
         ),
-        h("section", { className: "card" }, h("h2", {}, "Recent messages"), messageList(thread.messages), stateBlock(thread.values)),
+        h("section", { className: "card" }, h("h2", {}, "Recent messages"), messageList(thread.messages, editsOf(trail.items)), stateBlock(thread.values)),
       ),
       h("div", { className: "side-column" }, h("section", { className: "card" }, h("h2", {}, "Audit trail"), auditList(trail.items))),
     );
