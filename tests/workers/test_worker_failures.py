@@ -226,6 +226,7 @@ async def test_a_worker_rides_out_a_lost_database_and_takes_jobs_again(
     monkeypatch.setattr(_postgres, "_CONNECT_TIMEOUT", 1.0)
     monkeypatch.setattr(_workers, "_POLL", 3600.0)  # a pause request comes by LISTEN only
     monkeypatch.setattr(_workers, "_CONNECT_TIMEOUT", 1)  # the job queue's wait for its pool
+    monkeypatch.setattr(_workers, "_RECONNECT_BACKOFF", (0.05, 0.2))
     caplog.set_level(logging.INFO)
     # The worker (its store and its job queue) logs in as the role that is cut off; the
     # deciders stay connected as another.

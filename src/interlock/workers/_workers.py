@@ -88,6 +88,9 @@ class Workers:
     failing over) is retried with backoff. One whose thread cannot go on for a reason a retry
     will not fix (the graph changed since the question, a damaged checkpoint...) records the
     thread failed (`App.record_failure`), with why and how to continue it once fixed, and ends.
+    The worker process outlives the database going away: it logs it once, waits for it with
+    backoff and takes jobs again once it answers (a stop still works meanwhile). A retry that
+    would clash with a continuation queued while its job ran hands over to it (see `install`).
 
     To run the tasks inside an existing procrastinate app instead, ``register`` them there.
 
@@ -188,10 +191,13 @@ class Workers:
         papp.add_tasks_from(self._blueprint(), namespace=self.namespace)
 
     async def install(self) -> bool:
-        """Create procrastinate's schema if missing and the continuation trigger (idempotent).
+        """Create procrastinate's schema if missing and interlock's triggers (idempotent).
+
+        The triggers queue a thread's continuation in the transaction of the decision that
+        makes it runnable, and hand a retried continuation over to one queued meanwhile.
 
         Safe to run from several processes at once; `run` does it first. The interlock
-        schema is migrated first (the trigger is on its tables). Returns whether
+        schema is migrated first (a trigger is on its tables). Returns whether
         procrastinate's schema was created now. Upgrading procrastinate's schema later is
         procrastinate's job (``procrastinate schema --migrate``).
         """
@@ -646,9 +652,10 @@ class Workers:
             try:
                 await manager.retry_job(job)
             except exceptions.ConnectorException:
-                # Another recovery got to it first (a continuation of the thread queued
-                # meanwhile is handed over to by the database: see `install`). It only has
-                # to leave "doing", which blocks the thread's lock; if it did, this fails.
+                # Another recovery got to it first. (A continuation of the thread queued
+                # meanwhile no longer makes this fail: the database hands the retry over to
+                # it, see `install`.) It only has to leave "doing", which blocks the thread's
+                # lock; if it did already, this fails too.
                 with contextlib.suppress(exceptions.ConnectorException):
                     await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
             log.warning("job %s (%s) of a worker gone silent is queued again", job.id, job.lock)
