@@ -43,10 +43,19 @@ class PgServerError(RuntimeError):
 class PgServer:
     """A PostgreSQL server for tests: its DSN, and (when we own it) control over its process."""
 
-    def __init__(self, dsn: str, *, data_dir: Path | None = None, bin_dir: Path | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        data_dir: Path | None = None,
+        bin_dir: Path | None = None,
+        options: str = "",
+    ):
         self.dsn = dsn
         self._data_dir = data_dir
         self._bin_dir = bin_dir
+        self._options = options
+        """The server's options (its port...), given again when it is started again."""
 
     @property
     def owned(self) -> bool:
@@ -80,6 +89,20 @@ class PgServer:
             return
         self._pg_ctl("restart", "-m", "fast")
         _wait_until_ready(self.dsn)
+
+    @contextlib.contextmanager
+    def down(self) -> Iterator[None]:
+        """The server stopped for the block (fast: open connections break), then started again.
+
+        Only for a server we own (`owned`).
+        """
+        assert self._data_dir is not None, "only a server the tests started can be stopped"
+        self._pg_ctl("stop", "-m", "fast")
+        try:
+            yield
+        finally:
+            self._pg_ctl("-o", self._options, "start")
+            _wait_until_ready(self.dsn)
 
     def stop(self) -> None:
         """Stop the server and delete its files (a no-op for a server we do not own)."""
@@ -145,7 +168,7 @@ def _start() -> PgServer:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("CREATE DATABASE interlock_test")
         dsn = f"host=127.0.0.1 port={port} user=postgres dbname=interlock_test"
-        return PgServer(dsn, data_dir=data, bin_dir=bin_dir)
+        return PgServer(dsn, data_dir=data, bin_dir=bin_dir, options=options)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

@@ -6,6 +6,8 @@ procrastinate runs on asyncio only, so these tests do too.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,11 +19,23 @@ from procrastinate.jobs import Job
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
-from test_workers import S, _approval_app, _fast, _is, _jobs, _until, _working, act, ask
+from test_workers import (
+    S,
+    _approval_app,
+    _fast,
+    _is,
+    _jobs,
+    _two_questions_app,
+    _until,
+    _working,
+    act,
+    ask,
+)
 
 from interlock import END, START, App, Graph, GraphChanged, StoreError, StoreUnavailable
 from interlock.observability import PrometheusMetrics
 from interlock.stores import PostgresStore, _postgres
+from interlock.stores._postgres_sql import PAUSE_CHANNEL
 from interlock.workers import _workers
 
 pytestmark = pytest.mark.anyio
@@ -187,3 +201,117 @@ def test_only_lost_connections_are_retried() -> None:
     assert _workers.RETRY.get_retry_decision(exception=StoreUnavailable("lost"), job=job)
     for error in lasting:
         assert _workers.RETRY.get_retry_decision(exception=error, job=job) is None
+
+
+def _listening(dsn: str, role: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND query = %s",
+            (role, f"LISTEN {PAUSE_CHANNEL}"),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _outages(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name == "interlock.workers" and "lost the database" in r.getMessage()
+    ]
+
+
+async def test_a_worker_rides_out_a_lost_database_and_takes_jobs_again(
+    dsn: str, store_role: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_postgres, "_CONNECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(_workers, "_POLL", 3600.0)  # a pause request comes by LISTEN only
+    monkeypatch.setattr(_workers, "_CONNECT_TIMEOUT", 1)  # the job queue's wait for its pool
+    monkeypatch.setattr(_workers, "_RECONNECT_BACKOFF", (0.05, 0.2))
+    caplog.set_level(logging.INFO)
+    # The worker (its store and its job queue) logs in as the role that is cut off; the
+    # deciders stay connected as another.
+    app = _approval_app(make_conninfo(dsn, user=store_role))
+    deciders = _approval_app(dsn)
+    workers = _fast(app)
+    await workers.install()
+    before = await deciders.run({"n": 1}, thread="before")
+    during = await deciders.run({"n": 10}, thread="during")
+    run = asyncio.create_task(workers.run(install_signal_handlers=False))
+    try:
+        await deciders.decide("before", {before.interrupts[0].id: True}, actor="ana")
+        await _until(lambda: _is(deciders, "before", "done"))
+        # The database goes away under the worker: every session of its role ends and new
+        # ones are refused. It keeps running and says so once.
+        assert _login(dsn, store_role, allowed=False) >= 1
+        await _until(lambda: run.done() or _outages(caplog), within=60)
+        assert not run.done(), run.exception()
+        # A decision made meanwhile queues its continuation; the worker takes it once back.
+        await deciders.decide("during", {during.interrupts[0].id: True}, actor="ana")
+        _login(dsn, store_role, allowed=True)
+        await _until(lambda: run.done() or _is(deciders, "during", "done"), within=60)
+        assert not run.done(), run.exception()
+        assert (await deciders.get_state("during")).values == {"n": 11, "ok": True}
+        # Its pause listener listens again (a request no longer waits for the run's poll).
+        await _until(lambda: _listening(dsn, store_role), within=30)
+    finally:
+        workers.stop()
+        await asyncio.wait_for(run, 30)
+    assert len(_outages(caplog)) == 1
+    # One line says it, not a traceback per attempt (nor procrastinate's own).
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+    await app.store.close()
+    await deciders.store.close()
+
+
+async def test_a_worker_stopped_while_its_database_is_lost_exits(
+    dsn: str, store_role: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_workers, "_CONNECT_TIMEOUT", 1)  # the job queue's wait for its pool
+    caplog.set_level(logging.INFO)
+    app = _approval_app(make_conninfo(dsn, user=store_role))
+    workers = _fast(app)
+    await workers.install()
+    run = asyncio.create_task(workers.run(install_signal_handlers=False))
+    try:
+        await _until(lambda: workers._open)
+        _login(dsn, store_role, allowed=False)
+        await _until(lambda: run.done() or _outages(caplog), within=60)
+        assert not run.done(), run.exception()
+    finally:
+        workers.stop()  # as on SIGTERM
+        await asyncio.wait_for(run, 30)
+        _login(dsn, store_role, allowed=True)
+    await app.store.close()
+
+
+async def test_a_retry_hands_over_to_a_continuation_queued_while_its_job_ran(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _two_questions_app(dsn)
+    workers = _fast(app)
+    await workers.install()
+    asked = await app.run({"n": 0}, thread="t")
+    first, second = asked.interrupts
+    await app.decide("t", {first.id: True}, actor="ana")  # queues a continuation
+    drive = workers._drive
+    attempts: list[str] = []
+
+    async def meets_a_restart(thread: str, context: Any, **kwargs: Any) -> str:
+        attempts.append(thread)
+        if len(attempts) == 1:
+            # While the continuation runs, the other decision queues the next one (the
+            # running job holds no queueing lock); then the database restarts under the job.
+            await app.decide("t", {second.id: False}, actor="bo")
+            assert [status for status, *_ in _jobs(dsn)] == ["doing", "todo"]
+            raise StoreUnavailable("the connection was lost")
+        return await drive(thread, context, **kwargs)
+
+    monkeypatch.setattr(workers, "_drive", meets_a_restart)
+    async with _working(workers):
+        await _until(lambda: _is(app, "t", "done"))
+        # The retry handed over to the job queued meanwhile: none is left to run again.
+        await _until(lambda: all(status != "todo" for status, *_ in _jobs(dsn)))
+    assert (await app.get_state("t")).values == {"n": 0, "a": True, "b": False}
+    assert attempts == ["t", "t"]  # the failed attempt, and the one that continued the thread
+    assert [status for status, *_ in _jobs(dsn)] == ["cancelled"]  # the second was deleted
+    await app.store.close()

@@ -18,6 +18,8 @@ import psycopg
 import pytest
 from _fleet import Driver, build, check_ledger, fleet, fleet_workers, read_ledger, worker_logs
 
+from _pgserver import PgServer
+
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # worker processes: the main Python only
 
 
@@ -116,6 +118,39 @@ async def test_a_worker_stopped_by_sigterm_hands_its_thread_to_another(
     # The refund had started and never ended: a person was asked, and said retry.
     assert driver.reconciled == {"slow": "retry"}
     assert check_ledger(ledger).refunds == {"slow": 1}
+    await app.store.close()
+
+
+async def test_a_worker_rides_out_a_server_restart(
+    server: PgServer, dsn: str, tmp_path: Path
+) -> None:
+    if not server.owned:
+        pytest.skip("stops the test server: needs one the tests started")
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    app = build(dsn)
+    workers = fleet_workers(app)
+    await workers.install()
+    driver = Driver(app, ledger)
+    with fleet(dsn, ledger, 1) as [worker]:
+        await workers.start({"order": 1, "tid": "before"}, thread="before")
+        await _drive(driver, dsn, 1, within=60)
+        with server.down():
+            # The worker notices (its fetch, heartbeat or listener fails), says so, and waits.
+            deadline = time.monotonic() + 60
+            while "lost the database" not in worker_logs(ledger):
+                assert worker.poll() is None, worker_logs(ledger)
+                assert time.monotonic() < deadline, "the worker did not notice the outage"
+                await asyncio.sleep(0.05)
+        # Back up: it takes the jobs queued from now on, and listens for pauses again.
+        await workers.start({"order": 2, "tid": "after"}, thread="after")
+        await _drive(driver, dsn, 2, within=60)
+        assert worker.poll() is None, worker_logs(ledger)
+    assert worker.returncode == 0  # SIGTERM: it stopped as asked
+    logs = worker_logs(ledger)
+    assert logs.count("lost the database") == 1, logs
+    assert "Traceback" not in logs, logs
+    assert check_ledger(ledger).refunds == {"before": 1, "after": 1}
     await app.store.close()
 
 

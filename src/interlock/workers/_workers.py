@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import msgspec
 import procrastinate
+import procrastinate.worker
 import psycopg
 from procrastinate import Blueprint, JobContext, PsycopgConnector, RetryStrategy, exceptions
 from procrastinate.jobs import Status
@@ -41,6 +42,16 @@ failed over or was cut off. Only these are retried; any other error would come b
 RETRY: Final = RetryStrategy(max_attempts=8, exponential_wait=2, retry_exceptions=TRANSIENT)
 """How a thread's job is retried after a `TRANSIENT` error: up to 8 times, 2, 4, 8... 256
 seconds apart (about 8.5 minutes in all); then procrastinate marks it failed."""
+
+_RECONNECT_BACKOFF: Final = (0.5, 10.0)
+"""First and longest wait between a worker's attempts to reach a database it lost."""
+
+_CONNECT_TIMEOUT: Final = 5
+"""Seconds a worker waits for a new connection, and its job queue for one of its pool,
+before it counts the database as lost (so a stop during an outage is not held up long)."""
+
+_LISTEN_CHECK: Final = 30.0
+"""Seconds without a notification after which the pause listener checks its connection."""
 
 _BUSY_BACKOFF: Final = (0.05, 1.0)
 """First and longest wait between attempts on a thread whose lease another executor holds."""
@@ -77,6 +88,9 @@ class Workers:
     failing over) is retried with backoff. One whose thread cannot go on for a reason a retry
     will not fix (the graph changed since the question, a damaged checkpoint...) records the
     thread failed (`App.record_failure`), with why and how to continue it once fixed, and ends.
+    The worker process outlives the database going away: it logs it once, waits for it with
+    backoff and takes jobs again once it answers (a stop still works meanwhile). A retry that
+    would clash with a continuation queued while its job ran hands over to it (see `install`).
 
     To run the tasks inside an existing procrastinate app instead, ``register`` them there.
 
@@ -156,7 +170,7 @@ class Workers:
         self._open = False
         self._job_metrics: Any = None
         self.procrastinate: procrastinate.App = procrastinate.App(
-            connector=PsycopgConnector(conninfo=self._store.dsn)
+            connector=PsycopgConnector(conninfo=self._store.dsn, timeout=_CONNECT_TIMEOUT)
         )
         """The procrastinate app the tasks are registered on (see `register`)."""
         self.register(self.procrastinate)
@@ -177,10 +191,13 @@ class Workers:
         papp.add_tasks_from(self._blueprint(), namespace=self.namespace)
 
     async def install(self) -> bool:
-        """Create procrastinate's schema if missing and the continuation trigger (idempotent).
+        """Create procrastinate's schema if missing and interlock's triggers (idempotent).
+
+        The triggers queue a thread's continuation in the transaction of the decision that
+        makes it runnable, and hand a retried continuation over to one queued meanwhile.
 
         Safe to run from several processes at once; `run` does it first. The interlock
-        schema is migrated first (the trigger is on its tables). Returns whether
+        schema is migrated first (a trigger is on its tables). Returns whether
         procrastinate's schema was created now. Upgrading procrastinate's schema later is
         procrastinate's job (``procrastinate schema --migrate``).
         """
@@ -309,24 +326,55 @@ class Workers:
         for sig in signals:
             loop.add_signal_handler(sig, self.stop)
         try:
+            listener = asyncio.create_task(self._listen_for_pauses(), name="pause listener")
+            try:
+                while not self._stopping.is_set():
+                    lost = await self._take_jobs(name)
+                    if lost is None:
+                        break
+                    await self._database_back(lost)
+            finally:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    async def _take_jobs(self, name: str | None) -> str | None:
+        """Run procrastinate's worker until this one stops (None) or the database is lost.
+
+        procrastinate's worker ends when its connections die (its job fetch fails, or one of
+        its side tasks: heartbeat, listener, periodic deferrer), once its running jobs have
+        ended. Returns what was lost then; raises any other error.
+        """
+        try:
             async with self.opened():
-                listener = asyncio.create_task(self._listen_for_pauses(), name="pause listener")
+                self.procrastinate.perform_import_paths()  # type: ignore[no-untyped-call]
+                options: dict[str, Any] = {
+                    **self.procrastinate.worker_defaults,
+                    "queues": [self.queue],
+                    "name": name or f"interlock-{os.getpid()}",
+                    "concurrency": self.concurrency,
+                    "install_signal_handlers": False,
+                    "update_heartbeat_interval": self.heartbeat,
+                    "stalled_worker_timeout": self.stalled_after,
+                    "fetch_job_polling_interval": self.poll_interval,
+                    "abort_job_polling_interval": max(self.poll_interval, 5.0),
+                    "delete_jobs": "successful",
+                }
+                fetcher = _Worker(app=self.procrastinate, **options)
+                _quiet_lost_connections(fetcher.logger)
                 worker = asyncio.create_task(
-                    self.procrastinate.run_worker_async(
-                        queues=[self.queue],
-                        name=name or f"interlock-{os.getpid()}",
-                        concurrency=self.concurrency,
-                        install_signal_handlers=False,
-                        update_heartbeat_interval=self.heartbeat,
-                        stalled_worker_timeout=self.stalled_after,
-                        fetch_job_polling_interval=self.poll_interval,
-                        abort_job_polling_interval=max(self.poll_interval, 5.0),
-                        delete_jobs="successful",
-                    ),
+                    fetcher.run(),  # type: ignore[no-untyped-call]
                     name="procrastinate worker",
                 )
+                assert self._stopping is not None
                 stopping = asyncio.create_task(self._stopping.wait())
-                await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stopping.cancel()
                 if not worker.done():
                     # Cancelling procrastinate's worker stops it fetching; it then waits for
                     # its running jobs, which the pauses end.
@@ -334,15 +382,49 @@ class Workers:
                     await self._give_back()
                     with contextlib.suppress(asyncio.CancelledError):
                         await worker
-                listener.cancel()
-                stopping.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await listener
-                if not worker.cancelled():
-                    worker.result()
-        finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
+                    return None
+                error = worker.exception()
+                if error is not None:
+                    raise error
+                lost = fetcher.lost
+        except Exception as exc:
+            lost = _lost_connection(exc)
+            if lost is None:
+                raise
+            return None if self._stopping is not None and self._stopping.is_set() else lost
+        if self._stopping is not None and self._stopping.is_set():
+            return None
+        # It stopped by itself: the end of a job could not be recorded, or a side task of
+        # it lost its connection (it logged which).
+        return lost or "the job queue's worker stopped"
+
+    async def _database_back(self, lost: str) -> None:
+        """Wait, with backoff, until the database answers again or the worker is stopped."""
+        log.warning(
+            "lost the database (%s); no jobs are taken until it answers again", lost.strip()
+        )
+        since = time.monotonic()
+        delay, longest = _RECONNECT_BACKOFF
+        assert self._stopping is not None
+        while not self._stopping.is_set():
+            if await self._answers():
+                log.warning(
+                    "the database answers again after %.0f s; taking jobs", time.monotonic() - since
+                )
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            delay = min(delay * 2, longest)
+
+    async def _answers(self) -> bool:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self._store.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+            ) as conn:
+                await conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
 
     def stop(self) -> None:
         """Stop the worker: pause its threads, queue them again, exit (again: force now)."""
@@ -363,28 +445,45 @@ class Workers:
         await asyncio.gather(*(h.pause(timeout=timeout) for h in handles), return_exceptions=True)
 
     async def _listen_for_pauses(self) -> None:
-        """Take pause requests for the threads this worker runs as soon as they are made."""
+        """Take pause requests for the threads this worker runs as soon as they are made.
+
+        A lost connection is made again with backoff; requests made while not listening are
+        found by the runs' own polls (every ``_POLL`` seconds).
+        """
+        first, longest = _RECONNECT_BACKOFF
+        delay, lost = first, False
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self._store.dsn, autocommit=True
+                    self._store.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
                 ) as conn:
                     await conn.execute(f"LISTEN {PAUSE_CHANNEL}")
-                    # Requests made while not listening are found by the runs' own polls.
-                    async for note in conn.notifies():
-                        if note.payload:
-                            handle = self._running.get(note.payload)
-                            targets = [] if handle is None else [handle]
-                        else:  # a thread id too long for a notification: look at all
-                            targets = list(self._running.values())
-                        for target in targets:
-                            try:
-                                await target.check_pause_request()
-                            except Exception as exc:  # the run's own poll looks again
-                                log.warning("could not take a pause request: %s", exc)
+                    if lost:
+                        log.info("pause listener listens again")
+                    delay, lost = first, False
+                    while True:
+                        async for note in conn.notifies(timeout=_LISTEN_CHECK):
+                            await self._take_pause_request(note.payload)
+                        # Quiet for a while: make sure the connection is still there.
+                        await conn.execute("SELECT 1")
             except psycopg.OperationalError as exc:
-                log.warning("pause listener lost its connection (%s); reconnecting", exc)
-                await asyncio.sleep(1.0)
+                if not lost:  # once per outage; the worker says it lost the database
+                    log.info("pause listener lost its connection (%s); reconnecting", exc)
+                    lost = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+
+    async def _take_pause_request(self, thread: str) -> None:
+        if thread:
+            handle = self._running.get(thread)
+            targets = [] if handle is None else [handle]
+        else:  # a thread id too long for a notification: look at all
+            targets = list(self._running.values())
+        for target in targets:
+            try:
+                await target.check_pause_request()
+            except Exception as exc:  # the run's own poll looks again
+                log.warning("could not take a pause request: %s", exc)
 
     # -- the tasks ---------------------------------------------------------------------------
 
@@ -553,14 +652,68 @@ class Workers:
             try:
                 await manager.retry_job(job)
             except exceptions.ConnectorException:
-                # A continuation of the thread is waiting already (queueing lock): that one
-                # goes on; this one only has to leave "doing", which blocks the thread's lock.
-                # (Or another recovery got to it first, and this changes nothing.)
+                # Another recovery got to it first. (A continuation of the thread queued
+                # meanwhile no longer makes this fail: the database hands the retry over to
+                # it, see `install`.) It only has to leave "doing", which blocks the thread's
+                # lock; if it did already, this fails too.
                 with contextlib.suppress(exceptions.ConnectorException):
                     await manager.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
             log.warning("job %s (%s) of a worker gone silent is queued again", job.id, job.lock)
             n += 1
         return n
+
+
+class _Worker(procrastinate.worker.Worker):
+    """procrastinate's worker, stopped when the end of a job cannot be recorded.
+
+    The job stays ``doing`` in the database under this worker's id. Were the worker to go on
+    (the connection back by its next fetch), its heartbeat would keep the job from
+    recovery, and the job's procrastinate lock would keep its thread from running. Stopped,
+    its id goes silent (or, unregistered, is cleared from the job), and ``recover`` queues
+    the job again for the worker that `Workers` starts in its place.
+    """
+
+    lost: str | None = None
+
+    async def _persist_job_status(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            await super()._persist_job_status(*args, **kwargs)
+        except exceptions.ConnectorException as exc:
+            lost = _lost_connection(exc)
+            if lost is None:
+                raise
+            self.lost = f"{lost}; a job's end is recorded once it is back"
+            self.stop()  # type: ignore[no-untyped-call]
+
+
+class _LostConnections(logging.Filter):
+    """Leave out procrastinate's tracebacks of a lost connection: `Workers` says it once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or _lost_connection(error) is None
+
+
+_LOST_CONNECTIONS: Final = _LostConnections()
+
+
+def _quiet_lost_connections(worker_logger: logging.Logger) -> None:
+    # Its side task's failure, and the errors of the side tasks it then cancels.
+    for logger in (worker_logger, logging.getLogger("procrastinate.utils")):
+        if _LOST_CONNECTIONS not in logger.filters:
+            logger.addFilter(_LOST_CONNECTIONS)
+
+
+def _lost_connection(error: BaseException) -> str | None:
+    """What was lost, when ``error`` (or an error it came from) is a lost database connection."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, psycopg.OperationalError | OSError | StoreUnavailable):
+            return str(found).strip() or type(found).__name__
+        found = found.__cause__ or found.__context__
+    return None
 
 
 def _check_name(value: object, name: str) -> None:
