@@ -332,18 +332,21 @@ BATTERY = settings(
 )
 
 
+@pytest.mark.slow  # hundreds of drawn call sequences: the main leg runs them
 @settings(BATTERY, max_examples=500)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_memory_store(drawn: list[tuple[str, dict[str, Any]]]) -> None:
     anyio.run(scenario, MemoryStore(), drawn)
 
 
+@pytest.mark.slow  # hundreds of drawn call sequences: the main leg runs them
 @settings(BATTERY, max_examples=200)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_sqlite_store(tmp_path: Path, drawn: list[tuple[str, dict[str, Any]]]) -> None:
     anyio.run(scenario, SqliteStore(tmp_path / "battery.db"), drawn)
 
 
+@pytest.mark.slow  # hundreds of drawn call sequences: the main leg runs them
 @settings(BATTERY, max_examples=80)
 @given(drawn=st.lists(calls, min_size=1, max_size=6))
 def test_postgres_store(dsn: str, drawn: list[tuple[str, dict[str, Any]]]) -> None:

@@ -277,6 +277,7 @@ _mutations = st.lists(
 # -- the properties: 2,500 + 2,500 + 600 x 5 + 500 x 5 = 10,500 hostile inputs -------------------
 
 
+@pytest.mark.slow  # thousands of hostile bodies: the main leg runs them
 @settings(HOSTILE, max_examples=2500)
 @given(st.binary(max_size=64))
 def test_random_bytes(data: bytes) -> None:
@@ -284,6 +285,7 @@ def test_random_bytes(data: bytes) -> None:
         make_codec().decode(data)
 
 
+@pytest.mark.slow  # thousands of hostile bodies: the main leg runs them
 @settings(HOSTILE, max_examples=2500)
 @given(st.binary(max_size=128))
 def test_random_bodies_with_a_valid_header(body: bytes) -> None:
@@ -297,6 +299,7 @@ def _damage(body: bytes, mutations: list[Any]) -> bytearray:
     return damaged
 
 
+@pytest.mark.slow  # thousands of hostile bodies: the main leg runs them
 @settings(HOSTILE, max_examples=600)
 @given(valid_values, st.lists(_mutations, min_size=5, max_size=5), st.integers(0, 4))
 def test_mutated_encodings(value: Any, mutation_sets: list[Any], stale: int) -> None:
@@ -312,6 +315,7 @@ def test_mutated_encodings(value: Any, mutation_sets: list[Any], stale: int) -> 
             check(codec, frame(body))
 
 
+@pytest.mark.slow  # thousands of hostile bodies: the main leg runs them
 @settings(HOSTILE, max_examples=500)
 @given(hostile_trees, st.lists(_mutations, min_size=4, max_size=4))
 def test_hostile_msgpack_trees(tree: Any, mutation_sets: list[Any]) -> None:

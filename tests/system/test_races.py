@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from interlock import SqliteStore, Store
 
@@ -145,6 +146,7 @@ def effects_file(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # eight processes, many rounds: the main leg runs them
 def test_sqlite_eight_processes_one_winner_per_round(tmp_path: Path) -> None:
     effects = effects_file(tmp_path)
     db = str(tmp_path / "race.db")
@@ -156,6 +158,7 @@ def test_sqlite_eight_processes_one_winner_per_round(tmp_path: Path) -> None:
     race(tmp_path, "sqlite", db, anyio.run(setup), effects)
 
 
+@pytest.mark.slow  # eight processes, many rounds: the main leg runs them
 def test_postgres_eight_processes_one_winner_per_round(tmp_path: Path, dsn: str) -> None:
     from interlock.stores import PostgresStore
 
