@@ -22,7 +22,6 @@ from .._errors import CheckpointNotFound, InvalidResume, StoreUnavailable, Threa
 from ..observability import tracer
 from ..runtime import App, RunHandle, RunResult
 from ..stores import PostgresStore
-from ..stores._postgres_sql import PAUSE_CHANNEL
 from ._schema import install
 
 __all__ = ["RETRY", "TRANSIENT", "Workers"]
@@ -458,7 +457,7 @@ class Workers:
                 async with await psycopg.AsyncConnection.connect(
                     self._store.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
                 ) as conn:
-                    await conn.execute(f"LISTEN {PAUSE_CHANNEL}")
+                    await conn.execute(f"LISTEN {PostgresStore.PAUSE_CHANNEL}")
                     if lost:
                         log.info("pause listener listens again")
                     delay, lost = first, False
