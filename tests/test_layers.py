@@ -19,6 +19,8 @@ LAYERS: dict[str, int] = {
     "_errors": 0,  # the error tree and the argument checks everything shares
     "_args": 0,
     "_collector": 0,  # pausing the garbage collector while a page of records is built
+    "_public": 0,  # public names report their public module
+    "_sqlfiles": 0,  # the SQL files shipped with the package, split into statements
     "observability": 0,  # traces, logs and metrics: the runtime reports, and knows nothing above
     "serde": 1,
     "stores": 1,
@@ -32,6 +34,13 @@ LAYERS: dict[str, int] = {
     "__main__": 6,  # `python -m interlock`: runs the command line
 }
 FACADE = "interlock"  # the public namespace re-exports every layer; nothing imports it
+
+UPPER: frozenset[str] = frozenset({"agents", "server", "cli", "workers"})
+"""The layers built on the runtime: they enter another package through its public namespace
+(``interlock.runtime``, ``interlock.stores``...), never through a private module of it."""
+HIDDEN_ATTRIBUTES: frozenset[str] = frozenset({"io"})
+"""Attributes of the runtime's insides an upper layer may not touch (with the App's private
+attributes, read from its ``__init__``)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -163,3 +172,89 @@ def test_the_import_reader_sees_lazy_and_type_checking_imports(tmp_path: Path) -
     )
     found = set(_imports("interlock.stores.m", module))
     assert found == {"interlock.runtime._app", "interlock.graph._builder"}
+
+
+# -- doors: the upper layers use the public namespaces -------------------------------------------
+
+
+def _private_app_attributes() -> frozenset[str]:
+    """The attributes `App.__init__` sets that start with an underscore."""
+    tree = ast.parse((PACKAGE / "runtime" / "_app.py").read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            for target in ast.walk(node):
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                    and target.attr.startswith("_")
+                ):
+                    found.add(target.attr)
+    return frozenset(found)
+
+
+FORBIDDEN_ATTRIBUTES: frozenset[str] = HIDDEN_ATTRIBUTES | _private_app_attributes()
+
+
+def _private_module(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def _door_problems(name: str, path: Path, targets: set[str]) -> list[str]:
+    """How ``name`` (an upper layer's module) goes past another package's door."""
+    own = name.split(".")[1]
+    problems = [
+        f"{name} imports the private module {target}: import from "
+        f"interlock.{target.split('.')[1]} instead (add the name to its __all__ if missing)"
+        for target in sorted(targets)
+        if target.split(".")[1] != own
+        and target.split(".")[1] in PACKAGES
+        and _private_module(target)
+    ]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
+            problems.append(
+                f"{name}:{node.lineno} reads .{node.attr}, the runtime's insides: "
+                "what a surface needs and the App lacks becomes an App method first"
+            )
+    return problems
+
+
+PACKAGES: frozenset[str] = frozenset(
+    name.split(".")[1]
+    for name, path in MODULES.items()
+    if path.name == "__init__.py" and "." in name
+)
+
+
+def test_upper_layers_enter_other_packages_through_their_doors() -> None:
+    problems = [
+        problem
+        for name, path in sorted(MODULES.items())
+        if name.count(".") >= 1 and name.split(".")[1] in UPPER
+        for problem in _door_problems(name, path, GRAPH[name])
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_door_check_finds_a_private_import_and_the_apps_insides(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from interlock.runtime._persist import interrupt_of\n"
+        "from interlock.stores import _postgres_sql\n"
+        "from interlock.runtime import App\n"
+        "def f(app):\n"
+        "    app._calls.io.get('t', None)\n"
+    )
+    name = "interlock.server.m"
+    problems = _door_problems(name, module, set(_imports(name, module)))
+    assert len(problems) == 4, problems
+    assert any("interlock.runtime._persist" in p for p in problems)
+    assert any("interlock.stores._postgres_sql" in p for p in problems)
+    assert any("reads ._calls" in p for p in problems)
+    assert any("reads .io" in p for p in problems)
+    # Its own layer's private modules are its own business.
+    own = tmp_path / "own.py"
+    own.write_text("from interlock.server._views import ThreadView\n")
+    assert _door_problems("interlock.server.own", own, set(_imports("x.server.own", own))) == []

@@ -6,6 +6,8 @@ resumed; `interrupt()` then returns the answer. Wrap work that must not repeat i
 
 from typing import TYPE_CHECKING, Any
 
+from ._public import publish
+
 # isort: split
 # Building graphs
 from .graph import END as END
@@ -13,70 +15,70 @@ from .graph import START as START
 from .graph import Reducer as Reducer
 from .graph import append as append
 from .graph import merge as merge
-from .runtime._graph import Graph as Graph
+from .runtime import Graph as Graph
 
 # isort: split
 # Running them
-from .runtime._app import App as App
-from .runtime._app import InterruptHandler as InterruptHandler
-from .runtime._app import Targets as Targets
-from .runtime._control import GracefulShutdown as GracefulShutdown
-from .runtime._control import RunHandle as RunHandle
-from .runtime._records import Address as Address
-from .runtime._records import Command as Command
-from .runtime._records import Decision as Decision
-from .runtime._records import Interrupt as Interrupt
-from .runtime._records import RunResult as RunResult
-from .runtime._records import Segment as Segment
-from .runtime._records import Send as Send
-from .runtime._records import StateSnapshot as StateSnapshot
+from .runtime import Address as Address
+from .runtime import App as App
+from .runtime import Command as Command
+from .runtime import Decision as Decision
+from .runtime import GracefulShutdown as GracefulShutdown
+from .runtime import Interrupt as Interrupt
+from .runtime import InterruptHandler as InterruptHandler
+from .runtime import RunHandle as RunHandle
+from .runtime import RunResult as RunResult
+from .runtime import Segment as Segment
+from .runtime import Send as Send
+from .runtime import StateSnapshot as StateSnapshot
+from .runtime import Targets as Targets
 
 # isort: split
 # Events of a streamed run
-from .graph._chunks import MessageChunk as MessageChunk
-from .graph._chunks import ToolCallChunk as ToolCallChunk
-from .graph._concat import register_concat as register_concat
-from .runtime._events import CheckpointEvent as CheckpointEvent
-from .runtime._events import ChunkEvent as ChunkEvent
-from .runtime._events import CustomEvent as CustomEvent
-from .runtime._events import Event as Event
-from .runtime._events import EventStream as EventStream
-from .runtime._events import InterruptEvent as InterruptEvent
-from .runtime._events import NodeOutputEvent as NodeOutputEvent
-from .runtime._events import RunFinishedEvent as RunFinishedEvent
-from .runtime._events import RunStartedEvent as RunStartedEvent
-from .runtime._events import StepEvent as StepEvent
-from .runtime._events import StepFinishedEvent as StepFinishedEvent
-from .runtime._events import StreamMode as StreamMode
+from .graph import MessageChunk as MessageChunk
+from .graph import ToolCallChunk as ToolCallChunk
+from .graph import register_concat as register_concat
+from .runtime import CheckpointEvent as CheckpointEvent
+from .runtime import ChunkEvent as ChunkEvent
+from .runtime import CustomEvent as CustomEvent
+from .runtime import Event as Event
+from .runtime import EventStream as EventStream
+from .runtime import InterruptEvent as InterruptEvent
+from .runtime import NodeOutputEvent as NodeOutputEvent
+from .runtime import RunFinishedEvent as RunFinishedEvent
+from .runtime import RunStartedEvent as RunStartedEvent
+from .runtime import StepEvent as StepEvent
+from .runtime import StepFinishedEvent as StepFinishedEvent
+from .runtime import StreamMode as StreamMode
 
 # isort: split
 # Asking people, inside nodes
-from .runtime._context import child_scope as child_scope
-from .runtime._interrupts import Child as Child
-from .runtime._interrupts import approve as approve
-from .runtime._interrupts import ask as ask
-from .runtime._interrupts import choose as choose
-from .runtime._interrupts import composite_interrupt as composite_interrupt
-from .runtime._interrupts import emit_event as emit_event
-from .runtime._interrupts import gather_children as gather_children
-from .runtime._interrupts import interrupt as interrupt
-from .runtime._interrupts import interrupt_state as interrupt_state
-from .runtime._interrupts import resume_context as resume_context
-from .runtime._interrupts import step as step
-from .runtime._signals import InterruptSignal as InterruptSignal
+from .runtime import Child as Child
+from .runtime import InterruptSignal as InterruptSignal
+from .runtime import approve as approve
+from .runtime import ask as ask
+from .runtime import child_scope as child_scope
+from .runtime import choose as choose
+from .runtime import composite_interrupt as composite_interrupt
+from .runtime import emit_event as emit_event
+from .runtime import gather_children as gather_children
+from .runtime import interrupt as interrupt
+from .runtime import interrupt_state as interrupt_state
+from .runtime import resume_context as resume_context
+from .runtime import step as step
 
 # isort: split
 # Deadlines and answer checks
-from .runtime._interrupts import timeout_default as timeout_default
-from .runtime._interrupts import validator as validator
-from .runtime._records import OnTimeout as OnTimeout
-from .runtime._records import TimeoutDefault as TimeoutDefault
+from .runtime import OnTimeout as OnTimeout
+from .runtime import TimeoutDefault as TimeoutDefault
+from .runtime import timeout_default as timeout_default
+from .runtime import validator as validator
 
 # isort: split
 # Side effects
-from .runtime._effects import RETRY as RETRY
-from .runtime._effects import effect as effect
-from .runtime._effects import effect_key as effect_key
+from .runtime import RETRY as RETRY
+from .runtime import effect as effect
+from .runtime import effect_key as effect_key
 
 # isort: split
 # Storage, encoding and audit
@@ -130,6 +132,7 @@ def __getattr__(name: str) -> Any:
     if name == "PostgresStore":
         from .stores import PostgresStore
 
+        publish(__name__, {name: PostgresStore}, [name])
         globals()[name] = PostgresStore
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -236,3 +239,5 @@ __all__ = [
     "UnknownInterrupt",
     "UnregisteredType",
 ]
+
+publish(__name__, globals(), __all__)

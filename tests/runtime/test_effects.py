@@ -10,6 +10,7 @@ import pytest
 from interlock import (
     END,
     START,
+    App,
     Graph,
     GraphDefinitionError,
     InvalidResume,
@@ -96,18 +97,22 @@ async def test_a_started_effect_becomes_a_reconcile_interrupt_not_a_retry(store:
     assert kinds[-3:] == ["interrupt", "decision", "effect_reconciled"]
 
 
-async def test_a_reconcile_question_shows_what_its_caller_says_of_the_call(store: Store) -> None:
-    world = Flaky()
-    about = {"account": "ACME-7", "amount": 5000, "type": "not mine to set", "attempt": 99}
+def _paying(store: Store, world: Flaky, info: Any) -> App[Any]:
+    """A one-node graph that pays through ``world`` with ``reconcile_info=info``."""
 
     async def pay(s: S) -> dict[str, Any]:
-        receipt = await effect("pay", world.send, "pay", reconcile_info=about)
-        return {"log": [receipt]}
+        return {"log": [await effect("pay", world.send, "pay", reconcile_info=info)]}
 
     g = Graph(S)
     g.add_node("pay", pay)
     g.add_edge(START, "pay")
-    app = g.compile(store=store)
+    return g.compile(store=store)
+
+
+async def test_a_reconcile_question_shows_what_its_caller_says_of_the_call(store: Store) -> None:
+    world = Flaky()
+    about = {"account": "ACME-7", "amount": 5000, "type": "not mine to set", "attempt": 99}
+    app = _paying(store, world, about)
     world.fail_next = True
     with pytest.raises(NodeError):
         await app.run({}, thread="t")
@@ -117,15 +122,7 @@ async def test_a_reconcile_question_shows_what_its_caller_says_of_the_call(store
     # What every reconcile question holds is the runtime's to say.
     assert (info["type"], info["effect"], info["attempt"]) == ("reconcile", "pay", 1)
     assert info["question"].startswith("'pay' was started (attempt 1)")
-    asked = {**about, "question": "Did ACME-7 get its 5000?"}
-
-    async def pay_again(s: S) -> dict[str, Any]:
-        return {"log": [await effect("pay", world.send, "pay", reconcile_info=asked)]}
-
-    g = Graph(S)
-    g.add_node("pay", pay_again)
-    g.add_edge(START, "pay")
-    other = g.compile(store=store)
+    other = _paying(store, world, {**about, "question": "Did ACME-7 get its 5000?"})
     world.fail_next = True
     with pytest.raises(NodeError):
         await other.run({}, thread="u")
@@ -133,15 +130,8 @@ async def test_a_reconcile_question_shows_what_its_caller_says_of_the_call(store
 
 
 async def test_reconcile_info_must_be_a_mapping(store: Store) -> None:
-    async def pay(s: S) -> dict[str, Any]:
-        await effect("pay", print, reconcile_info=["ACME-7"])  # type: ignore[arg-type]
-        return {}
-
-    g = Graph(S)
-    g.add_node("pay", pay)
-    g.add_edge(START, "pay")
     with pytest.raises(NodeError) as err:
-        await g.compile(store=store).run({}, thread="t")
+        await _paying(store, Flaky(), ["ACME-7"]).run({}, thread="t")
     assert isinstance(err.value.__cause__, TypeError)
     assert "reconcile_info must be a mapping" in str(err.value.__cause__)
 

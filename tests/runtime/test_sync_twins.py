@@ -50,6 +50,9 @@ TWINS: dict[str, Callable[[App[S]], Any]] = {
     "record_failure": lambda app: app.record_failure_sync(
         "t", GraphChanged(thread="t", stored="a", current="b")
     ),
+    "question": lambda app: app.question_sync("x"),
+    "checkpoint_meta": lambda app: app.checkpoint_meta_sync("t", "c"),
+    "continued_by": lambda app: app.continued_by_sync(),
 }
 
 

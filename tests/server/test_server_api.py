@@ -443,6 +443,9 @@ def test_a_quorum_needs_two_distinct_approvers(tmp_path: Path) -> None:
         assert first.json()["continued"] is False
         listed = client.get("/v1/interrupts", headers=bearer("vic")).json()["items"]
         assert listed[0]["approved_by"] == ["ana"]
+        # The question on its own shows the votes so far too, as the inbox does.
+        one = client.get(f"/v1/interrupts/{item['id']}", headers=bearer("vic")).json()
+        assert one["interrupt"]["approved_by"] == ["ana"]
         twice = decide(client, item, True, who="ana", key="b")
         assert twice.status_code == 422
         assert "ana" in twice.json()["message"]

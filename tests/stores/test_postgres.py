@@ -5,6 +5,7 @@ import itertools
 import socket
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, TypedDict
@@ -13,6 +14,7 @@ import anyio
 import msgspec
 import psycopg
 import pytest
+from psycopg import sql
 
 from _pgserver import PgServer
 from interlock import END, START, Graph, append, approve
@@ -130,6 +132,39 @@ async def test_closed_store_raises_store_closed(dsn: str) -> None:
         await store.take_pause_request("t")
     with pytest.raises(StoreClosed):
         await store.migrate()
+
+
+async def test_a_pause_request_is_announced_on_the_pause_channel(dsn: str) -> None:
+    thread = f"paused-{uuid.uuid4().hex}"  # the channel is the whole server's
+    async with PostgresStore(dsn) as store:
+        await store.append_checkpoint(checkpoint(thread, 1), expected_head=None)
+        with psycopg.connect(dsn, autocommit=True) as listener:
+            listener.execute(f"LISTEN {PostgresStore.PAUSE_CHANNEL}")
+            assert await store.request_pause(thread)
+            notes = listener.notifies(timeout=10.0)
+            heard = next((note for note in notes if note.payload == thread), None)
+            notes.close()
+    assert heard is not None and heard.channel == PostgresStore.PAUSE_CHANNEL == "interlock_pause"
+
+
+async def test_workers_continue_once_the_continuation_trigger_is_there(dsn: str) -> None:
+    async with PostgresStore(dsn) as store:
+        assert not await store.workers_continue()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION queue_nothing() RETURNS TRIGGER LANGUAGE plpgsql "
+                "AS $$BEGIN RETURN NULL; END$$"
+            )
+            trigger = sql.Identifier(PostgresStore.CONTINUATION_TRIGGER)
+            conn.execute(
+                sql.SQL(
+                    "CREATE TRIGGER {} AFTER UPDATE ON interrupts FOR EACH ROW "
+                    "EXECUTE FUNCTION queue_nothing()"
+                ).format(trigger)
+            )
+            assert await store.workers_continue()
+            conn.execute(sql.SQL("ALTER TABLE interrupts DISABLE TRIGGER {}").format(trigger))
+            assert not await store.workers_continue()
 
 
 async def test_bad_dsn_names_host_and_port_but_not_the_password() -> None:

@@ -35,7 +35,6 @@ from test_workers import (
 from interlock import END, START, App, Graph, GraphChanged, StoreError, StoreUnavailable
 from interlock.observability import PrometheusMetrics
 from interlock.stores import PostgresStore, _postgres
-from interlock.stores._postgres_sql import PAUSE_CHANNEL
 from interlock.workers import _workers
 
 pytestmark = pytest.mark.anyio
@@ -207,7 +206,7 @@ def _listening(dsn: str, role: str) -> bool:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND query = %s",
-            (role, f"LISTEN {PAUSE_CHANNEL}"),
+            (role, f"LISTEN {PostgresStore.PAUSE_CHANNEL}"),
         ).fetchone()
     return bool(row and row[0])
 

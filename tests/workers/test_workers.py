@@ -291,6 +291,26 @@ async def test_a_deadline_is_swept_by_a_worker_and_the_thread_goes_on(dsn: str) 
     await app.store.close()
 
 
+async def test_with_workers_installed_a_sweep_records_and_leaves_the_run_to_them(
+    dsn: str,
+) -> None:
+    # One owner of continuation: once the trigger is installed, `App.continued_by` says
+    # "workers", and a sweep in any process (here: not a worker) only records the expiry.
+    app = _approval_app(dsn, deadline=0.01)
+    assert await app.continued_by() == "caller"
+    await _fast(app).install()
+    assert await app.continued_by() == "workers"
+    await app.run({"n": 1}, thread="swept")
+    await asyncio.sleep(0.05)
+    assert await app.sweep() == []
+    assert await _status(app, "swept") != "done"  # nothing ran here
+    assert _jobs(dsn) == [("todo", "interlock/swept", "interlock/swept", {"thread": "swept"})]
+    async with _working(_fast(app)):
+        await _until(lambda: _is(app, "swept", "done"))
+    assert (await app.get_state("swept")).values["ok"] is False
+    await app.store.close()
+
+
 async def test_finished_threads_are_expired_by_a_worker(dsn: str) -> None:
     app = _approval_app(dsn)
     first = await app.run({"n": 1}, thread="old")

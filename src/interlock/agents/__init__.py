@@ -8,6 +8,8 @@ audit, external pause, streaming — holds for agents with no second mechanism.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish
+
 # isort: split
 # Messages
 from ._messages import AssistantMessage as AssistantMessage
@@ -41,6 +43,7 @@ from ._tools import tool as tool
 
 # isort: split
 # Policies and decisions
+from ._decisions import APPROVAL as APPROVAL
 from ._decisions import Approve as Approve
 from ._decisions import Edit as Edit
 from ._decisions import Reject as Reject
@@ -111,6 +114,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    publish(__name__, {name: value}, [name])
     globals()[name] = value
     return value
 
@@ -120,6 +124,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "APPROVAL",
     "AssistantMessage",
     "ConversationItem",
     "FinishReason",
@@ -185,3 +190,5 @@ __all__ = [
     "MCPToolFailed",
     "OpenAIChatModel",
 ]
+
+publish(__name__, globals(), __all__)

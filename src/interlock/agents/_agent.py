@@ -32,21 +32,22 @@ from .._errors import (
     ToolError,
 )
 from ..graph import END, START, append
-from ..runtime._app import App
-from ..runtime._context import child_scope, current_address
-from ..runtime._effects import effect
-from ..runtime._graph import Graph
-from ..runtime._interrupts import (
+from ..runtime import (
+    App,
     Child,
+    Graph,
+    Segment,
     approval_interrupt,
+    child_scope,
+    current_address,
+    effect,
     emit_event,
     gather_children,
     interrupt,
+    new_id,
     run_graph,
     step,
 )
-from ..runtime._level import new_id
-from ..runtime._records import Segment
 from ..stores import Store
 from ._decisions import (
     APPROVAL,

@@ -23,11 +23,7 @@ from typing import Annotated, Any, Final, TypedDict
 
 from .._errors import GraphDefinitionError, ModelError, ReplyCutShort
 from ..graph import END, START, append
-from ..runtime._context import child_scope
-from ..runtime._graph import Graph
-from ..runtime._interrupts import emit_event, run_graph, step
-from ..runtime._level import new_id
-from ..runtime._records import Segment
+from ..runtime import Graph, Segment, child_scope, emit_event, new_id, run_graph, step
 from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
 from ._events import Transfer
 from ._messages import (

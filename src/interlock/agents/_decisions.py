@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from ..runtime._resume import register_answer_details
+from ..runtime import register_answer_details
 from ._messages import RemoveMessage, ReplaceMessage
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..runtime._records import Interrupt, RunResult
+from ..runtime import Interrupt, RunResult
 from ._messages import AssistantMessage, Message, ToolCall, ToolStatus
 
 __all__ = [

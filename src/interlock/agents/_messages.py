@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ..graph._chunks import FinishReason, MessageChunk, join_message_chunks
+from ..graph import FinishReason, MessageChunk, join_message_chunks
 
 __all__ = [
     "AssistantMessage",

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import msgspec
 
 from .._errors import ModelError
-from ..graph._chunks import MessageChunk, ToolCallChunk
+from ..graph import MessageChunk, ToolCallChunk
 from ._messages import AssistantMessage, Message, ToolCall
 
 __all__ = [

@@ -54,7 +54,7 @@ import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
-from ..graph._chunks import MessageChunk, ToolCallChunk
+from ..graph import MessageChunk, ToolCallChunk
 from ._messages import (
     AssistantMessage,
     FinishReason,

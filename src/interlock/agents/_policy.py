@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
-from ..runtime._interrupts import check_approvals
+from ..runtime import check_approvals
 
 __all__ = [
     "Action",

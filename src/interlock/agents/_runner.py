@@ -25,9 +25,15 @@ from typing import Any, Literal
 import msgspec
 
 from .._args import check_id
-from ..runtime._app import App
-from ..runtime._events import CustomEvent, EventStream, InterruptEvent, RunFinishedEvent
-from ..runtime._records import Command, RunResult
+from ..runtime import (
+    App,
+    Command,
+    CustomEvent,
+    EventStream,
+    InterruptEvent,
+    RunFinishedEvent,
+    RunResult,
+)
 from ..stores import Store
 from ._agent import Agent, AgentState
 from ._events import AgentEvent, AgentFinished, AgentInterrupt, agent_view

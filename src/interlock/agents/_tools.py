@@ -18,8 +18,8 @@ from typing import Any, get_type_hints, overload
 import msgspec
 
 from .._errors import GraphDefinitionError
-from ..graph._concat import concat
-from ..runtime._jsonschema import check, stored_schema
+from ..graph import concat
+from ..runtime import schema_problem, stored_schema
 from ._messages import ToolCall
 from ._models import ToolSpec
 
@@ -129,7 +129,7 @@ class Tool:
         if not isinstance(arguments, Mapping):
             kind = type(arguments).__name__
             raise ArgumentsError(f"the arguments of {self.name} must be a JSON object, not {kind}")
-        problem = check(dict(arguments), self.parameters)
+        problem = schema_problem(dict(arguments), self.parameters)
         if problem is not None:
             raise ArgumentsError(problem.replace("answer", "arguments", 1))
         if self._convert is None:

@@ -32,8 +32,7 @@ from rich.markup import escape
 
 from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
-from ..runtime._app import App
-from ..runtime._records import Decision, Interrupt, RunResult
+from ..runtime import App, Decision, Interrupt, RunResult
 from ._load import Target, open_target, target_options
 from ._output import Refused, out_console, run
 from ._read import QuestionForm, form_of, question, question_hash

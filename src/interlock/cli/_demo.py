@@ -58,7 +58,7 @@ from ..agents import (
     require_approval,
     tool,
 )
-from ..runtime._records import Interrupt
+from ..runtime import Interrupt
 from ..stores import SqliteStore
 
 __all__ = ["DEMO_REQUEST", "DEMO_TOOL", "build_demo_agent", "demo"]

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .._args import MAX_LIMIT
-from ..runtime._records import Decision, Interrupt
+from ..runtime import Decision, Interrupt
 from ..stores import AuditRecord, PendingFilter
 from ._load import open_target, target_options
 from ._output import ago, countdown, echo_json, out_console, parse_duration, run

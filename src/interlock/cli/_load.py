@@ -23,12 +23,10 @@ from typing import Any, Final, TypeVar
 
 import click
 
-from ..agents._agent import Agent
-from ..runtime._app import App
-from ..runtime._graph import Graph
+from ..agents import Agent
+from ..runtime import App, Graph, Reader
 from ..serde import Codec
-from ..stores import MemoryStore, SqliteStore, Store
-from ..stores._url import STORE_URL_FORMS, open_store
+from ..stores import STORE_URL_FORMS, MemoryStore, SqliteStore, Store, open_store
 from ._output import Refused
 
 __all__ = ["APP_VARIABLE", "STORE_VARIABLE", "Target", "open_target", "target_options"]
@@ -78,6 +76,11 @@ class Target:
     """Decodes questions: the app's, or the default codec without an app."""
     owned: bool
     """The store was opened for this command, which closes it when done."""
+
+    @property
+    def reader(self) -> Reader:
+        """Reads questions and checkpoints' metadata: the app's reader, or the store's alone."""
+        return self.app.reader if self.app is not None else Reader(self.store, self.codec)
 
     async def aclose(self) -> None:
         """Close the store if this command opened it."""

@@ -15,10 +15,8 @@ from typing import Any, Final, Literal
 import msgspec
 
 from .._errors import CheckpointCorrupt, CheckpointNotFound
-from ..agents._decisions import APPROVAL
-from ..runtime._persist import interrupt_of
-from ..runtime._records import Decision, Interrupt
-from ..runtime._resume import payload_hash, recorded_decision
+from ..agents import APPROVAL
+from ..runtime import Decision, Interrupt
 from ..stores import AuditRecord, InterruptRecord, PendingFilter
 from ._load import Target
 from ._output import Refused
@@ -69,7 +67,7 @@ def decode(target: Target, row: InterruptRecord) -> Interrupt:
     Who approved a quorum question so far is not in the row (see `with_progress`).
     """
     try:
-        return interrupt_of(target.codec, row)
+        return target.reader.interrupt(row)
     except CheckpointCorrupt as exc:
         hint = (
             "pass --app so that the app's registered types can be read"
@@ -139,14 +137,12 @@ async def question(target: Target, id: str) -> tuple[Interrupt, InterruptRecord]
 
 def question_hash(target: Target, interrupt: Interrupt) -> str:
     """The hash of the question as read, which a decision passes back as ``seen``."""
-    if target.app is not None:
-        return target.app.payload_hash(interrupt)
-    return payload_hash(target.codec, interrupt.info)
+    return target.reader.payload_hash(interrupt)
 
 
 def recorded(target: Target, row: InterruptRecord) -> Decision | None:
     """The decision recorded with a question that left ``pending``, if any."""
-    return recorded_decision(target.codec, row)
+    return target.reader.decision(row)
 
 
 def summary(interrupt: Interrupt, width: int = 100) -> str:
@@ -319,17 +315,4 @@ async def failure(target: Target, thread: str, checkpoint_id: str) -> tuple[str 
     Both come from its metadata (``error``, ``continue_with``; see `App.record_failure`);
     either is None when not recorded.
     """
-    record = await target.store.get_checkpoint(thread, checkpoint_id)
-    if record is None:
-        return None, None
-    try:
-        body = target.codec.decode(record.body)
-    except CheckpointCorrupt:
-        return None, None
-    meta = body.get("meta") if isinstance(body, dict) else None
-    meta = meta if isinstance(meta, dict) else {}
-    error, command = meta.get("error"), meta.get("continue_with")
-    return (
-        error if isinstance(error, str) else None,
-        command if isinstance(command, str) else None,
-    )
+    return await target.reader.failure(thread, checkpoint_id)

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from .._args import MAX_LIMIT
 from .._errors import InvalidResume
-from ..runtime._records import RunResult
+from ..runtime import RunResult
 from ..stores import AuditRecord, CheckpointStatus, PendingFilter, ThreadRecord
 from ._decide import actor_name
 from ._load import open_target, target_options
@@ -299,15 +299,16 @@ def sweep(limit: int, app_spec: str | None, store_url: str | None) -> None:
     app = target.app
     assert app is not None  # decides=True: open_target refused the command without one
 
-    async def go() -> tuple[list[Any], list[RunResult[Any]]]:
+    async def go() -> tuple[list[Any], list[RunResult[Any]], bool]:
         try:
             now = time.time()
             due = await pending(target, PendingFilter(deadline_before=now), limit=limit, after=None)
-            return due, await app.sweep(now=now, limit=limit)
+            results = await app.sweep(now=now, limit=limit)
+            return due, results, await app.continued_by() == "workers"
         finally:
             await target.aclose()
 
-    due, results = run(go)
+    due, results, workers = run(go)
     out = out_console()
     if not due and not results:
         out.print("No question is past its deadline.")
@@ -319,5 +320,7 @@ def sweep(limit: int, app_spec: str | None, store_url: str | None) -> None:
         )
     for result in results:
         print_outcome(out, result)
-    if not results:
+    if workers:
+        out.print("The workers continue these threads (their trigger queued each one).")
+    elif not results:
         out.print("No thread was continued (another sweeper may have taken them).")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..runtime._records import Decision, Interrupt, RunResult
+from ..runtime import Decision, Interrupt, RunResult
 from ..stores import AuditRecord
 from ._output import ago, countdown
 from ._read import entry_data, summary, what

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..runtime._app import App
+from ..runtime import App
 from ._load import APP_VARIABLE, STORE_VARIABLE, _find, open_target
 from ._output import Refused
 from ._startup import check_free, refusal

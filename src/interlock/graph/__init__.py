@@ -4,6 +4,7 @@ Nothing here runs a graph: the runtime (`interlock.runtime`) executes the `Compi
 layer produces, and `interlock.Graph` (the builder plus ``compile``) lives there.
 """
 
+from .._public import publish
 from ._builder import END as END
 from ._builder import START as START
 from ._builder import CompiledGraph as CompiledGraph
@@ -14,16 +15,30 @@ from ._builder import Subgraph as Subgraph
 from ._channels import Reducer as Reducer
 from ._channels import append as append
 from ._channels import merge as merge
+from ._chunks import FinishReason as FinishReason
+from ._chunks import MessageChunk as MessageChunk
+from ._chunks import ToolCallChunk as ToolCallChunk
+from ._chunks import join_message_chunks as join_message_chunks
+from ._concat import concat as concat
+from ._concat import register_concat as register_concat
 
 __all__ = [
     "END",
     "START",
     "CompiledGraph",
     "Durability",
+    "FinishReason",
     "GraphBuilder",
+    "MessageChunk",
     "NodeSpec",
     "Reducer",
     "Subgraph",
+    "ToolCallChunk",
     "append",
+    "concat",
+    "join_message_chunks",
     "merge",
+    "register_concat",
 ]
+
+publish(__name__, globals(), __all__)

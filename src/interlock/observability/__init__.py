@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from .._public import publish
 from ._context import Context as Context
 from ._context import current_context as current_context
 from ._logging import ContextFilter as ContextFilter
@@ -22,6 +23,7 @@ from ._logging import JsonFormatter as JsonFormatter
 from ._prometheus import NO_TOOL as NO_TOOL
 from ._prometheus import PendingCounts as PendingCounts
 from ._prometheus import PrometheusMetrics as PrometheusMetrics
+from ._tracing import tracer as tracer
 from ._tracing import use_tracer_provider as use_tracer_provider
 
 __all__ = [
@@ -32,5 +34,8 @@ __all__ = [
     "PendingCounts",
     "PrometheusMetrics",
     "current_context",
+    "tracer",
     "use_tracer_provider",
 ]
+
+publish(__name__, globals(), __all__)

@@ -32,13 +32,15 @@ from ..graph._builder import CompiledGraph, Durability, Migration
 from ..stores import MemoryStore, PendingFilter, Store
 from . import _failures, _threads
 from ._calls import CallOptions, Calls, InterruptHandler, OnPending
+from ._continuation import Continuation, Continuer
 from ._control import RunControl, RunHandle
 from ._engine import remember
 from ._events import MODES, Event, EventStream, RunStartedEvent, StreamMode
 from ._observe import CallScope, RunWatch
 from ._persist import ThreadIO
+from ._reader import Question, Reader
 from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
-from ._resume import Targets, payload_hash
+from ._resume import Targets
 from ._runctx import LeasePolicy
 
 __all__ = ["App", "InterruptHandler", "Targets"]
@@ -77,6 +79,8 @@ class App(Generic[StateT]):
             lease=LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl),
             recursion_limit=recursion_limit,
         )
+        self._reader = Reader(bound, plan.codec)
+        self._continuation = Continuation(bound)
 
     @property
     def plan(self) -> CompiledGraph:
@@ -97,6 +101,11 @@ class App(Generic[StateT]):
     def lease(self) -> LeasePolicy:
         """How the App's calls hold their threads' leases."""
         return self._calls.lease
+
+    @property
+    def reader(self) -> Reader:
+        """Reads questions and checkpoints' metadata from the App's store, with its codec."""
+        return self._reader
 
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
@@ -280,7 +289,9 @@ class App(Generic[StateT]):
         ``"reject"`` (the default) answers False, ``timeout_default(v)`` answers ``v``,
         ``"escalate"`` asks the same question again as a new interrupt without a deadline.
         Each interrupt is marked ``expired`` by compare-and-set, so two sweepers never act on
-        one twice. Returns the results of the threads it continued.
+        one twice. Returns the results of the threads it continued: all it expired, unless
+        workers continue this App's threads (`continued_by`), when it only records the
+        expiries, their trigger queues the continuations, and it returns none.
 
         Args:
             now: The time to compare deadlines with (default: the clock).
@@ -288,12 +299,28 @@ class App(Generic[StateT]):
         """
         now = check_time(now, "now")
         check_limit(limit, "limit")
-        return await self._calls.sweep(now=now, limit=limit, durability=self.durability)
+        drive = await self._continuation.owner() == "caller"
+        return await self._calls.sweep(
+            now=now, limit=limit, durability=self.durability, drive=drive
+        )
+
+    async def continued_by(self, *, refresh: bool = False) -> Continuer:
+        """Who continues this App's threads after a decision that was only recorded.
+
+        ``"workers"`` once `interlock.workers.Workers.install` put its trigger into the App's
+        PostgreSQL database: the trigger queues each continuation in the decision's commit,
+        and whoever recorded it (`decide`, `sweep`, the approval server) leaves the thread to
+        them. Otherwise ``"caller"``: whoever recorded a decision continues the thread. The
+        store is asked once; ``refresh`` asks again. (`resume` with answers always goes on
+        itself: it holds the thread's lease from its decision to the run.)
+        """
+        check_flag(refresh, "refresh")
+        return await self._continuation.owner(refresh=refresh)
 
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""
         check_instance(interrupt, Interrupt, "interrupt")
-        return payload_hash(self.plan.codec, interrupt.info)
+        return self._reader.payload_hash(interrupt)
 
     async def resume(
         self,
@@ -452,6 +479,28 @@ class App(Generic[StateT]):
         return await _failures.record_failure(self._calls, thread, error)
 
     # -- reading ---------------------------------------------------------------------------------
+
+    async def question(self, interrupt_id: str) -> Question | None:
+        """One question with what a person deciding it needs; None when there is no such one.
+
+        The `Question` carries the interrupt (with a pending quorum's approvals so far), the
+        hash of what it asks, the decision once one is recorded, and the metadata of the
+        checkpoint that asked (``started_by``). A pending question's thread is read once,
+        and that read is kept: a `decide` on it that follows reads nothing more, unless
+        someone wrote to the thread meanwhile (its commit then finds out, and reads again).
+
+        Raises:
+            CheckpointCorrupt: The question's record cannot be read.
+        """
+        check_id(interrupt_id, "interrupt_id")
+        return await _threads.question(self._calls, self._reader, interrupt_id)
+
+    async def checkpoint_meta(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
+        """The metadata stored with one checkpoint (a run's ``metadata=``, a failure's
+        ``error``); empty when the checkpoint is gone or damaged."""
+        check_id(thread, "thread")
+        check_id(checkpoint_id, "checkpoint_id")
+        return await self._reader.checkpoint_meta(thread, checkpoint_id)
 
     async def inbox(
         self,
@@ -668,6 +717,18 @@ class App(Generic[StateT]):
     def decide_sync(self, thread: str, answers: Mapping[str, Any], **kwargs: Any) -> list[Decision]:
         """`decide` for scripts (starts an event loop)."""
         return _blocking("decide", lambda: self.decide(thread, answers, **kwargs))
+
+    def question_sync(self, interrupt_id: str) -> Question | None:
+        """`question` for scripts (starts an event loop)."""
+        return _blocking("question", lambda: self.question(interrupt_id))
+
+    def checkpoint_meta_sync(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
+        """`checkpoint_meta` for scripts (starts an event loop)."""
+        return _blocking("checkpoint_meta", lambda: self.checkpoint_meta(thread, checkpoint_id))
+
+    def continued_by_sync(self, *, refresh: bool = False) -> Continuer:
+        """`continued_by` for scripts (starts an event loop)."""
+        return _blocking("continued_by", lambda: self.continued_by(refresh=refresh))
 
     def sweep_sync(self, **kwargs: Any) -> list[RunResult[StateT]]:
         """`sweep` for scripts (starts an event loop)."""

@@ -162,6 +162,15 @@ class Calls(Generic[StateT]):
             control=options.control,
         )
 
+    def hold(self, thread: str, opened: Opened) -> None:
+        """Keep a level just read from the store for the thread's next call (which takes it
+        unverified: its commit checks that nobody wrote since)."""
+        if opened.head is None or opened.level is None:
+            return
+        self._warm[thread] = (opened.head, opened.level, opened.known)
+        while len(self._warm) > WARM_THREADS:
+            self._warm.popitem(last=False)
+
     def keep_warm(self, ctx: RunCtx, level: Level) -> None:
         """Remember the level the call committed last, for the thread's next call."""
         if ctx.head is None:
@@ -338,14 +347,22 @@ class Calls(Generic[StateT]):
     ) -> list[Decision]:
         """`App.decide` with its arguments checked: record answers by compare-and-set."""
         busy: ThreadBusy | None = None
+        # The first attempt may take the level this process holds of the thread (written or
+        # read by it last: `App.question` keeps what it read); its commit verifies it.
+        optimistic = True
         while True:
-            opened = await self.open(thread, optimistic=False)
+            opened = await self.open(thread, optimistic=optimistic)
+            optimistic = False
             if opened.level is None:
+                if not opened.verified:
+                    continue
                 raise CheckpointNotFound(thread)
             try:
                 return await self._decide_once(
                     opened, thread, answers, actor, reason, nonce, seen, busy
                 )
+            except Stale:
+                continue  # the held level was not the thread's latest: read it
             except _Lost as lost:
                 # Someone wrote since the read: read again, and what they recorded decides
                 # (the same decision again, or a refusal carrying theirs). A run holding the
@@ -372,23 +389,36 @@ class Calls(Generic[StateT]):
         assert level is not None
         try:
             checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
-        except InterruptAlreadyResolved:
+        except InterruptAlreadyResolved as exc:
+            if not opened.verified:
+                raise Stale from exc
             replayed = await self._replayed(level, thread, answers, actor, nonce)
             if replayed is None:
                 raise
             return replayed
+        except ResumeError as exc:
+            opened.check(exc)
+            raise
         by_id = {r.id: r for r in level.pending}
         for iid, shown in (seen or {}).items():
             r = by_id.get(iid)
             if r is not None and shown != payload_hash(self.plan.codec, r.interrupt.info):
-                raise InvalidResume(
-                    f"interrupt {iid} changed since it was shown; show it again and decide",
-                    interrupt_id=iid,
+                opened.check(
+                    InvalidResume(
+                        f"interrupt {iid} changed since it was shown; show it again and decide",
+                        interrupt_id=iid,
+                    )
                 )
         replayed = replayed_votes(level, checked, actor, nonce)
         if replayed is not None:
+            if not opened.verified:
+                raise Stale
             return replayed
-        votes = check_votes(level, checked, actor)
+        try:
+            votes = check_votes(level, checked, actor)
+        except ResumeError as exc:
+            opened.check(exc)
+            raise
         if busy is not None:
             raise busy
         ctx = self.prepare(level, thread, opened)
@@ -444,33 +474,19 @@ class Calls(Generic[StateT]):
     # -- sweep -----------------------------------------------------------------------------
 
     async def sweep(
-        self, *, now: float | None, limit: int, durability: Durability
+        self, *, now: float | None, limit: int, durability: Durability, drive: bool
     ) -> list[RunResult[StateT]]:
-        """`App.sweep` with its arguments checked."""
+        """`App.sweep` with its arguments checked; ``drive``: continue the threads expired
+        (False: only record the expiries, and let each thread go for its continuer)."""
         results: list[RunResult[StateT]] = []
         for thread, due in await self._due(now, limit):
             try:
-                result = await self._expire(thread, due, durability, drive=True)
+                result = await self._expire(thread, due, durability, drive=drive)
             except (ThreadBusy, InterruptAlreadyResolved):
                 continue  # another process acted on the thread; a later sweep looks again
-            assert result is not None
-            results.append(result)
+            if result is not None:
+                results.append(result)
         return results
-
-    async def expire_due(self, *, now: float | None, limit: int) -> list[str]:
-        """Answer interrupts whose deadline passed, without continuing their threads.
-
-        For workers: each expiry commits and lets the thread go, and whoever queues
-        continuations continues it. Returns the threads written.
-        """
-        written: list[str] = []
-        for thread, due in await self._due(now, limit):
-            try:
-                await self._expire(thread, due, "sync", drive=False)
-            except (ThreadBusy, InterruptAlreadyResolved):
-                continue
-            written.append(thread)
-        return written
 
     async def _due(self, now: float | None, limit: int) -> list[tuple[str, set[str]]]:
         """The threads with interrupts past their deadline, and those interrupts' ids."""
@@ -484,6 +500,9 @@ class Calls(Generic[StateT]):
     async def _expire(
         self, thread: str, due: set[str], durability: Durability, *, drive: bool
     ) -> RunResult[StateT] | None:
+        # Sync when the thread is let go: the commit must be durable before its continuer
+        # (a trigger at commit) may see it.
+        durability = durability if drive else "sync"
         opened = await self.open(thread, optimistic=False)
         level = opened.level
         if level is None:

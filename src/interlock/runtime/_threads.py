@@ -13,19 +13,25 @@ from typing import Any, TypeVar
 import msgspec
 
 from .._collector import collector_paused
-from .._errors import CheckpointNotFound, GraphDefinitionError, ThreadInterrupted
+from .._errors import (
+    CheckpointNotFound,
+    GraphDefinitionError,
+    InterlockError,
+    ThreadInterrupted,
+)
 from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
 from ._answers import child_plan
 from ._calls import Calls, OnPending
 from ._level import Level, new_id
 from ._persist import cancellations, dropped_entry, ran_its_decisions
+from ._reader import Question, Reader
 from ._records import Interrupt, StateSnapshot
 from ._resume import decided_unrun
 from ._runctx import Opened, RunCtx
 from ._signals import Raised
 from ._wire import level_from_wire, level_to_wire
 
-__all__ = ["fork", "get_state", "history", "inbox", "update_state"]
+__all__ = ["fork", "get_state", "history", "inbox", "question", "update_state"]
 
 StateT = TypeVar("StateT")
 
@@ -50,6 +56,59 @@ async def inbox(
         msgspec.structs.replace(i, approved_by=progress[i.id]) if i.id in progress else i
         for i in found
     ]
+
+
+async def question(calls: Calls[Any], reader: Reader, interrupt_id: str) -> Question | None:
+    """`App.question`: the interrupt's row; for a pending one, its thread's latest level too.
+
+    The level gives a quorum's approvals so far and, when the question was asked at the
+    thread's head (the common case), the asking checkpoint's metadata without another read
+    (a checkpoint never changes once written). It is held for the thread's next call
+    (`Calls.hold`), which a decision usually is; that call's commit checks it is still the
+    thread's latest.
+    """
+    row = await calls.store.get_interrupt(interrupt_id)
+    if row is None:
+        return None
+    found = reader.of(row)
+    if row.status == "pending":
+        # A level this process holds (it ran the thread) serves unread, unless the question
+        # is a quorum's, whose approvals so far others may have added: read those fresh.
+        optimistic = found.interrupt.approvals < 2
+        try:
+            opened = await calls.open(row.thread, optimistic=optimistic)
+        except InterlockError:
+            opened = None  # a thread this App cannot load (another graph, damage): the row says
+        if opened is not None and opened.head is not None and opened.level is not None:
+            calls.hold(row.thread, opened)
+            raised = next((r for r in opened.level.pending if r.id == row.id), None)
+            interrupt = found.interrupt
+            if raised is not None and raised.interrupt.approved_by:
+                interrupt = msgspec.structs.replace(
+                    interrupt, approved_by=raised.interrupt.approved_by
+                )
+            if opened.head.record.id == row.checkpoint_id:
+                return Question(
+                    interrupt=interrupt,
+                    record=row,
+                    payload_hash=found.payload_hash,
+                    decision=found.decision,
+                    meta=dict(opened.head.meta),
+                )
+            found = Question(
+                interrupt=interrupt,
+                record=row,
+                payload_hash=found.payload_hash,
+                decision=found.decision,
+            )
+    meta = await reader.checkpoint_meta(row.thread, row.checkpoint_id)
+    return Question(
+        interrupt=found.interrupt,
+        record=row,
+        payload_hash=found.payload_hash,
+        decision=found.decision,
+        meta=meta,
+    )
 
 
 async def get_state(

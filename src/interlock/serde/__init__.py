@@ -7,6 +7,7 @@ hostile input raises `interlock.CheckpointCorrupt`.
 
 from __future__ import annotations
 
+from .._public import publish
 from ._codec import DEFAULT_CODEC as DEFAULT_CODEC
 from ._codec import Codec as Codec
 from ._collect import collect_types as collect_types
@@ -16,3 +17,5 @@ __all__ = [
     "Codec",
     "collect_types",
 ]
+
+publish(__name__, globals(), __all__)

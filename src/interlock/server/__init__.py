@@ -13,6 +13,7 @@ Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 
 from __future__ import annotations
 
+from .._public import publish
 from ._app import create_app
 from ._auth import ROLES, Identity, Role, TokenAuth, hash_token, new_token
 from ._events import EVENT_TYPES, EventType, ServerEvent
@@ -55,3 +56,5 @@ __all__ = [
     "sign",
     "verify_signature",
 ]
+
+publish(__name__, globals(), __all__)

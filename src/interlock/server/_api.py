@@ -35,7 +35,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
-from ..runtime._records import Decision, Interrupt
+from ..runtime import Decision, Interrupt, Question
 from ..stores import CheckpointStatus, InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
@@ -237,11 +237,23 @@ def _tool_of(interrupt: Interrupt) -> str | None:
     return next((s.name for s in reversed(interrupt.address) if s.kind == "tool"), None)
 
 
-async def _find(state: ServerState, interrupt_id: str) -> tuple[Served, InterruptRecord]:
+async def _find(
+    state: ServerState, identity: Identity, interrupt_id: str
+) -> tuple[Served, Question]:
+    """The question with this id and the app that asked it, in ``identity``'s scope."""
     for served in state.served.values():
-        row = await served.row(interrupt_id)
-        if row is not None:
-            return served, row
+        try:
+            question = await served.question(interrupt_id)
+        except CheckpointCorrupt as exc:
+            row = await served.row(interrupt_id)
+            if row is not None:  # out of scope, it is not this identity's to hear of
+                _scoped(identity, row.thread, row.tool)
+            raise ApiError(
+                500, "damaged_record", f"{exc}; restore the store from a backup"
+            ) from exc
+        if question is not None:
+            _scoped(identity, question.thread, question.tool)
+            return served, question
     raise ApiError(
         404,
         "unknown_interrupt",
@@ -402,10 +414,8 @@ async def _visible_page(
 async def get_interrupt(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
-    served, row = await _find(state, _path(request, "id"))
-    _scoped(identity, row.thread, row.tool)
-    interrupt = _decoded(served, row)
-    decided = served.decision(row)
+    served, question = await _find(state, identity, _path(request, "id"))
+    row, interrupt, decided = question.record, question.interrupt, question.decision
     status: str | None = None
     values: Any = None
     messages: list[Any] = []
@@ -416,9 +426,8 @@ async def get_interrupt(request: Request) -> Response:
     except (CheckpointNotFound, CheckpointCorrupt):
         pass
     audit = [a for a in await _audit(served, row.thread, None, 1000) if _concerns(a, interrupt.id)]
-    starter = (await served.metadata(row.thread, row.checkpoint_id)).get("started_by")
     detail = InterruptDetail(
-        started_by=starter if isinstance(starter, str) else None,
+        started_by=question.started_by,
         interrupt=served.view(interrupt, row.tool),
         decision=decision_body(decided) if decided is not None else None,
         thread_status=status,
@@ -483,20 +492,20 @@ async def post_decision(request: Request) -> Response:
             f"{identity.name} sent too many decisions; retry in {wait:.1f} s",
             headers={"Retry-After": str(max(1, round(wait)))},
         )
-    served, row = await _find(state, interrupt_id)
-    _scoped(identity, row.thread, row.tool)
+    served, question = await _find(state, identity, interrupt_id)
+    row = question.record
     mine, nonce = _nonce(identity, key, raw)
     if row.status != "pending":
         vote = await _vote_resolved_since(served, row, identity, nonce, body)
         if vote is not None:
             return _replayed(state, vote)
         return _refused(state, served, row, mine, nonce)
-    interrupt = _decoded(served, row)
+    interrupt = question.interrupt
     # The runtime refuses a second vote by one person on a quorum question, and gives back the
     # vote itself for the same request sent again: a success now, after this identity has
     # voted, is that vote.
-    voted = interrupt.approvals > 1 and identity.name in await _approved_by(served, row)
-    if served.view(interrupt, row.tool).payload_hash != body.payload_hash:
+    voted = interrupt.approvals > 1 and identity.name in interrupt.approved_by
+    if question.payload_hash != body.payload_hash:
         state.metrics.decisions.labels("stale").inc()
         raise ApiError(
             412,
@@ -507,8 +516,7 @@ async def post_decision(request: Request) -> Response:
     if state.continue_runs and not body.wait:
         # Checked before the decision is recorded: it would be continued by nobody.
         _require_started(state)
-    meta = await served.metadata(row.thread, row.checkpoint_id)
-    starter = meta.get("started_by")
+    starter = question.meta.get("started_by")
     if state.four_eyes and starter == identity.name:
         state.metrics.decisions.labels("four_eyes").inc()
         raise ApiError(
@@ -563,7 +571,7 @@ async def post_decision(request: Request) -> Response:
             log.info("continuing thread %r failed: %s", row.thread, exc)
             continued = True
         view = await _thread_view(served, row.thread, identity)
-    elif final and state.continue_runs and not served.workers_continue:
+    elif final and state.continue_runs and await served.app.continued_by() == "caller":
         continued = _background(
             state, lambda: served.app.resume(row.thread, metadata=metadata), row.thread, served.app
         )
@@ -571,16 +579,6 @@ async def post_decision(request: Request) -> Response:
         decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
     )
     return json_response(result, 201)
-
-
-async def _approved_by(served: Served, row: InterruptRecord) -> tuple[str, ...]:
-    """Who has approved a pending quorum question so far (its thread's latest state says)."""
-    try:
-        snapshot = await served.app.get_state(row.thread)
-    except (CheckpointNotFound, CheckpointCorrupt):
-        return ()
-    found = next((i for i in snapshot.interrupts if i.id == row.id), None)
-    return found.approved_by if found is not None else ()
 
 
 def _replayed(state: ServerState, decision: Decision) -> Response:

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._errors import CheckpointCorrupt, InterlockError, StoreClosed, StoreError
-from ..runtime._app import App
+from ..runtime import App
 from ._api import _identity
 from ._errors import ApiError, json_response
 from ._events import ServerEvent
@@ -342,9 +342,9 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
                 for served in state.served.values():
                     cursor = await served.store.change_cursor()
                     group.start_soon(_follow, state, served, cursor)
-                    if state.continue_runs and await served.find_workers():
-                        # One owner per continuation: the workers' trigger queues one at
-                        # each decision, so this server only records decisions.
+                    if state.continue_runs and await served.app.continued_by() == "workers":
+                        # One owner per continuation (`App.continued_by`): the workers'
+                        # trigger queues one at each decision; this server only records.
                         log.info(
                             "workers continue the threads of %s after decisions; this server "
                             "leaves continuing to them",

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Final
 
-from .._errors import CheckpointCorrupt, CheckpointNotFound
-from ..runtime._app import App
-from ..runtime._records import Decision, Interrupt
-from ..runtime._resume import payload_hash, recorded_decision
+from .._errors import CheckpointCorrupt
+from ..runtime import App, Decision, Interrupt, Question
 from ..stores import InterruptRecord
 from ._events import EventType, ServerEvent
 from ._views import InterruptView, interrupt_view, summary_of
@@ -34,19 +32,10 @@ class Served:
         self.store = app.store
         self._public_url = public_url.rstrip("/") if public_url else None
         self._events: OrderedDict[str, ServerEvent] = OrderedDict()
-        self.workers_continue = False
-        """Workers continue this App's threads after decisions (read by the lifespan with
-        `find_workers`): the server then only records decisions."""
 
-    async def find_workers(self) -> bool:
-        """Look whether workers continue this App's threads after decisions; remember it.
-
-        They do once `interlock.workers.Workers.install` put its trigger into the App's
-        PostgreSQL database (`PostgresStore.workers_continue`); no other store has workers.
-        """
-        ask = getattr(self.store, "workers_continue", None)
-        self.workers_continue = bool(ask is not None and await ask())
-        return self.workers_continue
+    async def question(self, interrupt_id: str) -> Question | None:
+        """The App's question with this id (`App.question`), or None."""
+        return await self.app.question(interrupt_id)
 
     async def row(self, interrupt_id: str) -> InterruptRecord | None:
         """The store's row of an interrupt, or None."""
@@ -54,37 +43,23 @@ class Served:
 
     def interrupt(self, row: InterruptRecord) -> Interrupt:
         """The row decoded (raises `CheckpointCorrupt` for a damaged one)."""
-        return self.app._calls.io.interrupt_of(row)
+        return self.app.reader.interrupt(row)
 
     def view(self, interrupt: Interrupt, tool: str | None) -> InterruptView:
         """The API's view of one interrupt."""
-        digest = payload_hash(self.app.plan.codec, interrupt.info)
-        return interrupt_view(self.name, interrupt, digest, tool)
+        return interrupt_view(self.name, interrupt, self.app.payload_hash(interrupt), tool)
 
     def decision(self, row: InterruptRecord) -> Decision | None:
         """The decision recorded with a resolved interrupt, if any."""
-        return recorded_decision(self.app.plan.codec, row)
+        return self.app.reader.decision(row)
 
     async def metadata(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
         """The metadata stored with one checkpoint (empty when it is gone)."""
-        try:
-            head = await self.app._calls.io.get(thread, checkpoint_id)
-            return dict(self.app._calls.io.decode(head.record).get("meta") or {})
-        except (CheckpointNotFound, CheckpointCorrupt):
-            return {}
+        return await self.app.checkpoint_meta(thread, checkpoint_id)
 
     async def failure(self, thread: str, checkpoint_id: str) -> tuple[str | None, str | None]:
-        """Why a failed checkpoint failed, and the command that continues its thread.
-
-        Both are in its metadata (``error``, ``continue_with``; see `App.record_failure`);
-        either is None when not recorded.
-        """
-        meta = await self.metadata(thread, checkpoint_id)
-        error, command = meta.get("error"), meta.get("continue_with")
-        return (
-            error if isinstance(error, str) else None,
-            command if isinstance(command, str) else None,
-        )
+        """Why a failed checkpoint failed, and the command that continues its thread."""
+        return await self.app.reader.failure(thread, checkpoint_id)
 
     def link(self, interrupt_id: str | None, thread: str) -> str | None:
         """The web inbox's page for an interrupt (or thread), when the public URL is known."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .._args import MAX_TEXT
-from ..runtime._records import Decision, Interrupt
+from ..runtime import Decision, Interrupt
 
 __all__ = [
     "AuditItem",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish
 from ._audit import AuditProblem as AuditProblem
 from ._audit import AuditReport as AuditReport
 from ._audit import audit_hash as audit_hash
@@ -39,6 +40,8 @@ from ._base import Store as Store
 from ._base import ThreadRecord as ThreadRecord
 from ._memory import MemoryStore as MemoryStore
 from ._sqlite import SqliteStore as SqliteStore
+from ._url import STORE_URL_FORMS as STORE_URL_FORMS
+from ._url import open_store as open_store
 
 if TYPE_CHECKING:
     from ._postgres import PostgresStore as PostgresStore
@@ -53,11 +56,13 @@ def __getattr__(name: str) -> Any:
             raise ImportError(
                 "PostgresStore needs psycopg; install it with: pip install 'interlock[postgres]'"
             ) from exc
+        publish(__name__, {name: PostgresStore}, [name])
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
+    "STORE_URL_FORMS",
     "AuditEntry",
     "AuditKind",
     "AuditProblem",
@@ -83,5 +88,8 @@ __all__ = [
     "Store",
     "ThreadRecord",
     "audit_hash",
+    "open_store",
     "verify_audit",
 ]
+
+publish(__name__, globals(), __all__)

@@ -45,6 +45,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from .._errors import StoreClosed, StoreError, StoreUnavailable
 from . import _postgres_ops as ops
 from . import _postgres_schema as schema
+from . import _postgres_sql as sql
 from ._base import (
     AuditEntry,
     AuditRecord,
@@ -124,6 +125,22 @@ class PostgresStore(StoreLifecycle):
             requests are written. Every process sharing the database should agree on it.
             Tests pass a clock they move themselves (`interlock.testing.FakeClock`) rather
             than waiting for a lease to run out; it may be read on a worker thread.
+    """
+
+    PAUSE_CHANNEL: Final = sql.PAUSE_CHANNEL
+    """The ``LISTEN``/``NOTIFY`` channel of pause requests, ``interlock_pause``.
+
+    `request_pause` notifies it when the request commits, with the thread's id as payload
+    (``""`` when the id is longer than a notification may be), so whoever runs the thread
+    can listen there and pause at once instead of at its next look at the store.
+    """
+
+    CONTINUATION_TRIGGER: Final = sql.CONTINUATION_TRIGGER
+    """The name of the trigger the workers install, ``interlock_continue_after_decision``.
+
+    `interlock.workers.Workers.install` puts it on the interrupts table: it queues a thread's
+    continuation for the workers in the transaction of each decision. `workers_continue`
+    reports whether it is there (and enabled).
     """
 
     def __init__(

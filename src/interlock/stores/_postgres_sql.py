@@ -183,13 +183,15 @@ REQUEST_PAUSE: Final = """
 """
 CONTINUATION_TRIGGER: Final = "interlock_continue_after_decision"
 """The trigger `interlock.workers.Workers.install` puts on ``interrupts``: it queues a thread's
-continuation for the workers in the transaction of each decision."""
+continuation for the workers in the transaction of each decision (public as
+`PostgresStore.CONTINUATION_TRIGGER`)."""
 SELECT_CONTINUATION_TRIGGER: Final = """
 SELECT EXISTS (SELECT 1 FROM pg_trigger
     WHERE tgrelid = to_regclass('interrupts') AND tgname = %s AND tgenabled <> 'D')
 """
 PAUSE_CHANNEL: Final = "interlock_pause"
-"""The channel a pause request is announced on (payload: the thread), for whoever runs it."""
+"""The channel a pause request is announced on (payload: the thread), for whoever runs it
+(public as `PostgresStore.PAUSE_CHANNEL`)."""
 NOTIFY_PAUSE: Final = "SELECT pg_notify(%s, %s)"
 PAUSE_PAYLOAD_MAX: Final = 7900
 """A NOTIFY payload must stay under 8,000 bytes: a longer thread id is announced as ``""``."""

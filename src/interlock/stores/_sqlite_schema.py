@@ -1,9 +1,13 @@
 """The SQLite schema of `SqliteStore` and its migrations (the statements it runs: `_sqlite_sql`).
 
+The schema's history is the files of ``sql/sqlite/``, one per version, each a list of named
+statements (the layout, and how it is split into statements, is in `interlock._sqlfiles`):
+``0001_threads_checkpoints_interrupts.sql`` takes an empty file to version 1, and file ``N``
+takes it from ``N - 1`` to ``N``, inside the migration transaction. To change the schema, add
+the next file and raise `SCHEMA_VERSION` to its number; a released file is never edited.
+
 The schema version lives in ``PRAGMA user_version``; ``PRAGMA application_id`` marks the file
-as interlock's so that a store never migrates somebody else's database. To change the schema,
-append a step to `MIGRATIONS`: the step at index ``i`` takes a database from version ``i`` to
-``i + 1`` and runs inside the migration transaction.
+as interlock's so that a store never migrates somebody else's database.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from .._sqlfiles import migrations
 from ._rows import sql_digest
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
@@ -18,160 +23,14 @@ __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "
 APPLICATION_ID: Final = 0x494C4B31
 """``PRAGMA application_id`` of an interlock database (ASCII ``ILK1``)."""
 
-_V1: Final = (
-    # Small rows looked up by key only: no rowid needed.
-    """
-    CREATE TABLE threads (
-        thread     TEXT PRIMARY KEY,
-        head_id    TEXT NOT NULL,
-        head_seq   INTEGER NOT NULL,
-        status     TEXT NOT NULL,
-        updated_at REAL NOT NULL
-    ) WITHOUT ROWID
-    """,
-    # A rowid table, not WITHOUT ROWID: bodies are large rows, which SQLite advises against
-    # clustering. Measured with 20 interleaved threads, the rowid table appended 4 kB bodies
-    # ~30% faster, looked up heads and ids faster and made a 5-12% smaller file; clustering
-    # won only on range reads of 500 B bodies.
-    """
-    CREATE TABLE checkpoints (
-        thread     TEXT NOT NULL,
-        seq        INTEGER NOT NULL,
-        id         TEXT NOT NULL UNIQUE,
-        parent_id  TEXT,
-        step       INTEGER NOT NULL,
-        base_seq   INTEGER NOT NULL,
-        created_at REAL NOT NULL,
-        source     TEXT NOT NULL,
-        status     TEXT NOT NULL,
-        body       BLOB NOT NULL,
-        PRIMARY KEY (thread, seq)
-    )
-    """,
-    # A rowid table: the rowid is the insertion order that breaks created_at ties.
-    """
-    CREATE TABLE interrupts (
-        id            TEXT PRIMARY KEY,
-        thread        TEXT NOT NULL,
-        checkpoint_id TEXT NOT NULL,
-        key           TEXT,
-        address       TEXT NOT NULL,
-        kind          TEXT NOT NULL,
-        status        TEXT NOT NULL,
-        created_at    REAL NOT NULL,
-        deadline      REAL,
-        body          BLOB NOT NULL,
-        resolved_at   REAL,
-        resolution    BLOB
-    )
-    """,
-    # The inbox across threads, and by key: partial, so they hold only pending interrupts.
-    "CREATE INDEX interrupts_pending ON interrupts (created_at) WHERE status = 'pending'",
-    "CREATE INDEX interrupts_pending_key ON interrupts (key, created_at) WHERE status = 'pending'",
-    # Full, not partial: with status as an equality prefix it serves the per-thread inbox in
-    # O(pending of the thread) and also lets delete_thread find resolved interrupts.
-    "CREATE INDEX interrupts_thread ON interrupts (thread, status, created_at)",
+SCHEMA_VERSION: Final = 6
+"""The version this code reads and writes: the number of the last file of ``sql/sqlite/``."""
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = migrations(
+    "interlock.stores", "sql/sqlite", SCHEMA_VERSION
 )
-
-_V2: Final = (
-    # A request, from any process, that whoever runs the thread pauses it; the executor takes
-    # (deletes) it when it sees it.
-    """
-    CREATE TABLE pause_requests (
-        thread       TEXT PRIMARY KEY,
-        kind         TEXT NOT NULL,
-        requested_at REAL NOT NULL
-    ) WITHOUT ROWID
-    """,
-)
-
-_V3: Final = (
-    # The lease: who runs the thread now and until when; the fencing token only grows.
-    "ALTER TABLE threads ADD COLUMN lease_owner TEXT",
-    "ALTER TABLE threads ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0",
-    "ALTER TABLE threads ADD COLUMN lease_expires REAL NOT NULL DEFAULT 0",
-    # The tool an interrupt gates, for the inbox filter.
-    "ALTER TABLE interrupts ADD COLUMN tool TEXT",
-    "CREATE INDEX interrupts_pending_tool ON interrupts (tool, created_at) "
-    "WHERE status = 'pending'",
-    # Side effects: started before the call, done after it.
-    """
-    CREATE TABLE effects (
-        thread      TEXT NOT NULL,
-        key         TEXT NOT NULL,
-        name        TEXT NOT NULL,
-        status      TEXT NOT NULL,
-        attempt     INTEGER NOT NULL,
-        started_at  REAL NOT NULL,
-        finished_at REAL,
-        result      BLOB,
-        PRIMARY KEY (thread, key)
-    )
-    """,
-    # The audit log: one hash chain per thread, never updated or deleted by the store.
-    """
-    CREATE TABLE audit (
-        thread TEXT NOT NULL,
-        seq    INTEGER NOT NULL,
-        at     REAL NOT NULL,
-        kind   TEXT NOT NULL,
-        actor  TEXT,
-        data   BLOB NOT NULL,
-        prev   BLOB NOT NULL,
-        hash   BLOB NOT NULL,
-        PRIMARY KEY (thread, seq)
-    )
-    """,
-)
-
-_V4: Final = (
-    # Digests of each row's columns (see `interlock.stores._rows`), checked on every read: a
-    # damaged file fails a read rather than answering it with another row. Rows written
-    # before get theirs now, from the values they hold.
-    "ALTER TABLE threads ADD COLUMN digest BLOB",
-    "ALTER TABLE threads ADD COLUMN lease_digest BLOB",
-    "ALTER TABLE checkpoints ADD COLUMN digest BLOB",
-    "ALTER TABLE interrupts ADD COLUMN digest BLOB",
-    "UPDATE threads SET "
-    "digest = interlock_digest(thread, head_id, head_seq, status, updated_at), "
-    "lease_digest = interlock_digest(thread, lease_owner, lease_token, lease_expires)",
-    "UPDATE checkpoints SET digest = interlock_digest(thread, seq, id, parent_id, step, "
-    "base_seq, created_at, source, status, body)",
-    "UPDATE interrupts SET digest = interlock_digest(id, thread, checkpoint_id, key, address, "
-    "kind, status, created_at, deadline, body, resolved_at, resolution, tool)",
-)
-
-_V5: Final = (
-    # The change feed (`Store.changes`): a row per change an append makes, written in its
-    # transaction. Appends hold the write lock, so seq goes up in commit order and a reader
-    # that has seen seq n has seen every change before it. AUTOINCREMENT: a seq is never used
-    # twice, even after pruning removed the newest rows (a follower's cursor names the last
-    # one it saw). The feed starts empty in a file written before this version.
-    """
-    CREATE TABLE changes (
-        seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-        at            REAL NOT NULL,
-        kind          TEXT NOT NULL,
-        thread        TEXT NOT NULL,
-        checkpoint_id TEXT NOT NULL,
-        interrupt_id  TEXT,
-        actor         TEXT,
-        digest        BLOB NOT NULL
-    )
-    """,
-)
-
-_V6: Final = (
-    # `Store.threads(status="failed")`: the threads whose continuation could not run, or
-    # whose node raised, each waiting for a fix and a resume. Few, so an index of their own.
-    "CREATE INDEX threads_failed ON threads (thread) WHERE status = 'failed'",
-)
-
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
-"""``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
-
-SCHEMA_VERSION: Final = len(MIGRATIONS)
-"""The version this code reads and writes."""
+"""``MIGRATIONS[i]``, the statements of file ``i + 1``, takes the schema from version ``i`` to
+``i + 1``."""
 
 
 class SchemaMismatch(Exception):

@@ -19,7 +19,10 @@ except ImportError as exc:
 # asserts in test files do.
 pytest.register_assert_rewrite("interlock.testing._conformance")
 
+from .._public import publish  # noqa: E402
 from ._clock import FakeClock as FakeClock  # noqa: E402
 from ._conformance import StoreConformance as StoreConformance  # noqa: E402
 
 __all__ = ["FakeClock", "StoreConformance"]
+
+publish(__name__, globals(), __all__)

@@ -9,6 +9,9 @@ sketch of the commands; the workers how-to guide runs them)::
 See `Workers` and docs/scale.md.
 """
 
+from .._public import publish
 from ._workers import Workers
 
 __all__ = ["Workers"]
+
+publish(__name__, globals(), __all__)

@@ -19,12 +19,9 @@ from procrastinate import Blueprint, JobContext, PsycopgConnector, RetryStrategy
 from procrastinate.jobs import Status
 
 from .._errors import CheckpointNotFound, InvalidResume, StoreUnavailable, ThreadBusy
-from ..observability import _tracing
-from ..runtime._app import App
-from ..runtime._control import RunHandle
-from ..runtime._records import RunResult
+from ..observability import tracer
+from ..runtime import App, RunHandle, RunResult
 from ..stores import PostgresStore
-from ..stores._postgres_sql import PAUSE_CHANNEL
 from ._schema import install
 
 __all__ = ["RETRY", "TRANSIENT", "Workers"]
@@ -203,13 +200,16 @@ class Workers:
         """
         await self._store.migrate()
         async with await psycopg.AsyncConnection.connect(self._store.dsn, autocommit=True) as conn:
-            return await install(
+            created = await install(
                 conn,
                 schema_sql=self.procrastinate.schema_manager.get_schema(),
                 queue=self.queue,
                 task=f"{self.namespace}:continue_thread",
                 lock_prefix=self.lock_prefix,
             )
+        # From now on the trigger continues the App's threads: it asks its store again.
+        await self.app.continued_by(refresh=True)
+        return created
 
     # -- queueing ----------------------------------------------------------------------------
 
@@ -457,7 +457,7 @@ class Workers:
                 async with await psycopg.AsyncConnection.connect(
                     self._store.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
                 ) as conn:
-                    await conn.execute(f"LISTEN {PAUSE_CHANNEL}")
+                    await conn.execute(f"LISTEN {PostgresStore.PAUSE_CHANNEL}")
                     if lost:
                         log.info("pause listener listens again")
                     delay, lost = first, False
@@ -504,8 +504,10 @@ class Workers:
         @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="sweep")
         @bp.task(name="sweep", queue=queue, queueing_lock=f"{self.lock_prefix}sweep")
         async def sweep(timestamp: int) -> int:
-            written = await self.app._calls.expire_due(now=None, limit=1000)
-            return len(written)
+            # The App's rule (`App.continued_by`) says the workers continue its threads: the
+            # sweep records expiries, and the trigger queues each thread's continuation.
+            continued = await self.app.sweep(limit=1000)
+            return len(continued)
 
         @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="expire")
         @bp.task(name="expire", queue=queue, queueing_lock=f"{self.lock_prefix}expire")
@@ -530,7 +532,7 @@ class Workers:
     async def _job(self, task: str, thread: str, context: JobContext, **kwargs: Any) -> str:
         """A job of a thread: a span (the runs in it are its children), counted by outcome."""
         metrics = self._job_metrics
-        tracing = _tracing.tracer()
+        tracing = tracer()
         try:
             if tracing is None:
                 outcome = await self._settled(thread, context, **kwargs)

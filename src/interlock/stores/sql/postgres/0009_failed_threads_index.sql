@@ -1,0 +1,7 @@
+-- Version 9 of PostgresStore's schema: an index of the failed threads.
+-- Released: never edit a statement here (see interlock.stores._postgres_schema).
+
+-- threads_failed --
+-- `Store.threads(status="failed")`: the threads whose continuation could not run, or whose
+-- node raised, each waiting for a fix and a resume. Few, so an index of their own.
+CREATE INDEX threads_failed ON threads (thread) WHERE status = 'failed';
