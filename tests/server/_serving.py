@@ -107,6 +107,23 @@ def two_step_app(path: Path) -> App[Any]:
     return g.compile(store=SqliteStore(path))
 
 
+def failing_update_graph(name: str) -> Graph[Order]:
+    """An approval, then a node whose update the state cannot take: the continuation after the
+    decision fails (`InvalidUpdate`) and leaves the thread failed."""
+
+    def review(state: Order) -> Order:
+        return {"approved": approve("Ship it?")}
+
+    def finish(state: Order) -> Any:
+        # Markup in the error: a page that shows it must show it as text.
+        return {"<b>no_such_key</b>": True}
+
+    g = Graph(Order, name=name)
+    g.add_node("review", review).add_node("finish", finish)
+    g.add_edge(START, "review").add_edge("review", "finish").add_edge("finish", END)
+    return g
+
+
 def quorum_app(path: Path) -> App[Any]:
     """One payment that two distinct people must approve."""
 

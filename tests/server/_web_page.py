@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
-from _serving import TOKENS, auth, mail_agent, order_app
+from _serving import TOKENS, auth, failing_update_graph, mail_agent, order_app
 from playwright.sync_api import Browser, Page, Playwright, expect
 from starlette.types import ASGIApp
 
-from interlock import END, START, App, Graph, SqliteStore, approve, interrupt
+from interlock import END, START, App, Graph, SqliteStore, interrupt
 from interlock.server import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -79,32 +79,13 @@ def refund_server(folder: Path) -> ASGIApp:
     return create_app({"refunds": refund_app(folder / "refunds.db")}, auth=auth())
 
 
-class Shipment(TypedDict, total=False):
-    n: int
-    approved: bool
-
-
-def shipping_app(path: Path) -> App[Any]:
-    """An approval, then a node whose update the state cannot take: the continuation after
-    the decision fails (`InvalidUpdate`) and leaves the thread failed."""
-
-    def review(state: Shipment) -> Shipment:
-        return {"approved": approve("Ship it?")}
-
-    def finish(state: Shipment) -> Any:
-        # Markup in the error: the page must show it as text.
-        return {"<b>no_such_key</b>": True}
-
-    g = Graph(Shipment, name="shipping")
-    g.add_node("review", review).add_node("finish", finish)
-    g.add_edge(START, "review").add_edge("review", "finish").add_edge("finish", END)
-    return g.compile(store=SqliteStore(path))
-
-
 def shipping_server(folder: Path) -> ASGIApp:
-    """The approval server for the shipping graph (``shipping``) and the order graph."""
+    """The approval server for the shipping graph (``shipping``: its continuation after a
+    decision fails, see `failing_update_graph`) and the order graph."""
     apps = {
-        "shipping": shipping_app(folder / "shipping.db"),
+        "shipping": failing_update_graph("shipping").compile(
+            store=SqliteStore(folder / "shipping.db")
+        ),
         "orders": order_app(folder / "orders.db"),
     }
     return create_app(apps, auth=auth())

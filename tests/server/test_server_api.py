@@ -172,13 +172,13 @@ def test_an_answer_that_fails_the_schema_is_refused_and_changes_nothing(
 
 
 def test_without_a_valid_token_every_v1_route_answers_401(client: httpx.Client) -> None:
-    from interlock.server._openapi import ROUTES
+    from interlock.server._routes import ROUTES
 
-    for path, method, _, _ in ROUTES:
-        url = path.replace("{id}", "x").replace("{thread}", "t")
+    for route in ROUTES:
+        url = route.path.replace("{id}", "x").replace("{thread}", "t")
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
-            r = client.request(method.upper(), url, headers=headers, json={})
-            assert r.status_code == 401, (method, path, headers, r.text)
+            r = client.request(route.method, url, headers=headers, json={})
+            assert r.status_code == 401, (route.name, headers, r.text)
             assert r.headers["www-authenticate"].startswith("Bearer")
     assert client.get("/metrics").status_code == 401
 
@@ -263,7 +263,7 @@ def test_a_body_over_the_limit_is_refused_unread(db: Path) -> None:
 
 
 def test_no_get_changes_anything(client: httpx.Client, db: Path) -> None:
-    from interlock.server._openapi import ROUTES
+    from interlock.server._routes import ROUTES
 
     item = start(client, "t1")
 
@@ -279,17 +279,18 @@ def test_no_get_changes_anything(client: httpx.Client, db: Path) -> None:
             )
 
     before = record()
-    for path, method, name, _ in ROUTES:
-        if method != "get":
+    for route in ROUTES:
+        if route.method != "GET":
             continue
-        url = path.replace("{id}", item["id"]).replace("{thread}", "t1")
-        if name == "get_events":
+        url = route.path.replace("{id}", item["id"]).replace("{thread}", "t1")
+        if route.name == "get_events":
             with client.stream("GET", url, headers=bearer("root")) as events:
                 assert events.status_code == 200
             continue
-        assert client.get(url, headers=bearer("root")).status_code == 200, path
+        assert client.get(url, headers=bearer("root")).status_code == 200, route.name
         for who in ("vic", "ana"):
-            assert client.get(url, headers=bearer(who)).status_code in (200, 403), (path, who)
+            status = client.get(url, headers=bearer(who)).status_code
+            assert status in (200, 403), (route.name, who)
     for plain in ("/healthz", "/readyz", "/openapi.json", "/inbox", "/"):
         assert client.get(plain).status_code in (200, 307)
     assert record() == before

@@ -23,11 +23,9 @@ from interlock import App
 from interlock._args import check_id
 from interlock.server import TokenAuth, create_app, hash_token
 from interlock.server._api import MAX_BODY_DEPTH
-from interlock.server._openapi import ROUTES
+from interlock.server._routes import ROUTES
 
-BODY_ROUTES = [
-    (method.upper(), path) for path, method, _, operation in ROUTES if "requestBody" in operation
-]
+BODY_ROUTES = [(route.method, route.path) for route in ROUTES if route.body is not None]
 
 
 @pytest.fixture(scope="module")

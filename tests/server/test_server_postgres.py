@@ -10,9 +10,8 @@ from typing import Any
 
 import httpx2 as httpx
 import psycopg
-from _serving import Order, auth, bearer, order_graph, serving, wait_for
+from _serving import auth, bearer, failing_update_graph, order_graph, serving, wait_for
 
-from interlock import END, START, App, Graph, approve
 from interlock.server import create_app
 from interlock.stores import PostgresStore
 from interlock.workers import Workers
@@ -68,21 +67,6 @@ def test_a_round_trip_on_postgresql_with_its_events(dsn: str) -> None:
         ]
 
 
-def _bad_update_app(dsn: str) -> App[Any]:
-    """An approval, then a node whose update the state cannot take (`InvalidUpdate`)."""
-
-    def review(state: Order) -> Order:
-        return {"approved": approve("Ship it?")}
-
-    def finish(state: Order) -> Any:
-        return {"no_such_key": True}
-
-    g = Graph(Order, name="orders")
-    g.add_node("review", review).add_node("finish", finish)
-    g.add_edge(START, "review").add_edge("review", "finish").add_edge("finish", END)
-    return g.compile(store=PostgresStore(dsn))
-
-
 def _decide(client: httpx.Client, thread: str) -> dict[str, Any]:
     started = client.post(
         f"/v1/threads/{thread}/runs", json={"input": {"n": 1}, "wait": True}, headers=bearer("ana")
@@ -98,7 +82,7 @@ def _decide(client: httpx.Client, thread: str) -> dict[str, Any]:
 
 
 def test_a_background_continuation_that_cannot_run_leaves_the_thread_failed(dsn: str) -> None:
-    app = _bad_update_app(dsn)
+    app = failing_update_graph("orders").compile(store=PostgresStore(dsn))
     with (
         serving(lambda: create_app(app, auth=auth())) as s,
         httpx.Client(base_url=s.url, timeout=10) as client,
@@ -111,7 +95,8 @@ def test_a_background_continuation_that_cannot_run_leaves_the_thread_failed(dsn:
     assert view["continue_with"] == "interlock resume bad --app MODULE:ATTR"
     assert [(t["thread"], t["error"]) for t in failed.json()["items"]] == [("bad", view["error"])]
     assert [t["thread"] for t in everything.json()["items"]] == ["bad"]
-    reader = _bad_update_app(dsn)  # the server closed its App's store
+    # The server closed its App's store.
+    reader = failing_update_graph("orders").compile(store=PostgresStore(dsn))
     state = reader.get_state_sync("bad")
     assert state.metadata["error"].startswith("InvalidUpdate: ")
     assert state.metadata["continue_with"] == "interlock resume bad --app MODULE:ATTR"
@@ -143,7 +128,8 @@ def test_a_thread_another_graph_wrote_is_shown_from_its_record(dsn: str) -> None
     old = order_graph().compile(store=PostgresStore(dsn))
     assert old.run_sync({"n": 1}, thread="old-1").status == "interrupted"
     asyncio.run(old.store.close())
-    changed = _bad_update_app(dsn)  # another graph: it cannot read the thread's state
+    # Another graph of the same name: it cannot read the thread's state.
+    changed = failing_update_graph("orders").compile(store=PostgresStore(dsn))
     with (
         serving(lambda: create_app(changed, auth=auth())) as s,
         httpx.Client(base_url=s.url, timeout=10) as client,

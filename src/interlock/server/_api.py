@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar, cast, get_args
+from typing import Any, Final, Literal, TypeVar, cast
 
 import anyio
 import msgspec
@@ -40,6 +40,19 @@ from ..stores import CheckpointStatus, InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, ServerEvent
+from ._params import (
+    MAX_PAGE,
+    AuditQuery,
+    DeliveriesQuery,
+    EventsQuery,
+    HistoryQuery,
+    InboxQuery,
+    InterruptsQuery,
+    ThreadQuery,
+    ThreadsQuery,
+    check_declared,
+    read_query,
+)
 from ._served import Served
 from ._state import FailureRecorder, ServerState
 from ._views import (
@@ -68,16 +81,27 @@ from ._views import (
     plain,
 )
 
-__all__ = ["HANDLERS"]
+__all__ = [
+    "count_interrupts",
+    "get_audit",
+    "get_deliveries",
+    "get_events",
+    "get_history",
+    "get_interrupt",
+    "get_me",
+    "get_thread",
+    "list_interrupts",
+    "list_threads",
+    "post_decision",
+    "post_pause",
+    "post_run",
+]
 
 log = logging.getLogger("interlock.server")
 
-_THREAD_STATUSES: Final[tuple[str, ...]] = get_args(CheckpointStatus)
-
 T = TypeVar("T")
-Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
-_MAX_PAGE: Final = 500
+_MAX_PAGE: Final = MAX_PAGE
 _RECENT_MESSAGES: Final = 20
 MAX_BODY_DEPTH: Final = 64
 """The deepest nesting of arrays and objects a request body may have (the body's own object is
@@ -114,39 +138,11 @@ def _identity(request: Request, role: Role) -> Identity:
     return identity
 
 
-def _text(request: Request, name: str, *, default: str | None = None) -> str | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return default
-    _check_text(value, name)
-    return value
-
-
 def _check_text(value: str, name: str) -> None:
     try:
         check_id(value, name)
     except ValueError as exc:
         raise ApiError(400, "bad_parameter", str(exc)) from exc
-
-
-def _number(request: Request, name: str, *, lo: float, hi: float) -> float | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not lo <= value <= hi:
-        raise ApiError(400, "bad_parameter", f"{name} must be a number from {lo:g} to {hi:g}")
-    return value
-
-
-def _limit(request: Request, default: int = 50) -> int:
-    value = _number(request, "limit", lo=1, hi=_MAX_PAGE)
-    if value is not None and value != int(value):
-        raise ApiError(400, "bad_parameter", f"limit must be a whole number from 1 to {_MAX_PAGE}")
-    return default if value is None else int(value)
 
 
 def _path(request: Request, name: str) -> str:
@@ -156,6 +152,7 @@ def _path(request: Request, name: str) -> str:
 
 
 async def _body(request: Request, kind: type[T]) -> T:
+    check_declared(request, kind, "body")
     raw = await request.body()
     if not raw.strip():
         raw = b"{}"
@@ -299,25 +296,26 @@ async def _thread_served(state: ServerState, thread: str, name: str | None) -> S
 # -- the inbox -----------------------------------------------------------------------------------
 
 
-def _inbox_filters(request: Request) -> dict[str, Any]:
+def _inbox_filters(query: InboxQuery) -> dict[str, Any]:
     """The inbox's filters from the query, as `App.inbox` takes them."""
-    age = _number(request, "older_than", lo=0, hi=1e10)
+    age = query.older_than
     return {
-        "thread": _text(request, "thread"),
-        "tool": _text(request, "tool"),
-        "key": _text(request, "key"),
+        "thread": query.thread,
+        "tool": query.tool,
+        "key": query.key,
         "older_than": None if age is None else time.time() - age,
-        "deadline_before": _number(request, "deadline_before", lo=0, hi=1e11),
+        "deadline_before": query.deadline_before,
     }
 
 
 async def list_interrupts(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
-    limit = _limit(request)
-    where = _inbox_filters(request)
-    after = _text(request, "after")
-    named = _text(request, "app")
+    query = read_query(request, InterruptsQuery)
+    limit = query.limit
+    where = _inbox_filters(query)
+    after = query.after
+    named = query.app
     apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
     # The cursor is each app's last listed interrupt: the page is the oldest ``limit`` of
     # every app's next ones, merged by time, so a new question of any app is reached.
@@ -364,9 +362,10 @@ async def count_interrupts(request: Request) -> Response:
     """
     state = _state(request)
     identity = _identity(request, "viewer")
-    where = _inbox_filters(request)
+    query = read_query(request, InboxQuery)
+    where = _inbox_filters(query)
     thread, tool = where["thread"], where["tool"]
-    named = _text(request, "app")
+    named = query.app
     apps = [_served_for(state, named)] if named is not None else list(state.served.values())
     if thread is None and "" not in identity.threads:
         raise ApiError(
@@ -656,16 +655,17 @@ def _thread_request(request: Request, role: Role) -> tuple[ServerState, Identity
 
 async def get_thread(request: Request) -> Response:
     state, identity, thread = _thread_request(request, "viewer")
-    served = await _thread_served(state, thread, _text(request, "app"))
+    served = await _thread_served(state, thread, read_query(request, ThreadQuery).app)
     return json_response(await _thread_view(served, thread, identity))
 
 
 async def get_history(request: Request) -> Response:
     state, _, thread = _thread_request(request, "viewer")
-    served = await _thread_served(state, thread, _text(request, "app"))
-    limit = _limit(request, 20)
+    query = read_query(request, HistoryQuery)
+    served = await _thread_served(state, thread, query.app)
+    limit = query.limit
     try:
-        snapshots = await served.app.history(thread, limit=limit, before=_text(request, "before"))
+        snapshots = await served.app.history(thread, limit=limit, before=query.before)
     except CheckpointNotFound as exc:
         raise ApiError(404, "unknown_checkpoint", f"{exc}") from exc
     items = [
@@ -701,9 +701,10 @@ async def _audit(served: Served, thread: str, after: int | None, limit: int) -> 
 
 async def get_audit(request: Request) -> Response:
     state, _, thread = _thread_request(request, "viewer")
-    served = await _thread_served(state, thread, _text(request, "app"))
-    limit = _limit(request, 100)
-    after = _number(request, "after", lo=0, hi=2**62)
+    query = read_query(request, AuditQuery)
+    served = await _thread_served(state, thread, query.app)
+    limit = query.limit
+    after = query.after
     items = await _audit(served, thread, None if after is None else int(after), limit)
     return json_response(
         AuditPage(items=items, next=items[-1].seq if len(items) == limit else None)
@@ -851,15 +852,14 @@ async def _unreadable_view(
 async def list_threads(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
-    limit = _limit(request)
-    status = _text(request, "status")
-    if status is not None and status not in _THREAD_STATUSES:
-        raise ApiError(400, "bad_parameter", f"status must be one of {list(_THREAD_STATUSES)}")
-    named = _text(request, "app")
+    query = read_query(request, ThreadsQuery)
+    limit = query.limit
+    status: str | None = query.status  # as text: the listing below casts it back
+    named = query.app
     apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
     # The cursor is the app and thread listed last: apps in name order, each app's by id.
     start: list[Any] = [apps[0], None]
-    after = _text(request, "after")
+    after = query.after
     if after is not None:
         start = _unb64(after, "after")
         if not (isinstance(start, list) and len(start) == 2 and start[0] in apps):
@@ -902,7 +902,7 @@ async def list_threads(request: Request) -> Response:
 async def post_pause(request: Request) -> Response:
     state, _, thread = _thread_request(request, "admin")
     body = await _body(request, PauseRequest)
-    served = await _thread_served(state, thread, _text(request, "app"))
+    served = await _thread_served(state, thread, read_query(request, ThreadQuery).app)
     if not await served.app.request_pause(thread, forced=body.forced):
         raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
     return json_response(PauseAccepted(thread=thread, forced=body.forced), 202)
@@ -924,8 +924,9 @@ async def get_me(request: Request) -> Response:
 async def get_deliveries(request: Request) -> Response:
     state = _state(request)
     _identity(request, "admin")
-    limit = _limit(request, 100)
-    event_id = _text(request, "event_id")
+    query = read_query(request, DeliveriesQuery)
+    limit = query.limit
+    event_id = query.event_id
     log = getattr(state.notifier, "log", None)
     records = [] if log is None else log.entries(limit=limit, event_id=event_id)
     items = [
@@ -951,14 +952,13 @@ async def get_deliveries(request: Request) -> Response:
 async def get_events(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
+    query = read_query(request, EventsQuery)
     wanted: set[str] = set(EVENT_TYPES)
-    types = _text(request, "types")
+    types = query.types
     if types is not None:
-        asked = {t.strip() for t in types.split(",") if t.strip()}
-        if not asked <= wanted:
-            raise ApiError(400, "bad_parameter", f"types must be among {list(EVENT_TYPES)}")
-        wanted = asked
-    last = request.headers.get("last-event-id") or _text(request, "last_event_id")
+        # Each one is an event type: the query's pattern holds them to EVENT_TYPES.
+        wanted = {t.strip() for t in types.split(",") if t.strip()}
+    last = request.headers.get("last-event-id") or query.last_event_id
     if last:
         decoded = _unb64(last, "Last-Event-ID")
         if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
@@ -1021,20 +1021,3 @@ async def _stream(
 def _frame(event: ServerEvent, position: str) -> bytes:
     data = msgspec.json.encode(event)
     return b"id: %s\nevent: %s\ndata: %s\n\n" % (position.encode(), event.type.encode(), data)
-
-
-HANDLERS: Final[dict[str, Handler]] = {
-    "list_interrupts": list_interrupts,
-    "count_interrupts": count_interrupts,
-    "get_interrupt": get_interrupt,
-    "post_decision": post_decision,
-    "get_thread": get_thread,
-    "list_threads": list_threads,
-    "get_history": get_history,
-    "get_audit": get_audit,
-    "post_run": post_run,
-    "post_pause": post_pause,
-    "get_me": get_me,
-    "get_deliveries": get_deliveries,
-    "get_events": get_events,
-}

@@ -23,12 +23,14 @@ from starlette.staticfiles import StaticFiles
 
 from .._errors import CheckpointCorrupt, InterlockError, StoreClosed, StoreError
 from ..runtime import App
-from ._api import HANDLERS, _identity
+from ._api import _identity
 from ._errors import ApiError, json_response
 from ._events import ServerEvent
 from ._limits import BodyLimit, RateLimiter, SecurityHeaders
-from ._openapi import ROUTES, openapi
+from ._openapi import openapi
+from ._params import declare
 from ._redact import ACCESS_LOGGER, RedactTokens
+from ._routes import ROUTES
 from ._served import Served
 from ._state import Authenticator, Metrics, Runs, ServerState
 from ._views import Status
@@ -133,8 +135,13 @@ def create_app(
         state.notifier = notifier
 
     routes: list[BaseRoute] = [
-        Route(path, _endpoint(state, name, HANDLERS[name]), methods=[method.upper()], name=name)
-        for path, method, name, _ in ROUTES
+        Route(
+            route.path,
+            _endpoint(state, route.name, route.handler, query=route.query, body=route.body),
+            methods=[route.method],
+            name=route.name,
+        )
+        for route in ROUTES
     ]
     inputs = {name: s.app.plan.schema.names for name, s in served.items()}
     document = openapi("interlock", _version(), inputs=inputs)
@@ -210,12 +217,19 @@ def _version() -> str:
 
 
 def _endpoint(
-    state: ServerState, name: str, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+    state: ServerState,
+    name: str,
+    handler: Callable[[Request], Coroutine[Any, Any, Response]],
+    *,
+    query: type | None = None,
+    body: type | None = None,
 ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-    """``handler`` with refusals answered as JSON, and timed."""
+    """``handler`` with refusals answered as JSON, and timed; it may read its query and body
+    as ``query`` and ``body`` (the types the route table names), and only so."""
 
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
+        declare(request.scope, query, body)
         try:
             response = await handler(request)
         except ApiError as refusal:

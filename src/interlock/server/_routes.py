@@ -1,0 +1,311 @@
+"""The ``/v1`` route table: each route's path, method, handler, parameters, body and answers.
+
+`create_app` mounts these routes and `openapi` describes them from the same entries: a
+parameter's schema is its type's (`interlock.server._params`, bounds included), a body's is
+its Struct's (`interlock.server._views`). A handler reads its query with `read_query` and its
+body with ``_body``, as the types its entry names; reading another is a server error.
+
+Answers every route shares are added to the document, not written here: 401 and 403 (auth),
+400 when the route takes a parameter or a body, 413 when it takes a body, and the server's own
+failures (500, 503).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._api import (
+    count_interrupts,
+    get_audit,
+    get_deliveries,
+    get_events,
+    get_history,
+    get_interrupt,
+    get_me,
+    get_thread,
+    list_interrupts,
+    list_threads,
+    post_decision,
+    post_pause,
+    post_run,
+)
+from ._params import (
+    AuditQuery,
+    DeliveriesQuery,
+    EventsQuery,
+    HistoryQuery,
+    IdempotencyKey,
+    InboxQuery,
+    InterruptsQuery,
+    NewName,
+    PathId,
+    Text,
+    ThreadQuery,
+    ThreadsQuery,
+)
+from ._views import (
+    AuditPage,
+    DecisionRequest,
+    DecisionResult,
+    DeliveryPage,
+    ErrorBody,
+    HistoryPage,
+    IdentityView,
+    InterruptCounts,
+    InterruptDetail,
+    InterruptPage,
+    PauseAccepted,
+    PauseRequest,
+    RunAccepted,
+    RunRequest,
+    ThreadPage,
+    ThreadView,
+)
+
+__all__ = ["ROUTES", "Answer", "Handler", "Param", "Route"]
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Param:
+    """A path or header parameter (a route's query parameters are its query Struct)."""
+
+    name: str
+    """As the path or the request names it."""
+    kind: Any
+    """Its type, with its bounds as `msgspec.Meta` (e.g. `PathId`)."""
+    description: str
+    required: bool = True
+    """Always, for a path parameter."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One response a route gives."""
+
+    description: str
+    body: type[msgspec.Struct] | None = ErrorBody
+    """The Struct of its JSON body; None for text (the event stream)."""
+    media_type: str = "application/json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Route:
+    """One route of the ``/v1`` API."""
+
+    path: str
+    method: Literal["GET", "POST"]
+    handler: Handler
+    """Its name is the route's (`name`)."""
+    summary: str
+    description: str | None = None
+    path_params: tuple[Param, ...] = ()
+    """One per ``{name}`` in the path, in order."""
+    query: type[msgspec.Struct] | None = None
+    """The Struct its handler reads the query as (`read_query`); None: it reads none."""
+    headers: tuple[Param, ...] = ()
+    body: type[msgspec.Struct] | None = None
+    """The Struct its handler reads the body as; None: it reads none."""
+    body_required: bool = False
+    answers: Mapping[int, Answer]
+    """By status: the successes and the refusals particular to the route."""
+
+    @property
+    def name(self) -> str:
+        """The handler's name: the operation id, the route's name and its metrics label."""
+        return self.handler.__name__
+
+
+def _json(kind: type[msgspec.Struct], description: str) -> Answer:
+    return Answer(description=description, body=kind)
+
+
+def _error(description: str) -> Answer:
+    return Answer(description=description)
+
+
+_ID: Final = Param(name="id", kind=PathId, description="The interrupt id.")
+_THREAD: Final = Param(name="thread", kind=PathId, description="The thread id.")
+
+ROUTES: Final[tuple[Route, ...]] = (
+    Route(
+        path="/v1/interrupts",
+        method="GET",
+        handler=list_interrupts,
+        summary="List pending interrupts (the inbox), oldest first",
+        query=InterruptsQuery,
+        answers={200: _json(InterruptPage, "A page."), 404: _error("No such app.")},
+    ),
+    # Before /v1/interrupts/{id}: routes are matched in this order.
+    Route(
+        path="/v1/interrupts/counts",
+        method="GET",
+        handler=count_interrupts,
+        summary="Count pending interrupts per tool (the inbox's filters)",
+        description=(
+            "Counted through the store's index, for the tools in the identity's scope. An "
+            "identity limited to some thread prefixes must pass a thread within them: "
+            "without one the answer is 403, since the index counts all threads or one."
+        ),
+        query=InboxQuery,
+        answers={200: _json(InterruptCounts, "The counts."), 404: _error("No such app.")},
+    ),
+    Route(
+        path="/v1/interrupts/{id}",
+        method="GET",
+        handler=get_interrupt,
+        summary="One interrupt with its thread's context and audit trail",
+        path_params=(_ID,),
+        answers={200: _json(InterruptDetail, "The interrupt."), 404: _error("No such interrupt.")},
+    ),
+    Route(
+        path="/v1/interrupts/{id}/decision",
+        method="POST",
+        handler=post_decision,
+        summary="Decide an interrupt",
+        description=(
+            "Records the authenticated identity's answer, exactly once, then continues the "
+            "thread in the background. The body carries the payload hash of the question as "
+            "shown; the Idempotency-Key header makes a retried request safe."
+        ),
+        path_params=(_ID,),
+        headers=(
+            Param(
+                name="Idempotency-Key",
+                kind=IdempotencyKey,
+                description="New for each decision; the same key and body is a replay.",
+            ),
+        ),
+        body=DecisionRequest,
+        body_required=True,
+        answers={
+            200: _json(DecisionResult, "The same request again: the recorded decision."),
+            201: _json(DecisionResult, "Recorded."),
+            404: _error("No such interrupt."),
+            409: _error(
+                "Someone decided first (their decision is included), or the thread is busy."
+            ),
+            412: _error("The question changed since it was shown."),
+            422: _error(
+                "The body is not valid, the answer fails the question's schema (or cannot "
+                "be stored), or the key was reused."
+            ),
+            429: _error("Too many decisions from this identity."),
+        },
+    ),
+    Route(
+        path="/v1/threads",
+        method="GET",
+        handler=list_threads,
+        summary="List threads by app and id, e.g. the failed ones",
+        query=ThreadsQuery,
+        answers={200: _json(ThreadPage, "A page."), 404: _error("No such app.")},
+    ),
+    Route(
+        path="/v1/threads/{thread}",
+        method="GET",
+        handler=get_thread,
+        summary="A thread's latest state",
+        path_params=(_THREAD,),
+        query=ThreadQuery,
+        answers={200: _json(ThreadView, "The thread."), 404: _error("No such thread.")},
+    ),
+    Route(
+        path="/v1/threads/{thread}/history",
+        method="GET",
+        handler=get_history,
+        summary="A thread's checkpoints, newest first",
+        path_params=(_THREAD,),
+        query=HistoryQuery,
+        answers={
+            200: _json(HistoryPage, "A page."),
+            404: _error("No such thread or checkpoint."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/audit",
+        method="GET",
+        handler=get_audit,
+        summary="A thread's audit log",
+        path_params=(_THREAD,),
+        query=AuditQuery,
+        answers={200: _json(AuditPage, "A page."), 404: _error("No such thread.")},
+    ),
+    Route(
+        path="/v1/threads/{thread}/runs",
+        method="POST",
+        handler=post_run,
+        summary="Start a turn with new input, or continue the thread",
+        description=(
+            "New input may start a thread, so its id must be printable on one line: no "
+            "control character, line break or bidirectional control. The input is an "
+            "object of the app's state keys."
+        ),
+        path_params=(Param(name="thread", kind=NewName, description="The thread id."),),
+        body=RunRequest,
+        answers={
+            200: _json(RunAccepted, "With wait: the run stopped; the thread's view."),
+            202: _json(RunAccepted, "Accepted; it runs in the background."),
+            404: _error("No such thread or app."),
+            409: _error("The thread waits on decisions, or is running."),
+            422: _error("The body or its input is not valid."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/pause",
+        method="POST",
+        handler=post_pause,
+        summary="Ask whichever process runs the thread to pause it",
+        path_params=(_THREAD,),
+        query=ThreadQuery,
+        body=PauseRequest,
+        answers={
+            202: _json(PauseAccepted, "Stored."),
+            404: _error("No such thread."),
+            422: _error("The body is not valid."),
+        },
+    ),
+    Route(
+        path="/v1/me",
+        method="GET",
+        handler=get_me,
+        summary="Who the token belongs to",
+        answers={200: _json(IdentityView, "The identity.")},
+    ),
+    Route(
+        path="/v1/deliveries",
+        method="GET",
+        handler=get_deliveries,
+        summary="The notifier's latest delivery attempts (admin)",
+        query=DeliveriesQuery,
+        answers={200: _json(DeliveryPage, "The attempts.")},
+    ),
+    Route(
+        path="/v1/events",
+        method="GET",
+        handler=get_events,
+        summary="Server-sent events: interrupts created, decided, expired; runs finished",
+        description=(
+            "A text/event-stream. Each event's id is a position: reconnect with "
+            "Last-Event-ID (or ?last_event_id=) to continue after it."
+        ),
+        query=EventsQuery,
+        headers=(
+            Param(
+                name="Last-Event-ID",
+                kind=Text,
+                description="Continue after this event id.",
+                required=False,
+            ),
+        ),
+        answers={200: Answer(description="The stream.", body=None, media_type="text/event-stream")},
+    ),
+)
+"""Every ``/v1`` route, in the order they are matched."""
