@@ -223,10 +223,10 @@ def _refusal(
 def _log(conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float) -> None:
     """Append entries to the thread's audit chain (the caller holds the thread's row lock)."""
     if entries:
-        tail = _fetchone(conn, sql.AUDIT_TAIL, (thread,))
+        tail = _fetchone(conn, sql.SHARED.audit_tail, (thread,))
         rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
         with conn.cursor() as cur:
-            cur.executemany(sql.INSERT_AUDIT, [conv.audit_row(r) for r in rows])
+            cur.executemany(sql.SHARED.insert_audit, [conv.audit_row(r) for r in rows])
 
 
 def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
@@ -235,7 +235,7 @@ def _fenced(conn: Conn, thread: str, fence: Fence | None, now: float) -> None:
     current = None if row is None else conv.lease_from_row(row, thread)
     lease = lease_after(thread, current, fence, now)
     if current is not None and current != lease:
-        conn.execute(sql.SET_LEASE, (*lease, conv.lease_digest(thread, *lease), thread))
+        conn.execute(sql.SHARED.set_lease, (*lease, conv.lease_digest(thread, *lease), thread))
 
 
 def renew(conn: Conn, thread: str, fence: Fence, now: float) -> None:
@@ -260,7 +260,7 @@ def begin_effect(
         row = _fetchone(conn, sql.INSERT_EFFECT, (thread, key, name, now))
         if row is None:
             found = conv.checked_effect(
-                _fetchone(conn, sql.SELECT_EFFECT, (thread, key)), thread, key
+                _fetchone(conn, sql.SHARED.select_effect, (thread, key)), thread, key
             )
             if not (retry and found.status == "started"):
                 return False, found
@@ -285,8 +285,8 @@ def finish_effect(
         if not durable:  # this transaction only: safe behind a transaction-pooling proxy
             conn.execute(sql.COMMIT_LAZILY)
         _fenced(conn, thread, fence, now)
-        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
-            row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+        if not _changed(conn, sql.SHARED.finish_effect, (now, result, thread, key)):
+            row = _fetchone(conn, sql.SHARED.select_effect, (thread, key))
             refused = finish_refused(
                 thread, key, None if row is None else conv.checked_effect(row, thread, key), result
             )
@@ -300,12 +300,8 @@ def audit_log(
     conn: Conn, thread: str | None, after: tuple[str, int] | None, limit: int
 ) -> list[AuditRecord]:
     """`Store.audit_log`."""
-    if thread is not None:
-        seq = after[1] if after is not None and after[0] == thread else 0
-        rows = _fetchall(conn, sql.AUDIT_OF_THREAD, (thread, seq, limit))
-    else:
-        rows = _fetchall(conn, sql.AUDIT_ALL, (*(after or ("", 0)), limit))
-    return [conv.audit_from_row(row) for row in rows]
+    query, params = sql.SHARED.audit_query(thread, after, limit)
+    return [conv.audit_from_row(row) for row in _fetchall(conn, query, params)]
 
 
 def expire(conn: Conn, older_than: float, limit: int, now: float) -> list[str]:
@@ -396,10 +392,10 @@ def head_checkpoint(conn: Conn, thread: str) -> CheckpointRecord | None:
 
 def _no_thread(conn: Conn, thread: str) -> None:
     """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
-    if _fetchone(conn, sql.HAS_CHECKPOINTS, (thread,)) is not None:
+    if _fetchone(conn, sql.SHARED.has_checkpoints, (thread,)) is not None:
         # Under READ COMMITTED each statement sees its own snapshot: a thread whose first
         # append committed between the two reads is new, not damaged.
-        if _fetchone(conn, sql.SELECT_THREAD, (thread,)) is not None:
+        if _fetchone(conn, sql.SHARED.select_thread, (thread,)) is not None:
             return
         raise CheckpointCorrupt(
             f"thread {thread!r} has checkpoints but no head: the database was damaged. "
@@ -410,7 +406,7 @@ def _no_thread(conn: Conn, thread: str) -> None:
 
 def thread_record(conn: Conn, thread: str) -> ThreadRecord | None:
     """`Store.get_thread`."""
-    row = _fetchone(conn, sql.SELECT_THREAD, (thread,))
+    row = _fetchone(conn, sql.SHARED.select_thread, (thread,))
     if row is None:
         _no_thread(conn, thread)
         return None
@@ -419,14 +415,8 @@ def thread_record(conn: Conn, thread: str) -> ThreadRecord | None:
 
 def threads(conn: Conn, status: str | None, limit: int, after: str | None) -> list[ThreadRecord]:
     """`Store.threads`."""
-    start = "" if after is None else after  # every thread id is longer than ""
-    if status is None:
-        rows = _fetchall(conn, sql.THREADS, (start, limit))
-    elif status == "failed":
-        rows = _fetchall(conn, sql.FAILED_THREADS, (start, limit))
-    else:
-        rows = _fetchall(conn, sql.THREADS_BY_STATUS, (status, start, limit))
-    return [conv.thread_from_row(row, row[0]) for row in rows]
+    query, params = sql.SHARED.threads_query(status, limit, after)
+    return [conv.thread_from_row(row, row[0]) for row in _fetchall(conn, query, params)]
 
 
 def workers_continue(conn: Conn) -> bool:
@@ -437,7 +427,7 @@ def workers_continue(conn: Conn) -> bool:
 
 def checkpoint(conn: Conn, thread: str, id: str) -> CheckpointRecord | None:
     """One checkpoint by id (`Store.get_checkpoint`)."""
-    row = _fetchone(conn, sql.SELECT_CHECKPOINT, (id, thread))
+    row = _fetchone(conn, sql.SHARED.select_checkpoint, (id, thread))
     return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
 
 
@@ -478,13 +468,13 @@ def checkpoint_page(
 
 def effect(conn: Conn, thread: str, key: str) -> EffectRecord | None:
     """`Store.get_effect`."""
-    row = _fetchone(conn, sql.SELECT_EFFECT, (thread, key))
+    row = _fetchone(conn, sql.SHARED.select_effect, (thread, key))
     return None if row is None else conv.checked_effect(row, thread, key)
 
 
 def interrupt(conn: Conn, id: str) -> InterruptRecord | None:
     """`Store.get_interrupt`."""
-    row = _fetchone(conn, sql.SELECT_INTERRUPT, (id,))
+    row = _fetchone(conn, sql.SHARED.select_interrupt, (id,))
     return None if row is None else conv.interrupt_from_row(row, id=id)
 
 
@@ -508,7 +498,7 @@ def request_pause(conn: Conn, thread: str, kind: PauseKind, now: float) -> bool:
     A worker running the thread listens there and looks at once, instead of at its next poll.
     """
     with conn.transaction():
-        if not _changed(conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": now}):
+        if not _changed(conn, sql.SHARED.request_pause, (thread, kind, now, thread)):
             return False
         payload = thread if len(thread.encode()) <= sql.PAUSE_PAYLOAD_MAX else ""
         conn.execute(sql.NOTIFY_PAUSE, (sql.PAUSE_CHANNEL, payload))
@@ -517,5 +507,5 @@ def request_pause(conn: Conn, thread: str, kind: PauseKind, now: float) -> bool:
 
 def take_pause(conn: Conn, thread: str) -> PauseKind | None:
     """`Store.take_pause_request`."""
-    row = _fetchone(conn, sql.TAKE_PAUSE, (thread,))
+    row = _fetchone(conn, sql.SHARED.take_pause, (thread,))
     return None if row is None else row[0]

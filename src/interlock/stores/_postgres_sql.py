@@ -1,4 +1,8 @@
-"""The SQL statements `PostgresStore` runs (its schema and migrations: `_postgres_schema`)."""
+"""The SQL statements `PostgresStore` runs (its schema and migrations: `_postgres_schema`).
+
+The statements it shares with `SqliteStore` are `SHARED` (see `_shared_sql`); the others, here,
+are PostgreSQL's own.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,16 @@ from typing import Final
 
 from ._base import PendingFilter
 from ._rows import (
-    AUDIT_COLUMNS,
     CHANGE_COLUMNS,
     CHECKPOINT_COLUMNS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
     THREAD_COLUMNS,
-    pending_filters,
 )
+from ._shared_sql import SharedSql, pending_filters
+
+SHARED: Final = SharedSql.bound_to("%s")
+"""The statements both SQL stores run, with psycopg's placeholder."""
 
 _APPEND_TYPES: Final = (
     # The checkpoint row, its digest, the thread's head digest.
@@ -39,15 +45,13 @@ COMMIT_LAZILY: Final = "SET LOCAL synchronous_commit = off"
 APPEND_REFUSED: Final = "IL001"
 """The SQLSTATE of ``interlock_append``'s refusals; the message is JSON with the details."""
 
+# Locks the thread's row first, as every write of the thread does (SQLite's write lock is the
+# whole file's instead).
 SELECT_LEASE: Final = (
     "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads "
     "WHERE thread = %s FOR UPDATE"
 )
-SET_LEASE: Final = (
-    "UPDATE threads SET lease_owner = %s, lease_token = %s, lease_expires = %s, "
-    "lease_digest = %s WHERE thread = %s"
-)
-SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = %s AND key = %s"
+# RETURNING the row saves a round trip to read it (SQLite reads it from the same process).
 INSERT_EFFECT: Final = (
     f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (%s, %s, %s, 'started', 1, %s, NULL, NULL) "
     f"ON CONFLICT (thread, key) DO NOTHING RETURNING {EFFECT_COLUMNS}"
@@ -56,32 +60,6 @@ RESTART_EFFECT: Final = (
     "UPDATE effects SET attempt = attempt + 1, started_at = %s "
     f"WHERE thread = %s AND key = %s AND status = 'started' RETURNING {EFFECT_COLUMNS}"
 )
-FINISH_EFFECT: Final = (
-    "UPDATE effects SET status = 'done', finished_at = %s, result = %s "
-    "WHERE thread = %s AND key = %s AND status = 'started'"
-)
-AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = %s ORDER BY seq DESC LIMIT 1"
-INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-AUDIT_ALL: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (%s, %s) "
-    "ORDER BY thread, seq LIMIT %s"
-)
-AUDIT_OF_THREAD: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = %s AND seq > %s ORDER BY seq LIMIT %s"
-)
-SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = %s"
-# `Store.threads`: the failed ones through their partial index (its predicate must be written
-# out for the planner to use it), the others in id order.
-FAILED_THREADS: Final = (
-    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'failed' AND thread > %s "
-    "ORDER BY thread LIMIT %s"
-)
-THREADS_BY_STATUS: Final = (
-    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = %s AND thread > %s "
-    "ORDER BY thread LIMIT %s"
-)
-THREADS: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread > %s ORDER BY thread LIMIT %s"
-HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = %s LIMIT 1"
 
 _C: Final = ", ".join(f"c.{column.strip()}" for column in CHECKPOINT_COLUMNS.split(","))
 # The thread's row and its head checkpoint, to check one against the other.
@@ -90,9 +68,6 @@ SELECT_HEAD_CHECKPOINT: Final = (
     + ", ".join(f"t.{column.strip()}" for column in THREAD_COLUMNS.split(","))
     + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
     "WHERE t.thread = %s"
-)
-SELECT_CHECKPOINT: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = %s AND thread = %s"
 )
 # With the thread's head seq, read in the same statement (one snapshot): the rows must be
 # exactly the seqs the head says exist.
@@ -112,7 +87,6 @@ SELECT_PAGE: Final = (
     "WHERE thread = t.thread AND seq < %s ORDER BY seq DESC LIMIT %s) c ON true "
     "WHERE t.thread = %s ORDER BY c.seq DESC"
 )
-SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = %s"
 
 # One statement per filter combination; each matches one index in (created_at, ord) order.
 _PENDING: Final = f"SELECT {INTERRUPT_COLUMNS}, ord FROM interrupts WHERE "
@@ -173,14 +147,6 @@ PENDING_COUNTS: Final = _PENDING_SUMS
 PENDING_COUNT_OF_TOOL: Final = f"{_PENDING_SUMS} AND tool = %s"
 
 
-REQUEST_PAUSE: Final = """
-    INSERT INTO pause_requests (thread, kind, requested_at)
-    SELECT %(thread)s, %(kind)s, %(at)s
-    WHERE EXISTS (SELECT 1 FROM threads WHERE thread = %(thread)s)
-    ON CONFLICT (thread) DO UPDATE SET
-        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
-        requested_at = excluded.requested_at
-"""
 CONTINUATION_TRIGGER: Final = "interlock_continue_after_decision"
 """The trigger `interlock.workers.Workers.install` puts on ``interrupts``: it queues a thread's
 continuation for the workers in the transaction of each decision (public as
@@ -195,8 +161,8 @@ PAUSE_CHANNEL: Final = "interlock_pause"
 NOTIFY_PAUSE: Final = "SELECT pg_notify(%s, %s)"
 PAUSE_PAYLOAD_MAX: Final = 7900
 """A NOTIFY payload must stay under 8,000 bytes: a longer thread id is announced as ``""``."""
-TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = %s RETURNING kind"
 
+# Locked, and skipping threads another transaction is writing: those wait for a later expiry.
 EXPIRED_THREADS: Final = (
     f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < %s "
     "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED"

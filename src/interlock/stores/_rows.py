@@ -68,7 +68,6 @@ __all__ = [
     "lease_from_row",
     "lost_interrupt",
     "misplaced_change",
-    "pending_filters",
     "pending_from_rows",
     "sql_digest",
     "thread_digest",
@@ -614,36 +613,3 @@ def lease_from_row(row: Any, thread: str) -> tuple[str | None, int, float]:
     if stored is None or bytes(stored) != found:
         raise _corrupt(f"the lease of thread {thread!r} does not match its digest", thread)
     return owner, int(token), float(expires)
-
-
-def pending_filters(
-    where: PendingFilter, after: str | None, *, mark: str, tiebreak: str
-) -> tuple[list[str], list[object]]:
-    """The WHERE conditions and parameters of an inbox query (``mark``: the placeholder).
-
-    The conditions are `PendingFilter.matches` in SQL; the two must agree.
-    """
-    conditions = ["status = 'pending'"]
-    params: list[object] = []
-    if where.thread is not None:
-        conditions.insert(0, f"thread = {mark}")
-        params.append(where.thread)
-    if where.key is not None:
-        conditions.append(f"key = {mark}")
-        params.append(where.key)
-    if where.tool is not None:
-        conditions.append(f"tool = {mark}")
-        params.append(where.tool)
-    if where.older_than is not None:
-        conditions.append(f"created_at < {mark}")
-        params.append(where.older_than)
-    if where.deadline_before is not None:
-        conditions.append(f"deadline IS NOT NULL AND deadline < {mark}")
-        params.append(where.deadline_before)
-    if after is not None:
-        conditions.append(
-            f"(created_at, {tiebreak}) > "
-            f"(SELECT created_at, {tiebreak} FROM interrupts WHERE id = {mark})"
-        )
-        params.append(after)
-    return conditions, params

@@ -350,9 +350,9 @@ def _log(
 ) -> None:
     """Append entries to the thread's audit chain (inside the caller's transaction)."""
     if entries:
-        tail = conn.execute(sql.AUDIT_TAIL, (thread,)).fetchone()
+        tail = conn.execute(sql.SHARED.audit_tail, (thread,)).fetchone()
         rows = chain(thread, None if tail is None else (tail[0], bytes(tail[1])), entries, now)
-        conn.executemany(sql.INSERT_AUDIT, map(_audit_params, rows))
+        conn.executemany(sql.SHARED.insert_audit, map(_audit_params, rows))
 
 
 def _fenced(
@@ -364,7 +364,7 @@ def _fenced(
     lease = lease_after(thread, current, fence, now)
     if current is not None and current != lease:
         lease_digest = bytearray(conv.lease_digest(thread, *lease))
-        conn.execute(sql.SET_LEASE, (*lease, lease_digest, thread))
+        conn.execute(sql.SHARED.set_lease, (*lease, lease_digest, thread))
         head = known.get(thread)
         if head is not None:  # the rest of the row as known (the next append checks it all)
             known.keep(thread, (*head[:5], *lease, lease_digest))
@@ -392,7 +392,7 @@ def begin_effect(
     """`Store.begin_effect`."""
     with _write(conn):
         _fenced(conn, thread, fence, now, known)
-        row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+        row = conn.execute(sql.SHARED.select_effect, (thread, key)).fetchone()
         if row is not None:
             found = conv.checked_effect(row, thread, key)
             if not (retry and found.status == "started"):
@@ -401,7 +401,7 @@ def begin_effect(
         else:
             conn.execute(sql.INSERT_EFFECT, (thread, key, name, now))
         _log(conn, thread, audit, now)
-        started = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+        started = conn.execute(sql.SHARED.select_effect, (thread, key)).fetchone()
     return True, conv.checked_effect(started, thread, key)
 
 
@@ -418,8 +418,8 @@ def finish_effect(
     """`Store.finish_effect`."""
     with _write(conn):
         _fenced(conn, thread, fence, now, known)
-        if not _changed(conn, sql.FINISH_EFFECT, (now, result, thread, key)):
-            row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+        if not _changed(conn, sql.SHARED.finish_effect, (now, result, thread, key)):
+            row = conn.execute(sql.SHARED.select_effect, (thread, key)).fetchone()
             refused = finish_refused(
                 thread, key, None if row is None else conv.checked_effect(row, thread, key), result
             )
@@ -433,18 +433,14 @@ def audit_log(
     conn: sqlite3.Connection, thread: str | None, after: tuple[str, int] | None, limit: int
 ) -> list[AuditRecord]:
     """`Store.audit_log`."""
-    if thread is not None:
-        seq = after[1] if after is not None and after[0] == thread else 0
-        rows = conn.execute(sql.AUDIT_OF_THREAD, (thread, seq, limit))
-    else:
-        rows = conn.execute(sql.AUDIT_ALL, (*(after or ("", 0)), limit))
-    return [conv.audit_from_row(row) for row in rows]
+    query, params = sql.SHARED.audit_query(thread, after, limit)
+    return [conv.audit_from_row(row) for row in conn.execute(query, params)]
 
 
 def request_pause(conn: sqlite3.Connection, thread: str, kind: PauseKind, now: float) -> bool:
     """`Store.request_pause`."""
     with _write(conn):
-        return _changed(conn, sql.REQUEST_PAUSE, {"thread": thread, "kind": kind, "at": now})
+        return _changed(conn, sql.SHARED.request_pause, (thread, kind, now, thread))
 
 
 def take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
@@ -453,7 +449,7 @@ def take_pause(conn: sqlite3.Connection, thread: str) -> PauseKind | None:
     if conn.execute(sql.PEEK_PAUSE, (thread,)).fetchone() is None:
         return None
     with _write(conn):
-        row = conn.execute(sql.TAKE_PAUSE, (thread,)).fetchone()
+        row = conn.execute(sql.SHARED.take_pause, (thread,)).fetchone()
     return None if row is None else row[0]
 
 
@@ -576,7 +572,7 @@ def head_checkpoint(
 
 def _no_thread(conn: sqlite3.Connection, thread: str) -> None:
     """Refuse to say a thread does not exist when its checkpoints are there (a lost head)."""
-    if conn.execute(sql.HAS_CHECKPOINTS, (thread,)).fetchone() is not None:
+    if conn.execute(sql.SHARED.has_checkpoints, (thread,)).fetchone() is not None:
         raise CheckpointCorrupt(
             f"thread {thread!r} has checkpoints but no head: the store's file is damaged. "
             "Restore it from a backup; the other threads can still be read",
@@ -588,22 +584,16 @@ def threads(
     conn: sqlite3.Connection, status: str | None, limit: int, after: str | None
 ) -> list[ThreadRecord]:
     """`Store.threads`."""
-    start = "" if after is None else after  # every thread id is longer than ""
-    if status is None:
-        rows = conn.execute(sql.THREADS, (start, limit)).fetchall()
-    elif status == "failed":
-        rows = conn.execute(sql.FAILED_THREADS, (start, limit)).fetchall()
-    else:
-        rows = conn.execute(sql.THREADS_BY_STATUS, (status, start, limit)).fetchall()
-    return [conv.thread_from_row(row, row[0]) for row in rows]
+    query, params = sql.SHARED.threads_query(status, limit, after)
+    return [conv.thread_from_row(row, row[0]) for row in conn.execute(query, params)]
 
 
 def thread_record(conn: sqlite3.Connection, thread: str) -> ThreadRecord | None:
     """`Store.get_thread`."""
-    row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+    row = conn.execute(sql.SHARED.select_thread, (thread,)).fetchone()
     if row is None:
         with _read(conn):
-            row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+            row = conn.execute(sql.SHARED.select_thread, (thread,)).fetchone()
             if row is None:
                 _no_thread(conn, thread)
                 return None
@@ -611,7 +601,7 @@ def thread_record(conn: sqlite3.Connection, thread: str) -> ThreadRecord | None:
 
 
 def _head_seq(conn: sqlite3.Connection, thread: str) -> int | None:
-    row = conn.execute(sql.SELECT_THREAD, (thread,)).fetchone()
+    row = conn.execute(sql.SHARED.select_thread, (thread,)).fetchone()
     return None if row is None else conv.thread_from_row(row, thread).head_seq
 
 
@@ -635,7 +625,7 @@ def _checkpoints(
 
 def checkpoint(conn: sqlite3.Connection, thread: str, id: str) -> CheckpointRecord | None:
     """One checkpoint by id (`Store.get_checkpoint`)."""
-    row = conn.execute(sql.SELECT_CHECKPOINT, (id, thread)).fetchone()
+    row = conn.execute(sql.SHARED.select_checkpoint, (id, thread)).fetchone()
     return None if row is None else conv.checkpoint_from_row(row, thread=thread, id=id)
 
 
@@ -670,13 +660,13 @@ def checkpoint_page(
 
 def effect(conn: sqlite3.Connection, thread: str, key: str) -> EffectRecord | None:
     """`Store.get_effect`."""
-    row = conn.execute(sql.SELECT_EFFECT, (thread, key)).fetchone()
+    row = conn.execute(sql.SHARED.select_effect, (thread, key)).fetchone()
     return None if row is None else conv.checked_effect(row, thread, key)
 
 
 def interrupt(conn: sqlite3.Connection, id: str) -> InterruptRecord | None:
     """`Store.get_interrupt`."""
-    row = conn.execute(sql.SELECT_INTERRUPT, (id,)).fetchone()
+    row = conn.execute(sql.SHARED.select_interrupt, (id,)).fetchone()
     return None if row is None else conv.interrupt_from_row(row, id=id)
 
 

@@ -1,6 +1,8 @@
 """The SQL statements `SqliteStore` runs (its schema and migrations: `_sqlite_schema`).
 
-Each statement is a constant reused verbatim, so sqlite3's statement cache prepares it once.
+The statements it shares with `PostgresStore` are `SHARED` (see `_shared_sql`); the others,
+here, are SQLite's own. Each statement is a constant reused verbatim, so sqlite3's statement
+cache prepares it once.
 """
 
 from __future__ import annotations
@@ -9,14 +11,17 @@ from typing import Final
 
 from ._base import PendingFilter
 from ._rows import (
-    AUDIT_COLUMNS,
     CHANGE_COLUMNS,
     CHECKPOINT_COLUMNS,
     EFFECT_COLUMNS,
     INTERRUPT_COLUMNS,
     THREAD_COLUMNS,
-    pending_filters,
 )
+from ._shared_sql import SharedSql, pending_filters
+
+SHARED: Final = SharedSql.bound_to("?")
+"""The statements both SQL stores run, with SQLite's placeholder."""
+
 
 INSERT_THREAD: Final = (
     "INSERT INTO threads (thread, head_id, head_seq, status, updated_at, digest, lease_owner, "
@@ -39,14 +44,10 @@ MOVE_KNOWN_HEAD: Final = (
     "AND head_id = ? AND head_seq = ? AND status = ? AND updated_at = ? AND digest = ? "
     "AND lease_owner IS ? AND lease_token = ? AND lease_expires = ? AND lease_digest = ?"
 )
+# No row lock needed (PostgreSQL's reads FOR UPDATE): a write transaction holds the file's.
 SELECT_LEASE: Final = (
     "SELECT lease_owner, lease_token, lease_expires, lease_digest FROM threads WHERE thread = ?"
 )
-SET_LEASE: Final = (
-    "UPDATE threads SET lease_owner = ?, lease_token = ?, lease_expires = ?, lease_digest = ? "
-    "WHERE thread = ?"
-)
-SELECT_EFFECT: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE thread = ? AND key = ?"
 INSERT_EFFECT: Final = (
     f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?, ?, ?, 'started', 1, ?, NULL, NULL)"
 )
@@ -54,30 +55,6 @@ RESTART_EFFECT: Final = (
     "UPDATE effects SET attempt = attempt + 1, started_at = ? "
     "WHERE thread = ? AND key = ? AND status = 'started'"
 )
-FINISH_EFFECT: Final = (
-    "UPDATE effects SET status = 'done', finished_at = ?, result = ? "
-    "WHERE thread = ? AND key = ? AND status = 'started'"
-)
-AUDIT_TAIL: Final = "SELECT seq, hash FROM audit WHERE thread = ? ORDER BY seq DESC LIMIT 1"
-INSERT_AUDIT: Final = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-AUDIT_ALL: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE (thread, seq) > (?, ?) ORDER BY thread, seq LIMIT ?"
-)
-AUDIT_OF_THREAD: Final = (
-    f"SELECT {AUDIT_COLUMNS} FROM audit WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?"
-)
-SELECT_THREAD: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread = ?"
-# `Store.threads`: the failed ones through their partial index (its predicate must be written
-# out for the planner to use it), the others in id order.
-FAILED_THREADS: Final = (
-    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'failed' AND thread > ? "
-    "ORDER BY thread LIMIT ?"
-)
-THREADS_BY_STATUS: Final = (
-    f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = ? AND thread > ? ORDER BY thread LIMIT ?"
-)
-THREADS: Final = f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread > ? ORDER BY thread LIMIT ?"
-HAS_CHECKPOINTS: Final = "SELECT 1 FROM checkpoints WHERE thread = ? LIMIT 1"
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
@@ -103,9 +80,6 @@ SELECT_HEAD_CHECKPOINT: Final = (
     + " FROM threads t LEFT JOIN checkpoints c ON c.thread = t.thread AND c.seq = t.head_seq "
     "WHERE t.thread = ?"
 )
-SELECT_CHECKPOINT: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ? AND thread = ?"
-)
 # Each row starts with the thread's head seq, read in the same statement (one snapshot): the
 # rows must be exactly the seqs the head says exist.
 _HEAD_SEQ: Final = "(SELECT t.head_seq FROM threads t WHERE t.thread = :thread)"
@@ -122,7 +96,6 @@ SELECT_PAGE: Final = (
     f"SELECT {_HEAD_SEQ}, {CHECKPOINT_COLUMNS} FROM checkpoints "
     "WHERE thread = :thread AND seq < :before ORDER BY seq DESC LIMIT :limit"
 )
-SELECT_INTERRUPT: Final = f"SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE id = ?"
 
 # One statement per filter combination, each answered by one index in created_at order
 # (rowid, the index's hidden last column, breaks ties).
@@ -176,15 +149,7 @@ PENDING_IDS_OF_THREAD: Final = (
     "WHERE thread = ? AND status = 'pending' ORDER BY created_at, rowid"
 )
 
-REQUEST_PAUSE: Final = """
-    INSERT INTO pause_requests (thread, kind, requested_at)
-    SELECT :thread, :kind, :at WHERE EXISTS (SELECT 1 FROM threads WHERE thread = :thread)
-    ON CONFLICT (thread) DO UPDATE SET
-        kind = CASE WHEN excluded.kind = 'forced' THEN 'forced' ELSE pause_requests.kind END,
-        requested_at = excluded.requested_at
-"""
 PEEK_PAUSE: Final = "SELECT kind FROM pause_requests WHERE thread = ?"
-TAKE_PAUSE: Final = "DELETE FROM pause_requests WHERE thread = ? RETURNING kind"
 
 EXPIRED_THREADS: Final = (
     f"SELECT {THREAD_COLUMNS} FROM threads WHERE status = 'done' AND updated_at < ? "
