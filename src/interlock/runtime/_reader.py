@@ -8,6 +8,7 @@ what the App knows: its registered types, and its threads' latest state.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,13 +101,8 @@ class Reader:
         found = self.of(row)
         if not meta:
             return found
-        shown = await self.checkpoint_meta(row.thread, row.checkpoint_id)
-        return Question(
-            interrupt=found.interrupt,
-            record=row,
-            payload_hash=found.payload_hash,
-            decision=found.decision,
-            meta=shown,
+        return dataclasses.replace(
+            found, meta=await self.checkpoint_meta(row.thread, row.checkpoint_id)
         )
 
     def of(self, row: InterruptRecord) -> Question:

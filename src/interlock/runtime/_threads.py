@@ -7,6 +7,7 @@ lease as a run's commits.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -82,33 +83,15 @@ async def question(calls: Calls[Any], reader: Reader, interrupt_id: str) -> Ques
         if opened is not None and opened.head is not None and opened.level is not None:
             calls.hold(row.thread, opened)
             raised = next((r for r in opened.level.pending if r.id == row.id), None)
-            interrupt = found.interrupt
             if raised is not None and raised.interrupt.approved_by:
-                interrupt = msgspec.structs.replace(
-                    interrupt, approved_by=raised.interrupt.approved_by
+                shown = msgspec.structs.replace(
+                    found.interrupt, approved_by=raised.interrupt.approved_by
                 )
+                found = dataclasses.replace(found, interrupt=shown)
             if opened.head.record.id == row.checkpoint_id:
-                return Question(
-                    interrupt=interrupt,
-                    record=row,
-                    payload_hash=found.payload_hash,
-                    decision=found.decision,
-                    meta=dict(opened.head.meta),
-                )
-            found = Question(
-                interrupt=interrupt,
-                record=row,
-                payload_hash=found.payload_hash,
-                decision=found.decision,
-            )
+                return dataclasses.replace(found, meta=dict(opened.head.meta))
     meta = await reader.checkpoint_meta(row.thread, row.checkpoint_id)
-    return Question(
-        interrupt=found.interrupt,
-        record=row,
-        payload_hash=found.payload_hash,
-        decision=found.decision,
-        meta=meta,
-    )
+    return dataclasses.replace(found, meta=meta)
 
 
 async def get_state(
