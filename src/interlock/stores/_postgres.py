@@ -4,9 +4,10 @@ How it keeps the `Store` invariants:
 
 * Every write is one short READ COMMITTED transaction that locks the thread's ``threads`` row
   first and checks the head under that lock, so exactly one writer wins per head. An append is
-  a single call of the ``interlock_append`` function (see `_postgres_schema`), one round trip: it
-  checks the lease and the head, moves both, resolves, inserts and chains the audit entries,
-  and refuses with SQLSTATE IL001 (rolling everything back) where a typed error is due.
+  a single call of the ``interlock_append`` function (``sql/postgres/0005_row_digests.sql``),
+  one round trip: it checks the lease and the head, moves both, resolves, inserts and chains
+  the audit entries, and refuses with SQLSTATE IL001 (rolling everything back) where a typed
+  error is due.
 * Every transaction locks the thread's ``threads`` row before any other row of the thread
   (``delete_thread`` deletes it first), so writers of one thread cannot deadlock.
 * The change feed (`PostgresStore.changes`) is written by triggers in the append's transaction
@@ -21,7 +22,8 @@ How it keeps the `Store` invariants:
 
 This module is the store's edge: the pool, migrating on first use, where a call runs, and the
 translation of driver errors. What each operation does in the database is in `_postgres_ops`,
-the SQL it runs in `_postgres_sql`, the schema in `_postgres_schema`.
+the SQL it runs in `_postgres_sql` and `_shared_sql`, the schema in ``sql/postgres/`` (migrated
+by `_postgres_schema`).
 """
 
 from __future__ import annotations

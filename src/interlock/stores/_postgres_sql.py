@@ -36,7 +36,7 @@ _APPEND_TYPES: Final = (
     *("bytea", "text[]", "text[]", "bytea[]", "bytea[]"),
 )
 APPEND: Final = "SELECT interlock_append(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
-"""One append_checkpoint: see ``interlock_append`` of version 5 in `_postgres_schema`."""
+"""One append_checkpoint: see ``interlock_append`` in ``sql/postgres/0005_row_digests.sql``."""
 APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit', 'off', true)"
 """`APPEND` for a non-durable append: this transaction's commit does not wait for the WAL flush
 (a later synchronous commit flushes it with its own)."""
@@ -168,10 +168,10 @@ EXPIRED_THREADS: Final = (
     "ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 
-# The page after the cursor, of transactions that have all finished (see version 6 of
-# `_postgres_schema`), and the snapshot's xmax (no transaction id is at or above it yet), to
-# refuse a cursor from beyond it. One statement, so one snapshot; a row of NULLs but the first
-# when the page is empty.
+# The page after the cursor, of transactions that have all finished (see the changes table in
+# ``sql/postgres/0006_change_feed.sql``), and the snapshot's xmax (no transaction id is at or
+# above it yet), to refuse a cursor from beyond it. One statement, so one snapshot; a row of
+# NULLs but the first when the page is empty.
 CHANGES: Final = (
     "SELECT pg_snapshot_xmax(s.snap)::text, c.txid::text, c.seq, "
     + ", ".join(f"c.{column.strip()}" for column in CHANGE_COLUMNS.split(","))

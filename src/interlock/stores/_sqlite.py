@@ -16,7 +16,8 @@ under the write lock, so its seqs go up in commit order across all processes.
 
 This module is the store's edge: the worker thread, retries while the file is busy, opening
 the file, and the translation of driver errors. What each operation does inside the database
-is in `_sqlite_ops`, the SQL it runs in `_sqlite_sql`, the schema in `_sqlite_schema`.
+is in `_sqlite_ops`, the SQL it runs in `_sqlite_sql` and `_shared_sql`, the schema in
+``sql/sqlite/`` (migrated by `_sqlite_schema`).
 """
 
 from __future__ import annotations
