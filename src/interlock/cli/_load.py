@@ -4,7 +4,7 @@ The app is named as uvicorn and celery name theirs: ``--app shop.approvals:app``
 ``shop.approvals`` (the current directory is on the import path) and takes its ``app``. The
 attribute is an `App`, an agent or a graph (compiled here on the store given with ``--store``),
 or a callable taking no arguments that returns an `App`. ``--store`` names a store by URL
-(see `interlock.stores._url`) and overrides the app's own.
+(see `interlock.stores.open_store`) and overrides the app's own.
 
 Commands that only read (the inbox, a question, a history, the audit log) and ``pause`` work
 from a store alone, decoding questions with the default `Codec`; commands that decide or
