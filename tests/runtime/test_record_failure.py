@@ -120,3 +120,22 @@ async def test_an_edit_as_a_node_does_not_drop_the_decision_unsaid(store: Store)
     done = await app.resume("t")
     assert done.status == "done" and done.values["ok"] is True
     assert done.values["log"][-2:] == ["edited", "done"]
+
+
+async def test_the_app_lists_failed_threads_with_why_and_what_continues_them(store: Store) -> None:
+    app = _app(store)
+    for thread in ("t1", "t2", "t3"):
+        await app.run({}, thread=thread)
+    changed = GraphChanged(thread="t2", stored="f-old", current=app.plan.fingerprint)
+    await app.decide("t2", {(await app.inbox(thread="t2"))[0].id: True}, actor="ana")
+    await app.record_failure("t2", changed)
+    [failed] = await app.threads(status="failed")
+    assert (failed.thread, failed.status) == ("t2", "failed")
+    assert failed.error == f"GraphChanged: {changed}"
+    assert failed.continue_with == "interlock resume t2 --app MODULE:ATTR"
+    listed = await app.threads(limit=2)
+    assert [t.thread for t in listed] == ["t1", "t2"]
+    assert listed[0].error is None and listed[1].error is not None
+    assert [t.thread for t in await app.threads(after="t2")] == ["t3"]
+    with pytest.raises(ValueError, match="status"):
+        await app.threads(status="broken")  # type: ignore[arg-type]

@@ -53,6 +53,7 @@ TWINS: dict[str, Callable[[App[S]], Any]] = {
     "question": lambda app: app.question_sync("x"),
     "checkpoint_meta": lambda app: app.checkpoint_meta_sync("t", "c"),
     "continued_by": lambda app: app.continued_by_sync(),
+    "threads": lambda app: app.threads_sync(),
 }
 
 

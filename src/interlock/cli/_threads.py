@@ -60,14 +60,8 @@ def threads(
 
     async def read() -> list[tuple[ThreadRecord, str | None, str | None]]:
         try:
-            found = await target.store.threads(status=status, limit=limit, after=after)
-            rows = []
-            for record in found:
-                error = command = None
-                if record.status == "failed":
-                    error, command = await failure(target, record.thread, record.head_id)
-                rows.append((record, error, command))
-            return rows
+            found = await target.reader.threads(status=status, limit=limit, after=after)
+            return [(t.record, t.error, t.continue_with) for t in found]
         finally:
             await target.aclose()
 

@@ -57,6 +57,7 @@ from ._jsonschema import stored_schema as stored_schema
 from ._level import new_id as new_id
 from ._reader import Question as Question
 from ._reader import Reader as Reader
+from ._reader import ThreadSummary as ThreadSummary
 from ._records import Address as Address
 from ._records import Command as Command
 from ._records import Decision as Decision
@@ -109,6 +110,7 @@ __all__ = [
     "StepFinishedEvent",
     "StreamMode",
     "Targets",
+    "ThreadSummary",
     "TimeoutDefault",
     # building agents
     "approval_interrupt",

@@ -29,7 +29,7 @@ from .._args import (
 )
 from .._errors import GraphDefinitionError
 from ..graph._builder import CompiledGraph, Durability, Migration
-from ..stores import MemoryStore, PendingFilter, Store
+from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
 from . import _failures, _threads
 from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._continuation import Continuation, Continuer
@@ -38,7 +38,7 @@ from ._engine import remember
 from ._events import MODES, Event, EventStream, RunStartedEvent, StreamMode
 from ._observe import CallScope, RunWatch
 from ._persist import ThreadIO
-from ._reader import Question, Reader
+from ._reader import Question, Reader, ThreadSummary
 from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
 from ._resume import Targets
 from ._runctx import LeasePolicy
@@ -495,6 +495,24 @@ class App(Generic[StateT]):
         check_id(interrupt_id, "interrupt_id")
         return await _threads.question(self._calls, self._reader, interrupt_id)
 
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadSummary]:
+        """Up to ``limit`` threads of the store, in id order, those after thread ``after``.
+
+        With ``status``, only those whose latest checkpoint has it (``failed`` ones are read
+        through an index of their own). A failed thread comes with why it failed and the
+        command that continues it. Page with ``after=page[-1].thread``.
+        """
+        check_choice(status, "status", get_args(CheckpointStatus), optional=True)
+        check_limit(limit, "limit")
+        check_id(after, "after", optional=True)
+        return await self._reader.threads(status=status, limit=limit, after=after)
+
     async def checkpoint_meta(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
         """The metadata stored with one checkpoint (a run's ``metadata=``, a failure's
         ``error``); empty when the checkpoint is gone or damaged."""
@@ -721,6 +739,10 @@ class App(Generic[StateT]):
     def question_sync(self, interrupt_id: str) -> Question | None:
         """`question` for scripts (starts an event loop)."""
         return _blocking("question", lambda: self.question(interrupt_id))
+
+    def threads_sync(self, **kwargs: Any) -> list[ThreadSummary]:
+        """`threads` for scripts (starts an event loop)."""
+        return _blocking("threads", lambda: self.threads(**kwargs))
 
     def checkpoint_meta_sync(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
         """`checkpoint_meta` for scripts (starts an event loop)."""

@@ -15,12 +15,12 @@ from typing import Any
 
 from .._errors import CheckpointCorrupt, CheckpointNotFound
 from ..serde import Codec
-from ..stores import InterruptRecord, InterruptStatus, Store
+from ..stores import CheckpointStatus, InterruptRecord, InterruptStatus, Store, ThreadRecord
 from ._persist import interrupt_of
 from ._records import Decision, Interrupt
 from ._resume import payload_hash, recorded_decision
 
-__all__ = ["Question", "Reader"]
+__all__ = ["Question", "Reader", "ThreadSummary"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,6 +68,31 @@ class Question:
         """Who started the run that asked (the run's ``started_by`` metadata), if known."""
         starter = self.meta.get("started_by")
         return starter if isinstance(starter, str) else None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThreadSummary:
+    """One thread as a listing shows it: its head, and why it failed if it did.
+
+    Returned by `App.threads` and `Reader.threads`.
+    """
+
+    record: ThreadRecord
+    """The store's head pointer of the thread (id, latest checkpoint, status, time)."""
+    error: str | None = None
+    """For a ``failed`` thread: why (a node's error, or why its continuation could not run)."""
+    continue_with: str | None = None
+    """For a ``failed`` thread: the command that continues it once the cause is fixed."""
+
+    @property
+    def thread(self) -> str:
+        """The thread's id."""
+        return self.record.thread
+
+    @property
+    def status(self) -> CheckpointStatus:
+        """The status of its latest checkpoint."""
+        return self.record.status
 
 
 class Reader:
@@ -154,6 +179,24 @@ class Reader:
             error if isinstance(error, str) else None,
             command if isinstance(command, str) else None,
         )
+
+    async def threads(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[ThreadSummary]:
+        """Up to ``limit`` threads in id order after thread ``after`` (`Store.threads`), a
+        ``failed`` one with its reason (one more read each: few threads fail)."""
+        found: list[ThreadSummary] = []
+        for record in await self.store.threads(status=status, limit=limit, after=after):
+            if record.status == "failed":
+                error, command = await self.failure(record.thread, record.head_id)
+                found.append(ThreadSummary(record=record, error=error, continue_with=command))
+            else:
+                found.append(ThreadSummary(record=record))
+        return found
 
 
 def meta_of(codec: Codec, body: bytes) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -36,7 +36,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from ..runtime import Decision, Interrupt, Question
-from ..stores import CheckpointStatus, InterruptRecord, PendingFilter
+from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, ServerEvent
@@ -854,7 +854,6 @@ async def list_threads(request: Request) -> Response:
     identity = _identity(request, "viewer")
     query = read_query(request, ThreadsQuery)
     limit = query.limit
-    status: str | None = query.status  # as text: the listing below casts it back
     named = query.app
     apps = [_served_for(state, named).name] if named is not None else sorted(state.served)
     # The cursor is the app and thread listed last: apps in name order, each app's by id.
@@ -871,25 +870,20 @@ async def list_threads(request: Request) -> Response:
         served = state.served[name]
         cursor: str | None = start[1] if name == start[0] else None
         while len(items) < limit:
-            batch = await served.store.threads(
-                status=cast(CheckpointStatus | None, status), limit=limit, after=cursor
-            )
-            for record in batch:
-                cursor = record.thread
-                if not identity.sees_thread(record.thread):
+            batch = await served.app.threads(status=query.status, limit=limit, after=cursor)
+            for summary in batch:
+                cursor = summary.thread
+                if not identity.sees_thread(summary.thread):
                     continue
-                error = command = None
-                if record.status == "failed":
-                    error, command = await served.failure(record.thread, record.head_id)
                 items.append(
                     ThreadItem(
-                        thread=record.thread,
+                        thread=summary.thread,
                         app=name,
-                        status=record.status,
-                        checkpoint_id=record.head_id,
-                        updated_at=record.updated_at,
-                        error=error,
-                        continue_with=command,
+                        status=summary.status,
+                        checkpoint_id=summary.record.head_id,
+                        updated_at=summary.record.updated_at,
+                        error=summary.error,
+                        continue_with=summary.continue_with,
                     )
                 )
                 if len(items) == limit:
