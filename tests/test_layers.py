@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "_args": 0,
     "_collector": 0,  # pausing the garbage collector while a page of records is built
     "_public": 0,  # public names report their public module
+    "_daemon": 0,  # daemon threads that leave signals to the main thread
     "_sqlfiles": 0,  # the SQL files shipped with the package, split into statements
     "observability": 0,  # traces, logs and metrics: the runtime reports, and knows nothing above
     "serde": 1,
@@ -236,6 +237,19 @@ def test_upper_layers_enter_other_packages_through_their_doors() -> None:
         for problem in _door_problems(name, path, GRAPH[name])
     ]
     assert not problems, "\n".join(problems)
+
+
+def test_the_runtime_enters_the_stores_through_their_door() -> None:
+    # The runtime and the graph layer are built together and share private parts; the store
+    # is a boundary a third party's backend implements, so the runtime uses only its door.
+    private = sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if name.startswith("interlock.runtime")
+        for target in targets
+        if target.startswith("interlock.stores.") and _private_module(target)
+    )
+    assert not private, "\n".join(private)
 
 
 def test_the_door_check_finds_a_private_import_and_the_apps_insides(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_helper_threads_leave_ctrl_c_to_the_main_thread() -> None:
     import signal
     import threading
 
-    from interlock.stores._worker import start_thread
+    from interlock._daemon import start_thread
 
     seen: list[set[int]] = []
     thread = start_thread(lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])), "t")

@@ -25,9 +25,9 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
+from .._daemon import start_thread
 from .._errors import FencedOut
 from ..stores import Fence, Store
-from ..stores._worker import start_thread
 
 __all__ = ["KEEPER", "LeaseKeeper", "Watch"]
 

@@ -8,7 +8,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 import msgspec
 
-from ..stores._base import InterruptKind
+from ..stores import InterruptKind
 
 __all__ = [
     "Address",

@@ -20,44 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-import signal
 import threading
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._daemon import start_thread
 from ._idle import loop_is_idle
 
-__all__ = ["ThreadWorker", "start_thread"]
-
-
-_SIGNALS: Final = frozenset(
-    s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s
-)
-
-
-def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
-    """Start a daemon thread that never receives SIGINT or SIGTERM.
-
-    The process's signals then reach the main thread, whose blocking read (``input()``, a
-    server's accept) they interrupt: delivered to a helper thread, Ctrl-C would wait until
-    the main thread's read ended on its own. The thread inherits the signal mask in force
-    when it starts, so the signals are blocked around ``start()``.
-    """
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or not _SIGNALS:
-        thread.start()
-        return thread
-    previous = mask(signal.SIG_BLOCK, _SIGNALS)
-    try:
-        thread.start()
-    finally:
-        mask(signal.SIG_SETMASK, previous)
-    return thread
+__all__ = ["ThreadWorker"]
 
 
 T = TypeVar("T")
