@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "_collector": 0,  # pausing the garbage collector while a page of records is built
     "_public": 0,  # public names report their public module
     "_daemon": 0,  # daemon threads that leave signals to the main thread
+    "_principals": 0,  # principal names in normal form
     "_sqlfiles": 0,  # the SQL files shipped with the package, split into statements
     "observability": 0,  # traces, logs and metrics: the runtime reports, and knows nothing above
     "serde": 1,

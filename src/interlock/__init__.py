@@ -21,11 +21,13 @@ from .runtime import Graph as Graph
 # Running them
 from .runtime import Address as Address
 from .runtime import App as App
+from .runtime import Authority as Authority
 from .runtime import Command as Command
 from .runtime import Decision as Decision
 from .runtime import GracefulShutdown as GracefulShutdown
 from .runtime import Interrupt as Interrupt
 from .runtime import InterruptHandler as InterruptHandler
+from .runtime import Principal as Principal
 from .runtime import RunHandle as RunHandle
 from .runtime import RunResult as RunResult
 from .runtime import Segment as Segment
@@ -104,6 +106,7 @@ from ._errors import InvalidResume as InvalidResume
 from ._errors import InvalidUpdate as InvalidUpdate
 from ._errors import ModelError as ModelError
 from ._errors import NodeError as NodeError
+from ._errors import NotAuthorized as NotAuthorized
 from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import RecursionLimit as RecursionLimit
 from ._errors import ReplyCutShort as ReplyCutShort
@@ -153,11 +156,13 @@ __all__ = [
     # running
     "Address",
     "App",
+    "Authority",
     "Command",
     "Decision",
     "GracefulShutdown",
     "Interrupt",
     "InterruptHandler",
+    "Principal",
     "RunHandle",
     "RunResult",
     "Segment",
@@ -224,6 +229,7 @@ __all__ = [
     "InvalidUpdate",
     "ModelError",
     "NodeError",
+    "NotAuthorized",
     "PayloadTooLarge",
     "RecursionLimit",
     "ReplyCutShort",

@@ -18,6 +18,7 @@ kept apart from failures of a run, and both apart from storage problems::
     │   ├── UnknownInterrupt        a target names no pending interrupt of the thread
     │   ├── InterruptAlreadyResolved
     │   ├── InvalidResume           a resume value fails its schema or validator
+    │   ├── NotAuthorized           the decider is outside the question's authority
     │   └── GraphChanged            the checkpoint was written by an incompatible graph
     ├── ThreadBusy                  another executor changed or holds the thread
     │   └── FencedOut               this executor lost its lease; its write was refused
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidUpdate",
     "ModelError",
     "NodeError",
+    "NotAuthorized",
     "PayloadTooLarge",
     "RecursionLimit",
     "ReplyCutShort",
@@ -234,6 +236,30 @@ class InvalidResume(ResumeError):
     def __init__(self, message: str, *, interrupt_id: str | None = None) -> None:
         super().__init__(message)
         self.interrupt_id = interrupt_id
+
+
+class NotAuthorized(ResumeError):
+    """Raised when the principal deciding a question is outside its authority.
+
+    Nothing was recorded. The message says which rule refused and who may decide instead.
+
+    Attributes:
+        interrupt_id: The question.
+        rule: Which rule refused: ``who`` (not one of the principals, groups or roles it names),
+            ``starter`` (the run's starter may not decide it), ``approver`` (someone who
+            approved an earlier question of the thread may not), ``principal`` (the question
+            names who may decide, and the decision named nobody), or ``override`` (an override
+            by someone who is not an admin, or without a reason).
+        principal: The principal's normalised name, if one was given.
+    """
+
+    def __init__(
+        self, message: str, *, interrupt_id: str, rule: str, principal: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+        self.rule = rule
+        self.principal = principal
 
 
 class GraphChanged(ResumeError):

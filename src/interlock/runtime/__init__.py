@@ -15,6 +15,8 @@ from .._public import publish
 from ._app import App as App
 from ._app import InterruptHandler as InterruptHandler
 from ._app import Targets as Targets
+from ._authority import Authority as Authority
+from ._authority import Principal as Principal
 from ._context import child_scope as child_scope
 from ._context import current_address as current_address
 from ._continuation import Continuer as Continuer
@@ -73,17 +75,13 @@ from ._signals import InterruptSignal as InterruptSignal
 
 __all__ = [
     "RETRY",
-    # records
     "Address",
-    # running
     "App",
-    # events
+    "Authority",
     "CheckpointEvent",
-    # inside nodes
     "Child",
     "ChunkEvent",
     "Command",
-    # reading for people
     "Continuer",
     "CustomEvent",
     "Decision",
@@ -97,6 +95,7 @@ __all__ = [
     "InterruptSignal",
     "NodeOutputEvent",
     "OnTimeout",
+    "Principal",
     "Question",
     "Reader",
     "RunFinishedEvent",
@@ -112,7 +111,6 @@ __all__ = [
     "Targets",
     "ThreadSummary",
     "TimeoutDefault",
-    # building agents
     "approval_interrupt",
     "approve",
     "ask",

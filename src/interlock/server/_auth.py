@@ -22,6 +22,8 @@ from typing import Any, Final, Literal, get_args
 
 import msgspec
 
+from ..runtime import Principal
+
 __all__ = ["ROLES", "Identity", "Role", "TokenAuth", "hash_token", "new_token"]
 
 Role = Literal["viewer", "approver", "admin"]
@@ -44,6 +46,12 @@ class Identity(msgspec.Struct, frozen=True, kw_only=True):
     """Patterns of the tools whose questions it may see and decide (``*`` is every one)."""
     threads: tuple[str, ...] = ("",)
     """Prefixes of the thread ids it may see and act on (``""`` is every thread)."""
+    groups: tuple[str, ...] = ()
+    """The groups its principal belongs to (a question's `Authority` may name them)."""
+
+    def principal(self) -> Principal:
+        """The `Principal` it decides as: its name, groups, and its role."""
+        return Principal(name=self.name, groups=self.groups, roles=(self.role,))
 
     def can(self, role: Role) -> bool:
         """Whether this identity's role includes ``role``."""
