@@ -24,7 +24,17 @@ from typing import Annotated, Any, TypedDict
 import anyio
 import msgspec
 
-from interlock import END, START, App, Graph, SqliteStore, append, approve, interrupt
+from interlock import (
+    END,
+    START,
+    App,
+    Authority,
+    Graph,
+    SqliteStore,
+    append,
+    approve,
+    interrupt,
+)
 from interlock.agents import (
     ApprovalPolicy,
     Message,
@@ -112,7 +122,11 @@ def quorum(state: State) -> dict[str, Any]:
     return {"refunded": approve("Wire $2M to the supplier?", approvals=2)}
 
 
-KINDS = ("refund", "plan", "ops", "typed", "quorum")
+def payout(state: State) -> dict[str, Any]:
+    return {"refunded": approve("Pay out 9,000 EUR?", authority=Authority(not_starter=True))}
+
+
+KINDS = ("refund", "plan", "ops", "typed", "quorum", "payout")
 
 
 def build() -> Graph[State]:
@@ -122,6 +136,7 @@ def build() -> Graph[State]:
     g.add_node("ops", OPS.app)
     g.add_node("typed", typed)
     g.add_node("quorum", quorum)
+    g.add_node("payout", payout)
     g.add_conditional_edges(START, lambda s: s["kind"], list(KINDS))
     for name in KINDS:
         g.add_edge(name, END)
@@ -133,13 +148,14 @@ def make_app() -> App[State]:
     return build().compile(store=SqliteStore(os.environ[DB_VARIABLE]))
 
 
-def start(kind: str, thread: str, **extra: Any) -> str:
+def start(kind: str, thread: str, started_by: str | None = None, **extra: Any) -> str:
     """Run a new thread until it asks its question; return the question's id."""
     app = make_app()
+    metadata = None if started_by is None else {"started_by": started_by}
 
     async def go() -> str:
         try:
-            result = await app.run({"kind": kind, **extra}, thread=thread)
+            result = await app.run({"kind": kind, **extra}, thread=thread, metadata=metadata)
             return result.interrupt().id
         finally:
             await app.store.close()

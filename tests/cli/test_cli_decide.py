@@ -273,3 +273,20 @@ def test_an_actor_that_would_break_a_line_is_refused_before_anything_is_recorded
     assert result.exit_code == 2, result.output
     assert cli.interrupt(asked).status == "pending"
     assert cli.decisions("order-9") == []
+
+
+def test_the_command_line_is_held_to_separation_of_duties(cli: Approvers) -> None:
+    # The question says its run's starter may not approve it; the command line decides
+    # through the runtime's check, as the server does, and names compare in normal form.
+    asked = cli.start("payout", "pay-1", started_by="ana")
+    for same in ("ana", "Ana", "ＡＮＡ"):
+        refused = cli.decide("approve", asked, "--actor", same)
+        assert refused.exit_code == 1, refused.output
+        assert "started this run and may not approve it" in refused.output
+        assert "Nothing was recorded" in refused.output
+    assert cli.interrupt(asked).status == "pending" and cli.decisions("pay-1") == []
+    spaced = cli.decide("approve", asked, "--actor", "ana ")
+    assert spaced.exit_code == 2 and "white space" in spaced.output
+    done = cli.decide("approve", asked, "--actor", "ben")
+    assert done.exit_code == 0, done.output
+    assert [actor for actor, _ in cli.decisions("pay-1")] == ["ben"]

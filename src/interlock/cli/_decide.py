@@ -32,6 +32,7 @@ from rich.markup import escape
 
 from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
+from .._principals import principal_key
 from ..runtime import App, Decision, Interrupt, RunResult
 from ._load import Target, open_target, target_options
 from ._output import Refused, out_console, run
@@ -185,6 +186,7 @@ def actor_name(given: str | None) -> str:
             ) from exc
     try:
         check_name(name, "actor")
+        principal_key(name, "actor")  # decided as a principal: one name however it is typed
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--actor'") from exc
     return name

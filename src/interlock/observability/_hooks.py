@@ -16,6 +16,7 @@ __all__ = [
     "OBSERVERS",
     "RuntimeObserver",
     "decision_recorded",
+    "decision_refused",
     "interrupt_raised",
     "reconcile_raised",
     "run_ended",
@@ -43,6 +44,12 @@ class RuntimeObserver(Protocol):
 
         ``final`` is False for a vote toward a quorum (the interrupt stays pending).
         """
+        ...
+
+    def decision_refused(self, tool: str | None, rule: str) -> None:
+        """A decision was refused by its question's authority (``rule``: which one, as
+        `interlock.NotAuthorized.rule` says); nothing was recorded. Optional: an observer
+        without this method is not told."""
         ...
 
     def reconcile_raised(self) -> None:
@@ -98,6 +105,18 @@ def decision_recorded(tool: str | None, seconds: float, final: bool) -> None:
             o.decision_recorded(tool, seconds, final)
         except Exception:
             _log.exception("observer %r failed on decision_recorded", o)
+
+
+def decision_refused(tool: str | None, rule: str) -> None:
+    """Tell every observer that has ``decision_refused`` that a decision was refused."""
+    for o in OBSERVERS:
+        told = getattr(o, "decision_refused", None)
+        if told is None:
+            continue
+        try:
+            told(tool, rule)
+        except Exception:
+            _log.exception("observer %r failed on decision_refused", o)
 
 
 def reconcile_raised() -> None:

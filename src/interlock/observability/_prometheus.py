@@ -100,6 +100,14 @@ class PrometheusMetrics:
             registry=at,
             buckets=DECISION_BUCKETS,
         )
+        self.decisions_refused = prom.Counter(
+            "interlock_decisions_refused",
+            "Decisions refused by their question's authority (nothing was recorded), by tool "
+            "and the rule that refused: who (not among those who may decide), starter, "
+            "approver, principal (no principal named), override.",
+            ["tool", "rule"],
+            registry=at,
+        )
         self.reconciles = prom.Counter(
             "interlock_reconciles",
             "Reconcile questions raised: a dangerous call's outcome was unknown.",
@@ -171,6 +179,10 @@ class PrometheusMetrics:
         """Observe how long a resolved interrupt waited (votes are left out)."""
         if final:
             self.decision_seconds.labels(NO_TOOL if tool is None else tool).observe(seconds)
+
+    def decision_refused(self, tool: str | None, rule: str) -> None:
+        """Count a decision its question's authority refused."""
+        self.decisions_refused.labels(NO_TOOL if tool is None else tool, rule).inc()
 
     def reconcile_raised(self) -> None:
         """Count a reconcile question."""

@@ -31,6 +31,14 @@ from .._errors import GraphDefinitionError
 from ..graph._builder import CompiledGraph, Durability, Migration
 from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
 from . import _failures, _threads
+from ._authority import (
+    Authority,
+    Decider,
+    Principal,
+    authority_of,
+    decider_of,
+    merge_authority,
+)
 from ._calls import CallOptions, Calls, InterruptHandler, OnPending
 from ._continuation import Continuation, Continuer
 from ._control import RunControl, RunHandle
@@ -63,6 +71,7 @@ class App(Generic[StateT]):
         recursion_limit: int,
         lease_ttl: float = 30.0,
         migrations: Mapping[str, Migration] | None = None,
+        authority: Authority | None = None,
     ) -> None:
         if durability not in get_args(Durability):
             raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
@@ -70,6 +79,8 @@ class App(Generic[StateT]):
             raise GraphDefinitionError(f"lease_ttl must be > 0 seconds, not {lease_ttl!r}")
         self.durability = durability
         """The default of each call's ``durability=``."""
+        self.authority = authority_of(authority)
+        """Rules every question's decision must also meet (`Graph.compile`'s ``authority``)."""
         remember(plan)  # a run may find this graph's levels stored inside another's task
         bound = store if store is not None else MemoryStore()
         self._calls: Calls[StateT] = Calls(
@@ -188,6 +199,25 @@ class App(Generic[StateT]):
                 )
             )
 
+    def _decider(
+        self,
+        actor: str | Principal | None,
+        reason: str | None,
+        override: str | None,
+        require: Authority | None,
+    ) -> Decider:
+        """Who decides, checked: a principal or a name, and the rules added for this call."""
+        if not isinstance(actor, Principal):
+            check_name(actor, "actor", optional=True)
+        check_text(reason, "reason")
+        check_text(override, "override")
+        return decider_of(
+            actor,
+            reason,
+            override=override,
+            require=merge_authority(self.authority, authority_of(require)),
+        )
+
     def _options(
         self,
         *,
@@ -224,10 +254,12 @@ class App(Generic[StateT]):
         thread: str,
         answers: Mapping[str, Any],
         *,
-        actor: str | None = None,
+        actor: str | Principal | None = None,
         reason: str | None = None,
         nonce: str | None = None,
         seen: Mapping[str, str] | None = None,
+        override: str | None = None,
+        require: Authority | None = None,
     ) -> list[Decision]:
         """Record answers without continuing the thread; return the recorded decisions.
 
@@ -237,12 +269,19 @@ class App(Generic[StateT]):
         Args:
             thread: The thread.
             answers: ``{interrupt_id_or_key: answer}``.
-            actor: Who decides.
+            actor: Who decides: a `Principal` (name, groups, roles), or a name (a principal
+                with no groups or roles). Checked against each question's `Authority` and
+                the App's (`Graph.compile(authority=...)`).
             reason: Why (kept with the decision).
             nonce: An idempotency key: sending the same decisions again with the same nonce
                 returns the recorded ones instead of raising `InterruptAlreadyResolved`.
             seen: ``{interrupt_id: payload_hash}`` of the questions the person was shown (see
                 `payload_hash`); a question that changed since is refused.
+            override: An admin's reason for deciding outside the questions' authority: only
+                a principal with role ``admin`` may; the decision and its audit entry record
+                it.
+            require: Rules added to every question's authority for this decision (a
+                server's four eyes: ``Authority(not_starter=True)``).
 
         Two deciders racing on one interrupt: one decision is recorded; the other caller reads
         the thread again and gets `InterruptAlreadyResolved` carrying it (or, having sent the
@@ -266,10 +305,12 @@ class App(Generic[StateT]):
                 `Decision`, and nothing was recorded.
             ThreadBusy: A run holds the thread (it is being continued) and has not answered
                 these interrupts; nothing was recorded, try again once it stops.
+            NotAuthorized: The decider is outside a question's authority (``rule`` says
+                which); nothing was recorded.
         """
         check_id(thread, "thread")
         check_ids(answers, "answers")
-        check_name(actor, "actor", optional=True)
+        who = self._decider(actor, reason, override, require)
         check_text(reason, "reason")
         check_id(nonce, "nonce", optional=True)
         check_seen(seen)
@@ -279,9 +320,7 @@ class App(Generic[StateT]):
                 "interrupt (list them with app.inbox(thread=...))"
             )
         with CallScope(thread, "decide"):
-            return await self._calls.decide(
-                thread, answers, actor=actor, reason=reason, nonce=nonce, seen=seen
-            )
+            return await self._calls.decide(thread, answers, who=who, nonce=nonce, seen=seen)
 
     async def sweep(self, *, now: float | None = None, limit: int = 100) -> list[RunResult[StateT]]:
         """Resolve interrupts whose deadline passed by their ``on_timeout``; continue threads.
@@ -317,6 +356,15 @@ class App(Generic[StateT]):
         check_flag(refresh, "refresh")
         return await self._continuation.owner(refresh=refresh)
 
+    def who_decides(self, interrupt: Interrupt, *, four_eyes: bool = False) -> Authority | None:
+        """The rules a decision on ``interrupt`` must meet in this App: its own `Authority`
+        with the App's (`Graph.compile(authority=...)`), and with ``four_eyes`` the run's
+        starter kept out. None: anyone may decide."""
+        check_instance(interrupt, Interrupt, "interrupt")
+        check_flag(four_eyes, "four_eyes")
+        extra = Authority(not_starter=True) if four_eyes else None
+        return merge_authority(interrupt.authority, self.authority, extra)
+
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of an interrupt's question, to pass back as ``decide(seen=...)``."""
         check_instance(interrupt, Interrupt, "interrupt")
@@ -328,8 +376,10 @@ class App(Generic[StateT]):
         targets: Targets | object = None,
         *,
         checkpoint_id: str | None = None,
-        actor: str | None = None,
+        actor: str | Principal | None = None,
         reason: str | None = None,
+        override: str | None = None,
+        require: Authority | None = None,
         interrupt_before: Sequence[str] = (),
         interrupt_after: Sequence[str] = (),
         on_interrupt: InterruptHandler | None = None,
@@ -361,10 +411,13 @@ class App(Generic[StateT]):
                 needed, it is recorded as a vote and the result is ``interrupted``, still
                 waiting on that interrupt.
             reason: Why (stored with the decision).
+            override, require: As for `decide`: the answers are checked against each
+                question's authority first.
 
         Raises:
             CheckpointNotFound, UnknownInterrupt, InvalidResume, GraphChanged: Nothing was
                 changed.
+            NotAuthorized: The decider is outside a question's authority; nothing changed.
             InterruptAlreadyResolved: A target was answered already (also when another
                 caller answered it while this one was checking); carries the recorded
                 `Decision`. Nothing was changed.
@@ -373,8 +426,7 @@ class App(Generic[StateT]):
         check_id(thread, "thread")
         check_keys(targets.resume if isinstance(targets, Command) else targets, "targets")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
-        check_name(actor, "actor", optional=True)
-        check_text(reason, "reason")
+        who = self._decider(actor, reason, override, require)
         options = self._options(
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
@@ -399,7 +451,7 @@ class App(Generic[StateT]):
                         thread,
                         targets,
                         checkpoint_id,
-                        (actor, reason),
+                        who,
                         options,
                     ),
                 )

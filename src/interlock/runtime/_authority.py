@@ -20,7 +20,17 @@ import msgspec
 from .._errors import GraphDefinitionError, NotAuthorized
 from .._principals import principal_key
 
-__all__ = ["ADMIN", "Authority", "Principal", "check_authority", "merge_authority"]
+__all__ = [
+    "ADMIN",
+    "Authority",
+    "Decider",
+    "Principal",
+    "authority_of",
+    "check_authority",
+    "check_override",
+    "decider_of",
+    "merge_authority",
+]
 
 ADMIN = "admin"
 """The role that may override a question's authority (with a reason, audited)."""
@@ -190,8 +200,8 @@ def check_authority(
             )
     if authority.not_starter and starter is not None and _same(starter, key):
         raise NotAuthorized(
-            f"{principal.name} started this run and may not decide interrupt {interrupt_id}; "
-            "another person must (nothing was recorded)",
+            f"{principal.name} started this run and may not approve it (interrupt "
+            f"{interrupt_id}); another person must. Nothing was recorded",
             interrupt_id=interrupt_id,
             rule="starter",
             principal=key,
@@ -218,3 +228,65 @@ def authority_of(value: Any) -> Authority | None:
     if value is None or isinstance(value, Authority):
         return value
     raise GraphDefinitionError(f"authority must be an Authority or None, not {value!r}")
+
+
+class Decider(msgspec.Struct, frozen=True, kw_only=True):
+    """Who makes a decision, and on what terms: what `App.decide` and `App.resume` pass on."""
+
+    actor: str | None = None
+    """The name recorded with the decision (the principal's, when there is one)."""
+    reason: str | None = None
+    """Why, in their words."""
+    principal: Principal | None = None
+    """Who decides, checked against each question's authority (None: nobody named)."""
+    override: str | None = None
+    """An admin's reason for deciding outside the authority (recorded and audited)."""
+    require: Authority | None = None
+    """Rules added to every question's own (the App's default, a server's four eyes)."""
+
+
+def decider_of(
+    actor: str | Principal | None,
+    reason: str | None,
+    *,
+    override: str | None = None,
+    require: Authority | None = None,
+) -> Decider:
+    """The `Decider` an ``actor=`` names: a `Principal`, or a bare name (a principal with no
+    groups or roles), or nobody.
+
+    Raises:
+        InvalidId: The name is not a valid principal name.
+        ValueError: ``override`` is not a reason (non-empty text).
+    """
+    if override is not None and (not isinstance(override, str) or not override.strip()):
+        raise ValueError(
+            "override must be the reason for deciding outside the question's authority "
+            "(non-empty text), or None"
+        )
+    if isinstance(actor, Principal):
+        return Decider(
+            actor=actor.name, reason=reason, principal=actor, override=override, require=require
+        )
+    principal = None if actor is None else Principal(name=actor)
+    return Decider(
+        actor=actor, reason=reason, principal=principal, override=override, require=require
+    )
+
+
+def check_override(decider: Decider, interrupt_id: str) -> None:
+    """Refuse an override by someone who is not an admin.
+
+    Raises:
+        NotAuthorized: ``rule`` is ``override``.
+    """
+    principal = decider.principal
+    if principal is None or not principal.has_role(ADMIN):
+        who = principal.name if principal is not None else "a decision that names nobody"
+        raise NotAuthorized(
+            f"{who} may not override the authority of interrupt {interrupt_id}: only a "
+            f"principal with role {ADMIN!r} may, with a reason (nothing was recorded)",
+            interrupt_id=interrupt_id,
+            rule="override",
+            principal=principal.key if principal is not None else None,
+        )

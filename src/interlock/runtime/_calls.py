@@ -16,20 +16,31 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
 
+import msgspec
+
 from .._errors import (
     CheckpointNotFound,
     FencedOut,
     InterruptAlreadyResolved,
     InvalidResume,
+    NotAuthorized,
     ResumeError,
     ThreadBusy,
     ThreadInterrupted,
 )
 from ..graph._builder import CompiledGraph, Durability
+from ..observability import _hooks
 from ..stores import AuditEntry, PendingFilter, Resolution, Store
+from ._authority import (
+    Decider,
+    check_authority,
+    check_override,
+    merge_authority,
+)
 from ._control import RunControl
 from ._events import Event, RunFinishedEvent
 from ._level import ESCALATE, Level, new_id
+from ._observe import tool_of
 from ._persist import Head, ThreadIO, cancellations, dropped_entry, ran_its_decisions
 from ._records import Address, Command, Decision, Interrupt, RunResult, TimeoutDefault
 from ._resume import (
@@ -150,6 +161,12 @@ class Calls(Generic[StateT]):
     ) -> RunCtx:
         """Apply a call's options to the level; return the context that commits for it."""
         level.set_run_breakpoints(options.interrupt_before, options.interrupt_after)
+        metadata = options.metadata
+        starter = opened.head.meta.get("started_by") if opened.head is not None else None
+        if type(starter) is str and (metadata is None or "started_by" not in metadata):
+            # Who started the run goes on with it, whoever continues it (separation of duties
+            # is checked against it): a call that names another starts a new run.
+            metadata = {**(metadata or {}), "started_by": starter}
         return RunCtx(
             io=self.io,
             thread=thread,
@@ -157,10 +174,69 @@ class Calls(Generic[StateT]):
             lease=self.lease,
             recursion_limit=self.recursion_limit,
             durability=options.durability,
-            metadata=options.metadata,
+            metadata=metadata,
             emit=options.emit,
             control=options.control,
         )
+
+    async def authorize(
+        self, level: Level, opened: Opened, answers: Mapping[str, Any], who: Decider
+    ) -> None:
+        """Refuse the decision if any answered question's authority refuses its decider.
+
+        Checked in the process that records the decision, whatever surface it came from;
+        nothing is written on a refusal, which is counted (`decision_refused`).
+
+        Raises:
+            NotAuthorized: Which rule refused, for which question.
+        """
+        by_id = {r.id: r for r in level.pending}
+        approvers: set[str] | None = None
+        for iid in answers:
+            r = by_id.get(iid)
+            if r is None:
+                continue
+            i = r.interrupt
+            authority = merge_authority(i.authority, who.require)
+            try:
+                if who.override is not None:
+                    check_override(who, iid)
+                    continue
+                if authority is None:
+                    continue
+                starter = i.started_by
+                if starter is None and opened.head is not None:
+                    # Asked before questions recorded their run's starter: the run's own.
+                    found = opened.head.meta.get("started_by")
+                    starter = found if isinstance(found, str) else None
+                if authority.not_approvers and approvers is None:
+                    approvers = await self._approvers(level.thread, exclude=iid)
+                check_authority(
+                    authority,
+                    interrupt_id=iid,
+                    principal=who.principal,
+                    starter=starter,
+                    approvers=approvers or (),
+                )
+            except NotAuthorized as exc:
+                if opened.verified:  # a held view is read again before the refusal stands
+                    _hooks.decision_refused(tool_of(i.address), exc.rule)
+                raise
+
+    async def _approvers(self, thread: str, *, exclude: str) -> set[str]:
+        """Who approved a question of ``thread`` other than ``exclude`` (its audit log)."""
+        found: set[str] = set()
+        after: tuple[str, int] | None = None
+        while True:
+            page = await self.store.audit_log(thread=thread, after=after, limit=1000)
+            for entry in page:
+                if entry.actor and entry.kind in ("approval", "decision"):
+                    data = msgspec.json.decode(entry.data)
+                    if data.get("interrupt") != exclude and _approves(data.get("answer")):
+                        found.add(entry.actor)
+            if len(page) < 1000:
+                return found
+            after = (page[-1].thread, page[-1].seq)
 
     def hold(self, thread: str, opened: Opened) -> None:
         """Keep a level just read from the store for the thread's next call (which takes it
@@ -196,7 +272,9 @@ class Calls(Generic[StateT]):
             checked = await check_targets(
                 self.store, self.plan.codec, level, ctx.thread, answers, {}
             )
-            # A handler names no decider: its approval of a quorum is refused (InvalidResume).
+            # A handler names no decider: its approval of a quorum is refused (InvalidResume),
+            # and so is its answer to a question that says who may decide (NotAuthorized).
+            await self.authorize(level, ctx.opened, checked, Decider())
             votes = check_votes(level, checked, None)
             resolutions, decisions = decide(self.plan.codec, level, checked, votes=votes)
             await ctx.commit(level, "resume", resolutions, decisions=decisions)
@@ -235,11 +313,11 @@ class Calls(Generic[StateT]):
         thread: str,
         targets: Targets | object,
         checkpoint_id: str | None,
-        who: tuple[str | None, str | None],
+        who: Decider,
         options: CallOptions,
     ) -> RunResult[StateT]:
         """`App.resume` on the thread as opened: check, commit the answers, drive the run."""
-        actor, reason = who
+        actor, reason = who.actor, who.reason
         head, level = opened.head, opened.level
         if head is None or level is None:
             raise CheckpointNotFound(thread)
@@ -254,6 +332,7 @@ class Calls(Generic[StateT]):
             answers = await check_targets(
                 self.store, self.plan.codec, level, thread, targets, renamed
             )
+            await self.authorize(level, opened, answers, who)
             votes = check_votes(level, answers, actor)
         except ResumeError as exc:
             opened.check(exc)
@@ -284,7 +363,13 @@ class Calls(Generic[StateT]):
                 ctx.parent = branch_from
                 await ctx.commit(level, "fork", ())
             resolutions, decisions = decide(
-                self.plan.codec, level, answers, actor=actor, reason=reason, votes=votes
+                self.plan.codec,
+                level,
+                answers,
+                actor=actor,
+                reason=reason,
+                votes=votes,
+                override=who.override,
             )
             if update:
                 level.apply_writes(("resume", k, v) for k, v in update)
@@ -340,8 +425,7 @@ class Calls(Generic[StateT]):
         thread: str,
         answers: Mapping[str, Any],
         *,
-        actor: str | None,
-        reason: str | None,
+        who: Decider,
         nonce: str | None,
         seen: Mapping[str, str] | None,
     ) -> list[Decision]:
@@ -358,9 +442,7 @@ class Calls(Generic[StateT]):
                     continue
                 raise CheckpointNotFound(thread)
             try:
-                return await self._decide_once(
-                    opened, thread, answers, actor, reason, nonce, seen, busy
-                )
+                return await self._decide_once(opened, thread, answers, who, nonce, seen, busy)
             except Stale:
                 continue  # the held level was not the thread's latest: read it
             except _Lost as lost:
@@ -375,8 +457,7 @@ class Calls(Generic[StateT]):
         opened: Opened,
         thread: str,
         answers: Mapping[str, Any],
-        actor: str | None,
-        reason: str | None,
+        who: Decider,
         nonce: str | None,
         seen: Mapping[str, str] | None,
         busy: ThreadBusy | None,
@@ -387,6 +468,7 @@ class Calls(Generic[StateT]):
         """
         level = opened.level
         assert level is not None
+        actor = who.actor
         try:
             checked = await check_targets(self.store, self.plan.codec, level, thread, answers, {})
         except InterruptAlreadyResolved as exc:
@@ -402,7 +484,7 @@ class Calls(Generic[StateT]):
         by_id = {r.id: r for r in level.pending}
         for iid, shown in (seen or {}).items():
             r = by_id.get(iid)
-            if r is not None and shown != payload_hash(self.plan.codec, r.interrupt.info):
+            if r is not None and shown != payload_hash(self.plan.codec, r.interrupt):
                 opened.check(
                     InvalidResume(
                         f"interrupt {iid} changed since it was shown; show it again and decide",
@@ -415,6 +497,7 @@ class Calls(Generic[StateT]):
                 raise Stale
             return replayed
         try:
+            await self.authorize(level, opened, checked, who)
             votes = check_votes(level, checked, actor)
         except ResumeError as exc:
             opened.check(exc)
@@ -423,7 +506,14 @@ class Calls(Generic[StateT]):
             raise busy
         ctx = self.prepare(level, thread, opened)
         resolutions, decisions = decide(
-            self.plan.codec, level, checked, actor=actor, reason=reason, nonce=nonce, votes=votes
+            self.plan.codec,
+            level,
+            checked,
+            actor=actor,
+            reason=who.reason,
+            nonce=nonce,
+            votes=votes,
+            override=who.override,
         )
         try:
             await ctx.commit(
@@ -533,3 +623,18 @@ class Calls(Generic[StateT]):
         if not drive:
             return None
         return await self.drive(level, ctx, None)
+
+
+_APPROVING_WORDS: Final = frozenset({"approve", "approved", "yes", "y", "true", "ok"})
+
+
+def _approves(answer: Any) -> bool:
+    """Whether a recorded answer approved: True, an approving word, or a tool call approved
+    (as it was, or edited)."""
+    if answer is True:
+        return True
+    if isinstance(answer, str):
+        return answer.lower() in _APPROVING_WORDS
+    if isinstance(answer, dict):
+        return answer.get("type") in ("approve", "edit")
+    return False

@@ -8,6 +8,7 @@ from typing import Literal, TypeVar
 from ..graph._builder import Durability, GraphBuilder, Migration
 from ..stores import Store
 from ._app import App
+from ._authority import Authority
 
 __all__ = ["Graph"]
 
@@ -47,6 +48,7 @@ class Graph(GraphBuilder[StateT]):
         recursion_limit: int = 100,
         lease_ttl: float = 30.0,
         migrations: Mapping[str, Migration] | None = None,
+        authority: Authority | None = None,
     ) -> App[StateT]:
         """Check the graph and return a runnable `App`.
 
@@ -62,6 +64,10 @@ class Graph(GraphBuilder[StateT]):
             migrations: ``{old_fingerprint: fn}``: checkpoints written by a graph with that
                 fingerprint are loaded through ``fn(values) -> values`` instead of raising
                 `GraphChanged` (see `App.fingerprint`).
+            authority: Rules every question of this App's threads must also meet, whatever
+                surface decides it: ``Authority(not_starter=True)`` is four eyes on every
+                question; a question's own `Authority` says who may decide it (see
+                `App.decide`).
         """
         return App(
             self.plan(interrupt_before, interrupt_after),
@@ -70,4 +76,5 @@ class Graph(GraphBuilder[StateT]):
             recursion_limit=recursion_limit,
             lease_ttl=lease_ttl,
             migrations=migrations,
+            authority=authority,
         )

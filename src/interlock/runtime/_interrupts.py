@@ -19,6 +19,7 @@ import anyio
 
 from .._errors import GraphDefinitionError
 from ..graph._builder import Subgraph
+from ._authority import Authority, authority_of
 from ._context import (
     TaskContext,
     child_scope,
@@ -110,6 +111,7 @@ def interrupt(
     validator: Callable[[Any], object] | None = None,
     default: Any = _NO_DEFAULT,
     approvals: int = 1,
+    authority: Authority | None = None,
 ) -> Any:
     """Stop the task to ask a person; on resume, return their answer.
 
@@ -133,6 +135,9 @@ def interrupt(
             interrupt stays pending until that many different actors approved, and then
             returns ``True``. Any other answer decides at once. `approve` does the same with
             its approving words.
+        authority: Who may answer (`Authority`: principals, groups, roles, and separation of
+            duties). Stored with the interrupt and part of its payload hash; `App.decide`
+            refuses anyone else with `NotAuthorized`, whatever surface they decide from.
 
     Returns:
         The answer given on resume.
@@ -149,6 +154,7 @@ def interrupt(
         info,
         approvals=approvals,
         approving=None,
+        authority=authority,
         key=key,
         state=state,
         schema=schema,
@@ -175,6 +181,7 @@ def approval_interrupt(
     on_timeout: OnTimeout | None = None,
     validator: Callable[[Any], object] | None = None,
     default: Any = _NO_DEFAULT,
+    authority: Authority | None = None,
 ) -> Any:
     """`interrupt()` for a question that may need several approvals.
 
@@ -183,6 +190,7 @@ def approval_interrupt(
     whatever process decides tells votes from decisions by stored data alone.
     """
     check_approvals(approvals)
+    authority = authority_of(authority)
     if not _valid_policy(on_timeout):
         raise GraphDefinitionError(
             f"on_timeout must be 'reject', 'escalate' or timeout_default(value), not {on_timeout!r}"
@@ -205,6 +213,7 @@ def approval_interrupt(
         default=default,
         approvals=approvals,
         approving=approving,
+        authority=authority,
     )
 
 
@@ -239,6 +248,7 @@ def answer_or_raise(
     kind: Literal["dynamic", "reconcile"] = "dynamic",
     approvals: int = 1,
     approving: Mapping[str, Any] | None = None,
+    authority: Authority | None = None,
 ) -> Any:
     """`interrupt()` once the call is named (``local``): return its answer or raise it."""
     where = str(address)
@@ -291,6 +301,7 @@ def answer_or_raise(
         created_at=time.time(),
         deadline=due,
         approvals=approvals,
+        authority=authority,
     )
     raise InterruptSignal(
         [
@@ -329,6 +340,7 @@ def approve(
     default: bool | None = None,
     deadline: float | datetime | None = None,
     approvals: int = 1,
+    authority: Authority | None = None,
 ) -> bool:
     """Ask a person to approve; return True for approve, False for reject.
 
@@ -339,6 +351,10 @@ def approve(
     that leaves the interrupt pending, shown on it as `Interrupt.approved_by`, until the Nth;
     the first rejection returns False. A quorum question needs an explicit answer, so
     ``default`` does not apply to it.
+
+    ``authority`` says who may answer (see `interrupt`): ``approvals=2,
+    authority=Authority(groups=("sre",), not_starter=True)`` needs two SREs who did not start
+    the run.
     """
     answer = approval_interrupt(
         {"type": "approval", "question": question, "details": details},
@@ -349,6 +365,7 @@ def approve(
         validator=validator,
         default=_NO_DEFAULT if default is None else default,
         deadline=deadline,
+        authority=authority,
     )
     if isinstance(answer, str):
         return answer.lower() in _YES
@@ -363,8 +380,10 @@ def choose(
     validator: Callable[[Any], object] | None = None,
     default: str | None = None,
     deadline: float | datetime | None = None,
+    authority: Authority | None = None,
 ) -> str:
-    """Ask a person to pick one of ``options``; return the option picked."""
+    """Ask a person to pick one of ``options``; return the option picked (``authority``: who
+    may answer, see `interrupt`)."""
     if not options:
         raise GraphDefinitionError("choose() needs at least one option")
     result: str = interrupt(
@@ -374,6 +393,7 @@ def choose(
         validator=validator,
         default=_NO_DEFAULT if default is None else default,
         deadline=deadline,
+        authority=authority,
     )
     return result
 
@@ -385,8 +405,10 @@ def ask(
     validator: Callable[[Any], object] | None = None,
     default: str | None = None,
     deadline: float | datetime | None = None,
+    authority: Authority | None = None,
 ) -> str:
-    """Ask a person for free text; return it."""
+    """Ask a person for free text; return it (``authority``: who may answer, see
+    `interrupt`)."""
     result: str = interrupt(
         {"type": "input", "prompt": prompt},
         key=key,
@@ -394,6 +416,7 @@ def ask(
         validator=validator,
         default=_NO_DEFAULT if default is None else default,
         deadline=deadline,
+        authority=authority,
     )
     return result
 

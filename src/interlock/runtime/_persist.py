@@ -43,6 +43,7 @@ from ..stores import (
     Resolution,
     Store,
 )
+from ._authority import Authority
 from ._context import interrupt_id
 from ._level import Level, new_id
 from ._observe import committed
@@ -505,6 +506,13 @@ class ThreadIO:
         caller's own ``audit`` entries). ``known`` is updated with the new interrupts. Returns
         the new head and the fencing token held after it.
         """
+        starter = metadata.get("started_by")
+        if type(starter) is str and level.pending:
+            # A new question records who started its run: separation of duties is checked
+            # against it by whichever process decides (see `check_authority`).
+            for r in level.pending:
+                if r.id not in known and r.interrupt.started_by is None:
+                    r.interrupt = msgspec.structs.replace(r.interrupt, started_by=starter)
         seq = thread_head.record.seq + 1 if thread_head else 1
         # A small state is cheaper to store whole than to rebuild from a chain on load.
         small = parent is None or parent.snapshot_bytes + parent.chain_bytes <= SNAPSHOT_SMALL_BYTES
@@ -662,7 +670,7 @@ class ThreadIO:
             "address": str(i.address),
             "kind": i.kind,
             "key": i.key,
-            "payload_hash": payload_hash(self.codec, i.info),
+            "payload_hash": payload_hash(self.codec, i),
         }
         return AuditEntry(kind="interrupt", actor=None, data=to_json(data))
 
@@ -732,10 +740,7 @@ class ThreadIO:
             tool=next((seg.name for seg in reversed(i.address) if seg.kind == "tool"), None),
             # What an inbox shows; the engine's own record of it is in the checkpoint (also
             # a quorum's progress, which `quorum_progress` reads: see decision 49).
-            body=self.codec.encode(
-                [i.info, i.schema] if i.approvals < 2 else [i.info, i.schema, i.approvals],
-                path="interrupt",
-            ),
+            body=self.codec.encode(_row_body(i), path="interrupt"),
         )
 
     def interrupts_of(self, rows: Sequence[InterruptRecord]) -> list[Interrupt]:
@@ -764,7 +769,7 @@ class ThreadIO:
                     )
                     if type(body) is list and len(body) == 2
                     else _interrupt(row, parse(row.address), *body)
-                    if type(body) is list and len(body) == 3
+                    if type(body) is list and len(body) in (3, 5)
                     else interrupt_of(self.codec, row)  # raises: the body is not such a list
                     for row, body in zip(rows, bodies, strict=True)
                 ]
@@ -787,7 +792,7 @@ class ThreadIO:
         progress: dict[str, tuple[str, ...]] = {}
         try:
             for w in self.decode(record).get("pend", ()):
-                if isinstance(w, list) and len(w) == 17:
+                if isinstance(w, list) and len(w) in (17, 19):
                     progress[str(w[0])] = raised_from_wire(w, thread).interrupt.approved_by
         except (ValueError, TypeError) as exc:
             raise CheckpointCorrupt(
@@ -855,6 +860,8 @@ def _approval_entry(d: Decision) -> AuditEntry:
         "nonce": d.nonce,
         "payload_hash": d.payload_hash,
     }
+    if d.override is not None:
+        data["override"] = d.override
     return AuditEntry(kind="approval", actor=d.actor, data=to_json(data))
 
 
@@ -870,6 +877,8 @@ def _resolved_entry(res: Resolution, decision: Decision | None, actor: str | Non
         )
         if decision.details is not None:
             data["details"] = decision.details
+        if decision.override is not None:
+            data["override"] = decision.override  # an admin decided outside its authority
         if decision.approvals > 1:
             data.update(approvals=decision.approvals, approved_by=list(decision.approved_by))
         actor = decision.actor or actor
@@ -1052,7 +1061,9 @@ def _ancestry(record: CheckpointRecord, rows: Sequence[CheckpointRecord]) -> lis
 def interrupt_of(codec: Codec, row: InterruptRecord) -> Interrupt:
     """Turn a row of the store's interrupt index into an `Interrupt`, decoded with ``codec``.
 
-    The row's body is ``[info, schema]``, or ``[info, schema, approvals]`` for a quorum. Who
+    The row's body is ``[info, schema]``, ``[info, schema, approvals]`` for a quorum, or
+    ``[info, schema, approvals, authority, started_by]`` for a question that says who may
+    decide it or whose starter is known (see `_row_body`). Who
     approved so far is not in the row (see `ThreadIO.quorum_progress`).
 
     Raises:
@@ -1060,8 +1071,11 @@ def interrupt_of(codec: Codec, row: InterruptRecord) -> Interrupt:
     """
     try:
         body = codec.decode(row.body)
-        if not isinstance(body, list) or len(body) not in (2, 3):
-            raise ValueError("the body is not [info, schema] or [info, schema, approvals]")
+        if not isinstance(body, list) or len(body) not in (2, 3, 5):
+            raise ValueError(
+                "the body is not [info, schema], [info, schema, approvals] or "
+                "[info, schema, approvals, authority, started_by]"
+            )
         address = Address.parse(row.address)
         return _interrupt(row, address, *body)
     except (CheckpointCorrupt, ValueError, TypeError) as exc:
@@ -1072,11 +1086,32 @@ def interrupt_of(codec: Codec, row: InterruptRecord) -> Interrupt:
         ) from exc
 
 
+def _row_body(i: Interrupt) -> list[Any]:
+    """What an interrupt's index row holds: as short a list as says all of it."""
+    if i.authority is not None or i.started_by is not None:
+        authority = None if i.authority is None else msgspec.to_builtins(i.authority)
+        return [i.info, i.schema, i.approvals, authority, i.started_by]
+    return [i.info, i.schema] if i.approvals < 2 else [i.info, i.schema, i.approvals]
+
+
 def _interrupt(
-    row: InterruptRecord, address: Address, info: Any, schema: Any, approvals: int = 1
+    row: InterruptRecord,
+    address: Address,
+    info: Any,
+    schema: Any,
+    approvals: int = 1,
+    authority: Any = None,
+    started_by: Any = None,
 ) -> Interrupt:
     if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 1:
         raise ValueError(f"an interrupt's approvals must be a positive int, not {approvals!r}")
+    if started_by is not None and not isinstance(started_by, str):
+        raise ValueError(f"an interrupt's starter must be a str, not {started_by!r}")
+    if authority is not None:
+        try:
+            authority = msgspec.convert(authority, Authority)
+        except (msgspec.ValidationError, ValueError) as exc:
+            raise ValueError(f"an interrupt's authority is not valid: {exc}") from exc
     return Interrupt(
         id=row.id,
         thread=row.thread,
@@ -1089,4 +1124,6 @@ def _interrupt(
         deadline=row.deadline,
         status=row.status,
         approvals=approvals,
+        authority=authority,
+        started_by=started_by,
     )

@@ -158,7 +158,7 @@ class Reader:
 
     def payload_hash(self, interrupt: Interrupt) -> str:
         """The hash of what ``interrupt`` asks (what a decision sends back as seen)."""
-        return payload_hash(self.codec, interrupt.info)
+        return payload_hash(self.codec, interrupt)
 
     async def checkpoint_meta(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
         """The metadata stored with one checkpoint: empty when it is gone or damaged."""

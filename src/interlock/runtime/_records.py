@@ -9,6 +9,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, get_args
 import msgspec
 
 from ..stores import InterruptKind
+from ._authority import Authority
 
 __all__ = [
     "Address",
@@ -24,6 +25,7 @@ __all__ = [
     "Send",
     "StateSnapshot",
     "TimeoutDefault",
+    "decision_dict",
 ]
 
 StateT = TypeVar("StateT")
@@ -145,6 +147,10 @@ class Interrupt(msgspec.Struct, frozen=True, kw_only=True):
     approved_by: tuple[str, ...] = ()
     """Who approved it so far, in order, while fewer than `approvals` have (a quorum's
     progress: an inbox shows ``len(approved_by)`` of `approvals`)."""
+    authority: Authority | None = None
+    """Who may decide it (None: anyone), as the code that asked said; `App.decide` checks it."""
+    started_by: str | None = None
+    """Who started the run that asked (the run's ``started_by``), for separation of duties."""
 
     @property
     def needs_answer(self) -> bool:
@@ -194,6 +200,17 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """False for a vote: an approval that is recorded but leaves the interrupt pending, because
     fewer than `approvals` distinct people have approved it yet. True when the decision
     resolved the interrupt (the last approval of a quorum, a rejection, any other answer)."""
+    override: str | None = None
+    """Set when an admin decided outside the question's authority: their reason for it."""
+
+
+def decision_dict(d: Decision) -> dict[str, Any]:
+    """A decision as plain data to store: every field, ``override`` only when set (a decision
+    without one is stored as it was before the field existed)."""
+    out = msgspec.structs.asdict(d)
+    if out["override"] is None:
+        del out["override"]
+    return out
 
 
 @dataclass(frozen=True, slots=True)

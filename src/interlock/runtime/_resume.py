@@ -17,7 +17,7 @@ from ._context import interrupt_id
 from ._interrupts import lookup_validator
 from ._jsonschema import check
 from ._level import ESCALATE, Level
-from ._records import Command, Decision
+from ._records import Command, Decision, Interrupt, decision_dict
 from ._signals import Raised
 from ._wire import level_from_wire
 
@@ -167,9 +167,17 @@ def _details(info: Any, answer: Any) -> Any:
         return {"error": f"describing the answer failed: {type(exc).__name__}: {exc}"}
 
 
-def payload_hash(codec: Codec, info: Any) -> str:
-    """Hash of an interrupt's question, to check that a person answered what is stored."""
-    return hashlib.blake2b(codec.encode(info, path="info"), digest_size=16).hexdigest()
+def payload_hash(codec: Codec, interrupt: Interrupt) -> str:
+    """Hash of an interrupt's question, to check that a person answered what is stored.
+
+    It covers what the question asks (``info``) and, for one that says who may decide it, its
+    `Authority`: a person is shown both, and decides on both.
+    """
+    if interrupt.authority is None:
+        data = codec.encode(interrupt.info, path="info")
+    else:
+        data = codec.encode([interrupt.info, msgspec.to_builtins(interrupt.authority)], path="info")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def check_votes(level: Level, answers: Mapping[str, Any], actor: str | None) -> frozenset[str]:
@@ -250,6 +258,7 @@ def decide(
     nonce: str | None = None,
     status: Literal["resolved", "expired"] = "resolved",
     votes: frozenset[str] = frozenset(),
+    override: str | None = None,
 ) -> tuple[list[Resolution], list[Decision]]:
     """Deliver checked answers to their tasks; return the resolutions to commit with them.
 
@@ -275,12 +284,13 @@ def decide(
             actor=actor,
             reason=reason,
             nonce=nonce,
-            payload_hash=payload_hash(codec, i.info),
+            payload_hash=payload_hash(codec, i),
             decided_at=now,
             details=_details(i.info, answer),
             approvals=i.approvals,
             approved_by=i.approved_by if approved_by is None else approved_by,
             final=approved_by is None or len(approved_by) >= i.approvals,
+            override=override,
         )
         decisions.append(d)
         if not d.final:
@@ -288,9 +298,9 @@ def decide(
             r.votes = (*r.votes, d)
             r.interrupt = msgspec.structs.replace(i, approved_by=d.approved_by)
             continue
-        stored = msgspec.structs.asdict(d)
+        stored = decision_dict(d)
         if r.votes:  # the earlier votes, so that a vote sent again is told its outcome
-            stored["votes"] = [msgspec.structs.asdict(v) for v in r.votes]
+            stored["votes"] = [decision_dict(v) for v in r.votes]
         resolutions.append(
             Resolution(
                 id=iid,

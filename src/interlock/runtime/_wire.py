@@ -13,6 +13,7 @@ import msgspec
 from .._errors import CheckpointCorrupt
 from ..graph._builder import CompiledGraph
 from ..graph._channels import MISSING, AppendChannel
+from ._authority import Authority
 from ._context import Scratch
 from ._level import Level, TaskResult, TaskState
 from ._records import (
@@ -23,6 +24,7 @@ from ._records import (
     OnTimeout,
     Send,
     TimeoutDefault,
+    decision_dict,
 )
 from ._signals import Raised
 
@@ -63,7 +65,9 @@ def raised_to_wire(r: Raised) -> list[Any]:
     """Encode a pending interrupt.
 
     Fourteen fields; a quorum (``approvals`` > 1) appends three: the number needed, the schema
-    of an approving answer, and the votes recorded so far.
+    of an approving answer, and the votes recorded so far. A question that says who may
+    decide it, or whose run's starter is known, appends two more: its authority (a mapping,
+    or None) and the starter's name (16 or 19 fields).
     """
     i = r.interrupt
     w = [
@@ -83,7 +87,10 @@ def raised_to_wire(r: Raised) -> list[Any]:
         r.owner,
     ]
     if i.approvals > 1:
-        w.extend([i.approvals, r.approving, [msgspec.structs.asdict(v) for v in r.votes]])
+        w.extend([i.approvals, r.approving, [decision_dict(v) for v in r.votes]])
+    if i.authority is not None or i.started_by is not None:
+        authority = None if i.authority is None else msgspec.to_builtins(i.authority)
+        w.extend([authority, i.started_by])
     return w
 
 
@@ -103,8 +110,13 @@ _OPTIONAL_STR = (str, type(None))
 def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
     """Decode a pending interrupt of ``thread`` (any shape or type mismatch: `ValueError`)."""
     _expect(w, list, "a pending interrupt")
-    if len(w) not in (14, 17):
-        raise ValueError(f"a pending interrupt has {len(w)} fields, not 14 (or 17)")
+    if len(w) not in (14, 16, 17, 19):
+        raise ValueError(f"a pending interrupt has {len(w)} fields, not 14, 16, 17 or 19")
+    authority: Authority | None = None
+    starter: str | None = None
+    if len(w) in (16, 19):
+        authority, starter = _authority_from_wire(w[-2:])
+        w = w[:-2]
     (iid, key, addr, kind, info, schema, created, deadline, vname, has_default, on_timeout) = w[:11]
     task, local, owner = w[11:14]
     known = _KINDS.get(kind) if isinstance(kind, str) else None
@@ -137,6 +149,8 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         deadline=deadline,
         approvals=approvals,
         approved_by=tuple(str(v.actor) for v in votes),
+        authority=authority,
+        started_by=starter,
     )
     return Raised(
         record,
@@ -149,6 +163,19 @@ def raised_from_wire(w: list[Any], thread: str = "") -> Raised:
         approving=approving,
         votes=votes,
     )
+
+
+def _authority_from_wire(w: list[Any]) -> tuple[Authority | None, str | None]:
+    """The authority fields of a pending interrupt: ``(authority, started_by)``."""
+    authority, starter = w
+    _expect(authority, (dict, type(None)), "interrupt authority")
+    _expect(starter, _OPTIONAL_STR, "interrupt starter")
+    if authority is None:
+        return None, starter
+    try:
+        return msgspec.convert(authority, Authority), starter
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise ValueError(f"interrupt authority is not valid: {exc}") from exc
 
 
 def _quorum_from_wire(

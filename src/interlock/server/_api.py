@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -28,14 +28,17 @@ from .._errors import (
     GraphChanged,
     InterlockError,
     InterruptAlreadyResolved,
+    InvalidId,
     InvalidResume,
     InvalidUpdate,
+    NotAuthorized,
     RunError,
     StoreClosed,
     ThreadBusy,
     UnknownInterrupt,
 )
-from ..runtime import Decision, Interrupt, Question
+from .._principals import principal_key
+from ..runtime import Authority, Decision, Interrupt, Question
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
@@ -103,6 +106,8 @@ T = TypeVar("T")
 
 _MAX_PAGE: Final = MAX_PAGE
 _RECENT_MESSAGES: Final = 20
+FOUR_EYES: Final = Authority(not_starter=True)
+"""The rule ``four_eyes=True`` adds to every decision made through the server."""
 MAX_BODY_DEPTH: Final = 64
 """The deepest nesting of arrays and objects a request body may have (the body's own object is
 1 deep). A store's codec keeps at most 100 levels of a value, of which the records around an
@@ -504,7 +509,7 @@ async def post_decision(request: Request) -> Response:
     # The runtime refuses a second vote by one person on a quorum question, and gives back the
     # vote itself for the same request sent again: a success now, after this identity has
     # voted, is that vote.
-    voted = interrupt.approvals > 1 and identity.name in interrupt.approved_by
+    voted = interrupt.approvals > 1 and _among(identity, interrupt.approved_by)
     if question.payload_hash != body.payload_hash:
         state.metrics.decisions.labels("stale").inc()
         raise ApiError(
@@ -517,18 +522,15 @@ async def post_decision(request: Request) -> Response:
         # Checked before the decision is recorded: it would be continued by nobody.
         _require_started(state)
     starter = question.meta.get("started_by")
-    if state.four_eyes and starter == identity.name:
-        state.metrics.decisions.labels("four_eyes").inc()
-        raise ApiError(
-            403,
-            "four_eyes",
-            f"{identity.name} started this run and may not approve it; another person must",
-        )
     try:
+        # Who may decide is the runtime's to check (the question's authority, the App's, and
+        # this server's four eyes as one more rule): the same check as on every surface.
         decisions = await served.app.decide(
             row.thread,
             {interrupt_id: body.answer},
-            actor=identity.name,
+            actor=identity.principal(),
+            require=FOUR_EYES if state.four_eyes else None,
+            override=body.override,
             reason=body.reason,
             nonce=nonce,
             seen={interrupt_id: body.payload_hash},
@@ -537,6 +539,11 @@ async def post_decision(request: Request) -> Response:
         fresh = await served.row(interrupt_id)
         assert fresh is not None
         return _refused(state, served, fresh, mine, nonce)
+    except NotAuthorized as exc:
+        # Separation of duties keeps its old name; any other rule is "not_authorized".
+        error = "four_eyes" if exc.rule == "starter" else "not_authorized"
+        state.metrics.decisions.labels(error).inc()
+        raise ApiError(403, error, str(exc)) from exc
     except InvalidResume as exc:
         state.metrics.decisions.labels("invalid").inc()
         raise ApiError(422, "invalid_answer", str(exc)) from exc
@@ -594,20 +601,32 @@ async def _vote_resolved_since(
     """This identity's vote sent with ``nonce`` on a quorum question others have resolved
     since (the runtime gives it back, and nothing else, for a question no longer pending)."""
     decided = served.decision(row)
-    if decided is None or decided.nonce == nonce or identity.name not in decided.approved_by:
+    if decided is None or decided.nonce == nonce or not _among(identity, decided.approved_by):
         return None
     try:
         votes = await served.app.decide(
             row.thread,
             {row.id: body.answer},
-            actor=identity.name,
+            actor=identity.principal(),
             reason=body.reason,
             nonce=nonce,
             seen={row.id: body.payload_hash},
         )
-    except (InterruptAlreadyResolved, InvalidResume, UnknownInterrupt):
+    except (InterruptAlreadyResolved, InvalidResume, UnknownInterrupt, NotAuthorized):
         return None
     return votes[0]
+
+
+def _among(identity: Identity, names: Iterable[str]) -> bool:
+    """Whether ``identity`` is one of ``names``, compared as principals are (normal form)."""
+    key = principal_key(identity.name)
+    for name in names:
+        try:
+            if principal_key(name) == key:
+                return True
+        except InvalidId:  # a stored name no principal can have
+            continue
+    return False
 
 
 def _refused(

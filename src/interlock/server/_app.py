@@ -115,6 +115,8 @@ def create_app(
             raise TypeError(f"{name} must be a number, not {value!r}")
         if not value >= lo:
             raise ValueError(f"{name} must be at least {lo}, not {value!r}")
+    for one in served.values():
+        one.four_eyes = bool(four_eyes)
     metrics = Metrics()
     state = ServerState(
         served=served,

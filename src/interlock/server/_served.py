@@ -32,6 +32,8 @@ class Served:
         self.store = app.store
         self._public_url = public_url.rstrip("/") if public_url else None
         self._events: OrderedDict[str, ServerEvent] = OrderedDict()
+        self.four_eyes = False
+        """The server adds four eyes to every decision (shown with each question)."""
 
     async def question(self, interrupt_id: str) -> Question | None:
         """The App's question with this id (`App.question`), or None."""
@@ -47,7 +49,13 @@ class Served:
 
     def view(self, interrupt: Interrupt, tool: str | None) -> InterruptView:
         """The API's view of one interrupt."""
-        return interrupt_view(self.name, interrupt, self.app.payload_hash(interrupt), tool)
+        return interrupt_view(
+            self.name,
+            interrupt,
+            self.app.payload_hash(interrupt),
+            tool,
+            self.app.who_decides(interrupt, four_eyes=self.four_eyes),
+        )
 
     def decision(self, row: InterruptRecord) -> Decision | None:
         """The decision recorded with a resolved interrupt, if any."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .._args import MAX_TEXT
-from ..runtime import Decision, Interrupt
+from ..runtime import Authority, Decision, Interrupt
 
 __all__ = [
     "AuditItem",
@@ -60,6 +60,24 @@ class InterruptView(msgspec.Struct, kw_only=True):
     """Distinct approvals the question needs (more than 1: a quorum)."""
     approved_by: list[str] = []
     """Who has approved it so far."""
+    authority: AuthorityView | None = None
+    """Who may decide it (None: anyone with the approver role in scope)."""
+
+
+class AuthorityView(msgspec.Struct, kw_only=True):
+    """Who may decide a question: the rules, and the same in words."""
+
+    principals: list[str] = []
+    groups: list[str] = []
+    roles: list[str] = []
+    not_starter: bool = False
+    """The run's starter may not decide it."""
+    not_approvers: bool = False
+    """Nobody who approved an earlier question of the thread may decide it."""
+    started_by: str | None = None
+    """Who started the run that asked."""
+    text: str
+    """In words: ``needs a member of group finance; not ana``."""
 
 
 class DecisionBody(msgspec.Struct, kw_only=True):
@@ -135,6 +153,9 @@ class DecisionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(max_length=MAX_TEXT)] | None = None
     wait: bool = False
     """Continue the thread before answering, and include its view (``thread_view``)."""
+    override: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TEXT)] | None = None
+    """An admin's reason for deciding outside the question's authority (admin tokens only;
+    recorded with the decision and in the audit log)."""
 
 
 class DecisionResult(msgspec.Struct, kw_only=True):
@@ -328,10 +349,29 @@ def _line(text: str) -> str:
     return flat if len(flat) <= 200 else flat[:199] + "…"
 
 
+def authority_view(authority: Authority | None, started_by: str | None) -> AuthorityView | None:
+    """The API's view of who may decide a question (None: no rule)."""
+    if authority is None:
+        return None
+    return AuthorityView(
+        principals=list(authority.principals),
+        groups=list(authority.groups),
+        roles=list(authority.roles),
+        not_starter=authority.not_starter,
+        not_approvers=authority.not_approvers,
+        started_by=started_by,
+        text=authority.describe(started_by),
+    )
+
+
 def interrupt_view(
-    app: str, interrupt: Interrupt, payload_hash: str, tool: str | None
+    app: str,
+    interrupt: Interrupt,
+    payload_hash: str,
+    tool: str | None,
+    authority: Authority | None = None,
 ) -> InterruptView:
-    """The inbox's view of one interrupt."""
+    """The inbox's view of one interrupt (``authority``: the rules its decision must meet)."""
     return InterruptView(
         id=interrupt.id,
         app=app,
@@ -349,6 +389,7 @@ def interrupt_view(
         payload_hash=payload_hash,
         approvals=interrupt.approvals,
         approved_by=list(interrupt.approved_by),
+        authority=authority_view(authority, interrupt.started_by),
     )
 
 

@@ -1,0 +1,130 @@
+"""Who may decide, over HTTP: the runtime's check, met by the server's decisions too.
+
+The server passes the caller's principal (its name, groups and role) to `App.decide`; the
+question's authority, the App's, and the server's four eyes are all checked there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypedDict
+
+import anyio
+import httpx2 as httpx
+from _serving import serving
+
+from interlock import END, START, Authority, Graph, SqliteStore, approve
+from interlock.server import Identity, TokenAuth, create_app, hash_token
+
+PEOPLE = {
+    "ana": Identity(name="ana", role="approver"),
+    "Ana": Identity(name="Ana", role="approver"),  # the same person under another spelling
+    "wide-ana": Identity(name="ＡＮＡ", role="approver"),
+    "ben": Identity(name="ben", role="approver"),
+    "fin": Identity(name="fin", role="approver", groups=("Finance",)),
+    "root": Identity(name="root", role="admin"),
+}
+
+
+def _auth() -> TokenAuth:
+    return TokenAuth({hash_token(f"{token}-token"): who for token, who in PEOPLE.items()})
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}-token"}
+
+
+class Refund(TypedDict, total=False):
+    ok: bool
+
+
+def _refunds(path: Path, authority: Authority | None) -> Any:
+    def review(s: Refund) -> Refund:
+        return {"ok": approve("Refund 1,200 EUR?", authority=authority)}
+
+    g = Graph(Refund, name="refunds")
+    g.add_node("review", review).add_edge(START, "review").add_edge("review", END)
+    return g.compile(store=SqliteStore(path))
+
+
+def _asked(path: Path, authority: Authority | None, starter: str = "ana") -> None:
+    async def run() -> None:
+        app = _refunds(path, authority)
+        await app.run({}, thread="r1", metadata={"started_by": starter})
+        await app.store.close()
+
+    anyio.run(run)
+
+
+def _decide(
+    client: httpx.Client, item: dict[str, Any], who: str, key: str, **extra: Any
+) -> httpx.Response:
+    body = {"answer": True, "payload_hash": item["payload_hash"], **extra}
+    headers = {**_bearer(who), "Idempotency-Key": key}
+    return client.post(f"/v1/interrupts/{item['id']}/decision", json=body, headers=headers)
+
+
+def _decisions(path: Path) -> list[tuple[str | None, bytes]]:
+    async def read() -> list[tuple[str | None, bytes]]:
+        store = SqliteStore(path)
+        try:
+            entries = await store.audit_log(thread="r1")
+            return [(e.actor, e.data) for e in entries if e.kind == "decision"]
+        finally:
+            await store.close()
+
+    return anyio.run(read)
+
+
+def test_four_eyes_knows_a_person_under_another_spelling(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    _asked(path, None, starter="ana")
+    factory = lambda: create_app(_refunds(path, None), auth=_auth(), four_eyes=True)  # noqa: E731
+    with serving(factory) as s, httpx.Client(base_url=s.url, timeout=10) as client:
+        [item] = client.get("/v1/interrupts", headers=_bearer("ben")).json()["items"]
+        assert item["authority"]["text"] == "anyone may decide; not ana"
+        for same in ("ana", "Ana", "wide-ana"):
+            refused = _decide(client, item, same, key=f"k-{same}")
+            assert (refused.status_code, refused.json()["error"]) == (403, "four_eyes")
+        assert _decisions(path) == []
+        assert _decide(client, item, "ben", key="k-ben").status_code == 201
+
+
+def test_a_question_names_the_group_that_may_decide_it(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    finance = Authority(groups=("finance",))
+    _asked(path, finance)
+    with (
+        serving(lambda: create_app(_refunds(path, finance), auth=_auth())) as s,
+        httpx.Client(base_url=s.url, timeout=10) as client,
+    ):
+        [item] = client.get("/v1/interrupts", headers=_bearer("ben")).json()["items"]
+        assert item["authority"]["groups"] == ["finance"]
+        assert item["authority"]["text"] == "needs a member of group finance"
+        # Seen by everyone in scope; decided only by finance.
+        refused = _decide(client, item, "ben", key="k1")
+        assert (refused.status_code, refused.json()["error"]) == (403, "not_authorized")
+        assert "group finance" in refused.json()["message"]
+        assert _decisions(path) == []
+        assert _decide(client, item, "fin", key="k2").status_code == 201
+        assert [actor for actor, _ in _decisions(path)] == ["fin"]
+
+
+def test_only_an_admin_overrides_over_http_and_it_is_audited(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    finance = Authority(groups=("finance",))
+    _asked(path, finance)
+    with (
+        serving(lambda: create_app(_refunds(path, finance), auth=_auth())) as s,
+        httpx.Client(base_url=s.url, timeout=10) as client,
+    ):
+        [item] = client.get("/v1/interrupts", headers=_bearer("ben")).json()["items"]
+        refused = _decide(client, item, "ben", key="k1", override="I am sure")
+        assert (refused.status_code, refused.json()["error"]) == (403, "not_authorized")
+        assert "override" in refused.json()["message"]
+        without = _decide(client, item, "root", key="k2")
+        assert without.status_code == 403  # an admin outside the authority needs the field
+        done = _decide(client, item, "root", key="k3", override="finance is out; ticket 42")
+        assert done.status_code == 201
+        [(actor, data)] = _decisions(path)
+        assert actor == "root" and b'"override":"finance is out; ticket 42"' in data
