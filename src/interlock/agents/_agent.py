@@ -34,6 +34,7 @@ from .._errors import (
 from ..graph import END, START, append
 from ..runtime import (
     App,
+    Authority,
     Child,
     Graph,
     Segment,
@@ -109,6 +110,7 @@ AGENT_TYPES: Final[tuple[type[Any], ...]] = (
     Edit,
     Respond,
     Verdict,
+    Authority,
 )
 """Types an agent's checkpoints hold (registered with every agent graph's codec)."""
 
@@ -502,6 +504,14 @@ class ToolAgent(Agent):
                 )
             previous, arguments = arguments, decision.arguments
             needed = again.approvals if again.action == "require_approval" else 1
+            if again.action == "require_approval" and again.authority not in (
+                None,
+                asking.authority,
+            ):
+                # The edited call falls under a rule that names other deciders: the person
+                # who edited it was not checked against them, so it is asked again.
+                quorum, asking = max(quorum, needed), again
+                continue
             if quorum < 2 and needed < 2:
                 break  # one person's edit approves the call as edited
             if needed >= quorum:  # an edit into a quorum rule needs that quorum, too
@@ -526,12 +536,15 @@ class ToolAgent(Agent):
         """The person's decision on the call with ``arguments`` (an interrupt the first time)."""
         question = self._question(tool, call, verdict, arguments, previous)
         if quorum < 2:
-            return parse_decision(interrupt(question, schema=self._answer_schema(tool)))
+            return parse_decision(
+                interrupt(question, schema=self._answer_schema(tool), authority=verdict.authority)
+            )
         answer = approval_interrupt(
             question,
             approvals=quorum,
             approving=APPROVING,
             schema=self._answer_schema(tool, quorum=True),
+            authority=verdict.authority,
         )
         return parse_decision(answer)
 

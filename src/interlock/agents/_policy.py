@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 
 import msgspec
 
-from ..runtime import check_approvals
+from ..runtime import Authority, check_approvals
 
 __all__ = [
     "Action",
@@ -73,6 +73,8 @@ class Rule:
     """How the verdict names the rule (else a description is made up)."""
     approvals: int = 1
     """For ``require_approval``: how many distinct people must approve the call."""
+    authority: Authority | None = None
+    """For ``require_approval``: who may approve it (see `interlock.Authority`)."""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -84,6 +86,13 @@ class Rule:
             raise ValueError(
                 f"approvals={self.approvals} needs a require_approval rule, not {self.action!r}"
             )
+        if self.authority is not None:
+            if not isinstance(self.authority, Authority):
+                raise TypeError(
+                    f"a rule's authority must be an Authority, not {type(self.authority).__name__}"
+                )
+            if self.action != "require_approval":
+                raise ValueError(f"authority= needs a require_approval rule, not {self.action!r}")
         if self.when is not None and not callable(self.when):
             raise TypeError(f"a rule's when= must be callable, not {type(self.when).__name__}")
         if self.message is not None and not isinstance(self.message, str):
@@ -110,6 +119,7 @@ def require_approval(
     question: str | None = None,
     name: str | None = None,
     approvals: int = 1,
+    authority: Authority | None = None,
 ) -> Rule:
     """A rule that makes the call wait for a person (when ``when`` holds).
 
@@ -117,8 +127,13 @@ def require_approval(
     decides with ``actor=``); the first rejection, or an answer in place of the tool, ends it
     at once. An edit makes a new call, asked again with the edited arguments and at least the
     same quorum: approvals of the old arguments do not count.
+
+    ``authority`` says who may approve (`interlock.Authority`): ``require_approval(
+    when=over_1000, authority=Authority(groups=("finance",)))``. It is stored with the
+    question and checked by `App.decide` on every surface. An edit into arguments a rule
+    with another authority covers is asked again under that authority.
     """
-    return Rule("require_approval", when, question, name, approvals)
+    return Rule("require_approval", when, question, name, approvals, authority)
 
 
 def deny(message: str = _DENIED, *, when: Predicate | None = None, name: str | None = None) -> Rule:
@@ -175,6 +190,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the model is told (deny) or the question shown (require_approval)."""
     approvals: int = 1
     """For ``require_approval``: how many distinct people must approve the call."""
+    authority: Authority | None = None
+    """For ``require_approval``: who may approve the call."""
 
 
 RuleSpec: TypeAlias = (
@@ -269,7 +286,11 @@ def _verdict(rule: Rule, tool: str) -> Verdict:
     if rule.action == "deny" and message is None:
         message = _DENIED
     return Verdict(
-        action=rule.action, rule=rule.describe(tool), message=message, approvals=rule.approvals
+        action=rule.action,
+        rule=rule.describe(tool),
+        message=message,
+        approvals=rule.approvals,
+        authority=rule.authority,
     )
 
 

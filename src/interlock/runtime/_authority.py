@@ -86,6 +86,8 @@ class Authority(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
                 authority=Authority(groups=("finance",), not_starter=True))
     """
 
+    __interlock_name__ = "interlock.Authority"  # its stable name in checkpoints
+
     principals: tuple[str, ...] = ()
     """Names of the principals who may decide."""
     groups: tuple[str, ...] = ()
