@@ -411,8 +411,9 @@ class App(Generic[StateT]):
                 needed, it is recorded as a vote and the result is ``interrupted``, still
                 waiting on that interrupt.
             reason: Why (stored with the decision).
-            override, require: As for `decide`: the answers are checked against each
-                question's authority first.
+            override: As for `decide`.
+            require: As for `decide`: the answers are checked against each question's
+                authority first.
 
         Raises:
             CheckpointNotFound, UnknownInterrupt, InvalidResume, GraphChanged: Nothing was
