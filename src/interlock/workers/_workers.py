@@ -506,7 +506,12 @@ class Workers:
         async def sweep(timestamp: int) -> int:
             # The App's rule (`App.continued_by`) says the workers continue its threads: the
             # sweep records expiries, and the trigger queues each thread's continuation.
-            continued = await self.app.sweep(limit=1000)
+            try:
+                continued = await self.app.sweep(limit=1000)
+            except StoreUnavailable as exc:
+                # A periodic look: the next one, once the database answers, looks again.
+                log.info("deadline sweep skipped, the database does not answer: %s", exc)
+                return 0
             return len(continued)
 
         @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="expire")
@@ -514,7 +519,13 @@ class Workers:
         async def expire(timestamp: int) -> int:
             if self.expire_after is None:
                 return 0
-            gone = await self.app.store.expire(older_than=time.time() - self.expire_after)
+            try:
+                gone = await self.app.store.expire(older_than=time.time() - self.expire_after)
+            except StoreUnavailable as exc:
+                log.info(
+                    "expiry of finished threads skipped, the database does not answer: %s", exc
+                )
+                return 0
             return len(gone)
 
         @bp.periodic(cron=f"* * * * * */{self.sweep_every}", periodic_id="recover")
