@@ -301,6 +301,8 @@ def test_four_eyes_refusal_is_shown_and_another_approver_may_decide(
         with opened(browser, served.url) as page:
             sign_in(page, "ana")
             open_question(page, "Ship order 2?")
+            # Who may decide is shown with the question: the server's four eyes keeps ana out.
+            expect(page.locator(".authority")).to_contain_text("anyone may decide; not ana")
             page.get_by_role("button", name="Approve", exact=True).click()
             expect(banner(page)).to_contain_text(
                 "Not allowed: ana started this run and may not approve it"

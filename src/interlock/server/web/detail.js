@@ -162,6 +162,7 @@ export function detailView(id, { me }) {
           ? ` · ${(item.approved_by ?? []).length} of ${item.approvals} distinct approvals` +
               ((item.approved_by ?? []).length ? ` (${item.approved_by.join(", ")})` : "")
           : null,
+        item.authority ? h("span", { className: "authority" }, ` · ${item.authority.text}`) : null,
       ),
       asked(item, detail.decision),
       item.status === "pending" ? form(item) : decided(detail),
