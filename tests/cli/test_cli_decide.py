@@ -279,6 +279,10 @@ def test_the_command_line_is_held_to_separation_of_duties(cli: Approvers) -> Non
     # The question says its run's starter may not approve it; the command line decides
     # through the runtime's check, as the server does, and names compare in normal form.
     asked = cli.start("payout", "pay-1", started_by="ana")
+    shown = cli.decide("show", asked)
+    assert shown.exit_code == 0, shown.output
+    assert "who decides" in shown.stdout and "anyone may decide; not ana" in shown.stdout
+    assert cli.json("show", asked)["authority"] == {"not_starter": True}
     for same in ("ana", "Ana", "ＡＮＡ"):
         refused = cli.decide("approve", asked, "--actor", same)
         assert refused.exit_code == 1, refused.output

@@ -7,13 +7,14 @@ import time
 from typing import Any, Final
 
 import click
+import msgspec
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from .._args import MAX_LIMIT
-from ..runtime import Decision, Interrupt
+from ..runtime import Authority, Decision, Interrupt
 from ..stores import AuditRecord, PendingFilter
 from ._load import open_target, target_options
 from ._output import ago, countdown, echo_json, out_console, parse_duration, run
@@ -160,9 +161,13 @@ def show(interrupt_id: str, as_json: bool, app_spec: str | None, store_url: str 
         shown["thread_status"] = status
         shown["decision"] = decision
         shown["audit"] = [audit_json(e) for e in entries]
+        rules = target.app.who_decides(interrupt) if target.app is not None else interrupt.authority
+        shown["authority"] = None if rules is None else msgspec.to_builtins(rules)
+        shown["started_by"] = interrupt.started_by
         echo_json(shown)
         return
-    _print_question(out_console(), interrupt, status, decision, entries, digest)
+    rules = target.app.who_decides(interrupt) if target.app is not None else interrupt.authority
+    _print_question(out_console(), interrupt, status, decision, entries, digest, rules)
 
 
 def _print_question(
@@ -172,6 +177,7 @@ def _print_question(
     decision: Decision | None,
     entries: list[AuditRecord],
     digest: str,
+    authority: Authority | None = None,
 ) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold", no_wrap=True)
@@ -192,6 +198,8 @@ def _print_question(
         given = interrupt.approved_by
         who = f" ({escape(', '.join(given))})" if given else ""
         facts.add_row("approvals", f"{len(given)} of {interrupt.approvals} given{who}")
+    if authority is not None:
+        facts.add_row("who decides", escape(authority.describe(interrupt.started_by)))
     facts.add_row("payload hash", digest)
     if decision is not None:
         facts.add_row("decided", escape(describe_decision(decision)))
