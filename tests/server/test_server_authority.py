@@ -6,14 +6,17 @@ question's authority, the App's, and the server's four eyes are all checked ther
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, TypedDict
 
 import anyio
 import httpx2 as httpx
 from _serving import serving
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from interlock import END, START, Authority, Graph, SqliteStore, approve
+from interlock import END, START, Authority, Graph, NotAuthorized, SqliteStore, approve
 from interlock.server import Identity, TokenAuth, create_app, hash_token
 
 PEOPLE = {
@@ -128,3 +131,123 @@ def test_only_an_admin_overrides_over_http_and_it_is_audited(tmp_path: Path) -> 
         assert done.status_code == 201
         [(actor, data)] = _decisions(path)
         assert actor == "root" and b'"override":"finance is out; ticket 42"' in data
+
+
+# -- no surface records a decision by someone outside the authority --------------------------
+
+_NAMES = ("ana", "Ana", "ＡＮＡ", "bob", "carol", "Straße", "strasse")
+_GROUPS = ("finance", "Finance", "sre", "sales")
+
+
+def _inside(authority: Authority, name: str, groups: tuple[str, ...], starter: str) -> bool:
+    from interlock._principals import principal_key as key
+
+    named = {key(n) for n in authority.principals}
+    allowed = {key(g) for g in authority.groups}
+    member = bool({key(g) for g in groups} & allowed)
+    ok = not authority.names_someone or key(name) in named or member
+    return ok and not (authority.not_starter and key(name) == key(starter))
+
+
+def _module(folder: Path, authority: Authority) -> str:
+    """A module the command line imports: the refunds app with ``authority`` on a file."""
+    name = f"refunds_{abs(hash((str(folder), repr(authority))))}"
+    (folder / f"{name}.py").write_text(
+        "from pathlib import Path\n"
+        "from typing import TypedDict\n"
+        "from interlock import Authority, END, START, Graph, SqliteStore, approve\n"
+        f"AUTHORITY = {authority!r}\n"
+        "class Refund(TypedDict, total=False):\n"
+        "    ok: bool\n"
+        "def review(s):\n"
+        "    return {'ok': approve('Refund 1,200 EUR?', authority=AUTHORITY)}\n"
+        "def make():\n"
+        "    g = Graph(Refund, name='refunds')\n"
+        "    g.add_node('review', review).add_edge(START, 'review').add_edge('review', END)\n"
+        f"    return g.compile(store=SqliteStore(Path({str(folder / 'r.db')!r})))\n"
+    )
+    return name
+
+
+@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    surface=st.sampled_from(["python", "http", "cli"]),
+    allowed=st.lists(st.sampled_from(_NAMES), max_size=2),
+    groups_allowed=st.lists(st.sampled_from(_GROUPS), max_size=2),
+    not_starter=st.booleans(),
+    starter=st.sampled_from(_NAMES),
+    name=st.sampled_from(_NAMES),
+    groups=st.lists(st.sampled_from(_GROUPS), max_size=2),
+)
+def test_no_surface_records_a_decision_outside_the_authority(
+    surface: str,
+    allowed: list[str],
+    groups_allowed: list[str],
+    not_starter: bool,
+    starter: str,
+    name: str,
+    groups: list[str],
+) -> None:
+    import sys
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from interlock import Principal
+    from interlock.cli import cli
+
+    authority = Authority(
+        principals=tuple(allowed), groups=tuple(groups_allowed), not_starter=not_starter
+    )
+    # The command line decides as a named principal with no groups (its operating-system
+    # user, or --actor): it is inside only by name.
+    who_groups = () if surface == "cli" else tuple(groups)
+    inside = _inside(authority, name, who_groups, starter)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = folder / "r.db"
+        _asked(path, authority, starter=starter)
+        app = _refunds(path, authority)
+        [question] = anyio.run(app.inbox)
+        if surface == "python":
+
+            async def python() -> None:
+                who = Principal(name=name, groups=who_groups)
+                await app.decide("r1", {question.id: True}, actor=who)
+
+            with contextlib.suppress(NotAuthorized):
+                anyio.run(python)
+        elif surface == "http":
+            identity = Identity(name=name, role="approver", groups=who_groups)
+            api = create_app(app, auth=TokenAuth({hash_token("t"): identity}), continue_runs=False)
+
+            async def http() -> int:
+                transport = httpx.ASGITransport(app=api)
+                async with httpx.AsyncClient(transport=transport, base_url="http://x") as c:
+                    r = await c.post(
+                        f"/v1/interrupts/{question.id}/decision",
+                        json={"answer": True, "payload_hash": app.payload_hash(question)},
+                        headers={"Authorization": "Bearer t", "Idempotency-Key": "k"},
+                    )
+                    return r.status_code
+
+            status = anyio.run(http)
+            assert status in (201, 403), status
+        else:
+            module = _module(folder, authority)
+            sys.path.insert(0, str(folder))
+            try:
+                result = CliRunner().invoke(
+                    cli,
+                    ["approve", question.id, "--actor", name, "--no-continue"],
+                    env={"INTERLOCK_APP": f"{module}:make", "COLUMNS": "200"},
+                )
+            finally:
+                sys.path.remove(str(folder))
+                sys.modules.pop(module, None)
+            assert result.exit_code in (0, 1), result.output
+            assert (result.exit_code == 0) == inside, result.output
+        anyio.run(app.store.close)
+        recorded = [actor for actor, _ in _decisions(path)]
+        assert (recorded == [name]) == inside, (surface, recorded, inside)
+        assert recorded in ([], [name])
