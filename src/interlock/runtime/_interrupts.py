@@ -382,8 +382,10 @@ def choose(
     deadline: float | datetime | None = None,
     authority: Authority | None = None,
 ) -> str:
-    """Ask a person to pick one of ``options``; return the option picked (``authority``: who
-    may answer, see `interrupt`)."""
+    """Ask a person to pick one of ``options``; return the option picked.
+
+    ``authority`` says who may answer (see `interrupt`).
+    """
     if not options:
         raise GraphDefinitionError("choose() needs at least one option")
     result: str = interrupt(
@@ -407,8 +409,10 @@ def ask(
     deadline: float | datetime | None = None,
     authority: Authority | None = None,
 ) -> str:
-    """Ask a person for free text; return it (``authority``: who may answer, see
-    `interrupt`)."""
+    """Ask a person for free text; return it.
+
+    ``authority`` says who may answer (see `interrupt`).
+    """
     result: str = interrupt(
         {"type": "input", "prompt": prompt},
         key=key,
