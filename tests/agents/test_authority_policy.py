@@ -17,6 +17,9 @@ from interlock.agents import (
     Approve,
     Edit,
     Rule,
+    ScriptedModel,
+    ToolAgent,
+    ToolMessage,
     UserMessage,
     Verdict,
     call,
@@ -95,3 +98,23 @@ async def test_an_edit_into_another_authority_is_asked_again_under_it(store: Sto
         "t", {second.id: Approve()}, actor=Principal(name="fay", groups=("finance",))
     )
     assert done.status == "done" and shell.commands == ["pay 9000"]
+
+
+async def test_who_approved_a_tool_call_may_be_kept_from_the_next_one(store: Store) -> None:
+    shell = Shell()
+    policy = ApprovalPolicy({"execute": require_approval(authority=Authority(not_approvers=True))})
+
+    def script(messages: Any, tools: Any) -> Any:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        steps = [call("execute", {"command": "ls"}), call("execute", {"command": "rm x"})]
+        return steps[done] if done < len(steps) else "done"
+
+    agent = ToolAgent("ops", ScriptedModel(script), shell.tools, policy=policy)
+    app = agent.compile(store=store)
+    first = (await app.run(ask("x"), thread="t")).interrupt()
+    second = (await app.resume("t", {first.id: Approve()}, actor="bob")).interrupt()
+    with pytest.raises(NotAuthorized) as refused:
+        await app.resume("t", {second.id: Approve()}, actor="Bob")
+    assert refused.value.rule == "approver"
+    done = await app.resume("t", {second.id: Approve()}, actor="carol")
+    assert done.status == "done" and shell.commands == ["ls", "rm x"]

@@ -635,6 +635,6 @@ def _approves(answer: Any) -> bool:
         return True
     if isinstance(answer, str):
         return answer.lower() in _APPROVING_WORDS
-    if isinstance(answer, dict):
-        return answer.get("type") in ("approve", "edit")
+    if isinstance(answer, dict):  # a tool call's decision: {"action": "approve" | "edit", ...}
+        return answer.get("action") in ("approve", "edit") or answer.get("type") == "approve"
     return False
