@@ -53,9 +53,8 @@ class Sink:
 
 @dataclass
 class Ops:
-    """The module's server and what its threads asked."""
+    """The module's server (a client of it) and what its threads asked."""
 
-    url: str
     client: httpx.Client
     wiped: str
     """t1's wipe (decided with an edit)."""
@@ -103,6 +102,11 @@ def events(client: httpx.Client, who: str, **params: str) -> tuple[int, str]:
     return r.status_code, "\n".join(lines)
 
 
+def read(client: httpx.Client, path: str, who: str, **params: Any) -> Any:
+    """The JSON of a GET made as ``who``."""
+    return client.get(path, params=params, headers=bearer(who)).json()
+
+
 def frames(text: str) -> list[dict[str, Any]]:
     """The events of a stream's text."""
     return [json.loads(line[len("data: ") :]) for line in text.split("\n") if line[:6] == "data: "]
@@ -129,17 +133,13 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
         assert failed.json()["thread_view"]["status"] == "failed", failed.text
         # Every event delivered (and refused) before anything reads the log.
         ids = {e["id"] for e in frames(events(client, "root")[1])}
-        wait_for(
-            lambda: (
-                ids
-                <= {
-                    d["event_id"]
-                    for d in client.get("/v1/deliveries", headers=bearer("root")).json()["items"]
-                }
-            )
-        )
+
+        def delivered() -> bool:
+            log = client.get("/v1/deliveries", headers=bearer("root")).json()["items"]
+            return ids <= {d["event_id"] for d in log}
+
+        wait_for(delivered)
         yield Ops(
-            url=s.url,
             client=client,
             wiped=wiped["id"],
             waiting=waiting["id"],
@@ -256,13 +256,18 @@ def test_the_role_is_checked_before_the_question_is_looked_up(ops: Ops) -> None:
     assert "approver role" in answers[0][0]
 
 
-@pytest.mark.parametrize("suffix", ["", "/history", "/audit"])
-@pytest.mark.parametrize("query", [{}, {"app": "ops"}, {"limit": "0"}])
+THREAD_READS = [
+    (suffix, query)
+    for suffix in ("", "/history", "/audit")
+    for query in ({}, {"app": "ops"}, {"app": "nope"}, *([{"limit": "0"}] if suffix else []))
+]
+"""Each route that reads a thread, with no query, its app, an unknown app, a bad parameter."""
+
+
+@pytest.mark.parametrize(("suffix", "query"), THREAD_READS)
 def test_a_thread_outside_the_prefixes_answers_exactly_as_an_unknown_thread(
     ops: Ops, suffix: str, query: dict[str, str]
 ) -> None:
-    if suffix == "" and "limit" in query:
-        query = {"app": "nope"}
     for thread in THREADS:
         outside = ops.client.get(
             f"/v1/threads/{thread}{suffix}", params=query, headers=bearer("outsider")
@@ -285,12 +290,8 @@ def test_the_inbox_and_its_counts_hold_only_the_questions_in_scope(ops: Ops) -> 
     client = ops.client
 
     def inbox(who: str, **params: str) -> list[str]:
-        return [
-            i["id"]
-            for i in client.get("/v1/interrupts", params=params, headers=bearer(who)).json()[
-                "items"
-            ]
-        ]
+        page = client.get("/v1/interrupts", params=params, headers=bearer(who)).json()
+        return [i["id"] for i in page["items"]]
 
     def counts(who: str, **params: str) -> Any:
         return client.get("/v1/interrupts/counts", params=params, headers=bearer(who)).json()
@@ -330,12 +331,9 @@ def test_a_thread_shows_its_calls_in_scope_and_leaves_the_others_out(ops: Ops) -
 
 def test_the_audit_log_leaves_out_the_decisions_and_calls_of_tools_out_of_scope(ops: Ops) -> None:
     client = ops.client
-    kinds = [
-        a["kind"]
-        for a in client.get("/v1/threads/t1/audit", headers=bearer("root")).json()["items"]
-    ]
+    kinds = [a["kind"] for a in read(client, "/v1/threads/t1/audit", "root")["items"]]
     assert kinds == ["interrupt", "decision", "effect_started", "effect_done", "interrupt"]
-    trail = client.get("/v1/threads/t1/audit", headers=bearer("auditor")).json()
+    trail = read(client, "/v1/threads/t1/audit", "auditor")
     assert [(a["kind"], a["data"]["interrupt"]) for a in trail["items"]] == [
         ("interrupt", ops.refund)
     ]
@@ -344,16 +342,13 @@ def test_the_audit_log_leaves_out_the_decisions_and_calls_of_tools_out_of_scope(
     seen, after = [], None
     for _ in range(10):
         params = {"limit": "1", **({"after": str(after)} if after is not None else {})}
-        page = client.get("/v1/threads/t1/audit", params=params, headers=bearer("auditor")).json()
+        page = read(client, "/v1/threads/t1/audit", "auditor", **params)
         seen += page["items"]
         after = page["next"]
         if after is None:
             break
     assert seen == trail["items"]
-    assert client.get("/v1/threads/t2/audit", headers=bearer("auditor")).json() == {
-        "items": [],
-        "next": None,
-    }
+    assert read(client, "/v1/threads/t2/audit", "auditor") == {"items": [], "next": None}
 
 
 def test_the_event_stream_and_the_deliveries_hold_the_same_events_in_scope(ops: Ops) -> None:
@@ -366,17 +361,13 @@ def test_the_event_stream_and_the_deliveries_hold_the_same_events_in_scope(ops: 
         ("run.failed", "t3", None),
     ]
     assert mine[1]["summary"] == "The run failed."
-    delivered = client.get("/v1/deliveries", headers=bearer("auditor")).json()["items"]
+    delivered = read(client, "/v1/deliveries", "auditor")["items"]
     assert [d["event_id"] for d in delivered] == [e["id"] for e in mine]
-    assert (
-        client.get("/v1/deliveries", params={"limit": 1}, headers=bearer("auditor")).json()["items"]
-        == delivered[-1:]
-    )
+    assert read(client, "/v1/deliveries", "auditor", limit=1)["items"] == delivered[-1:]
     wipe = next(e["id"] for e in everything if e["tool"] == "wipe_disk")
-    one = client.get("/v1/deliveries", params={"event_id": wipe}, headers=bearer("auditor"))
-    assert one.json()["items"] == []
+    assert read(client, "/v1/deliveries", "auditor", event_id=wipe)["items"] == []
     assert frames(events(client, "outsider")[1]) == []
-    assert client.get("/v1/deliveries", headers=bearer("outsider")).json()["items"] == []
+    assert read(client, "/v1/deliveries", "outsider")["items"] == []
 
 
 # -- the filter itself ---------------------------------------------------------------------------
