@@ -24,6 +24,7 @@ from interlock.agents import (
     ApprovalPolicy,
     ScriptedModel,
     ToolAgent,
+    ToolMessage,
     UserMessage,
     call,
     require_approval,
@@ -38,6 +39,9 @@ TOKENS = {
     "root": ("root-token", Identity(name="root", role="admin")),
     "mailer": ("mailer-token", Identity(name="mailer", role="approver", tools=("send_*",))),
     "ops": ("ops-token", Identity(name="ops", role="approver", threads=("ops-",))),
+    "clerk": ("clerk-token", Identity(name="clerk", role="approver", tools=("refund",))),
+    "auditor": ("auditor-token", Identity(name="auditor", role="admin", tools=("refund",))),
+    "outsider": ("outsider-token", Identity(name="outsider", role="admin", threads=("other-",))),
 }
 """name: (token, identity)."""
 
@@ -156,6 +160,58 @@ def mail_agent(path: Path) -> App[Any]:
 
     policy = ApprovalPolicy({"send_email": [require_approval(name="mail")]})
     agent = ToolAgent("mailer", ScriptedModel(script, name="mailer"), [send_email], policy=policy)
+    return agent.compile(store=SqliteStore(path))
+
+
+@tool
+def wipe_disk(device: str) -> str:
+    """Erase a disk.
+
+    Args:
+        device: The device to erase.
+    """
+    if "BROKEN" in device:
+        raise RuntimeError(f"cannot wipe {device}")
+    return f"wiped {device}"
+
+
+@tool
+def refund(amount: int) -> str:
+    """Refund an order.
+
+    Args:
+        amount: How much, in euros.
+    """
+    return f"refunded {amount} EUR"
+
+
+WIPE_SECRETS = ("wipe_disk", "SECRET")
+"""What the calls of `wipe_disk` in `ops_agent`'s threads hold (its name and devices): none of it
+may reach an identity whose scopes leave the tool out."""
+
+
+def ops_agent(path: Path) -> App[Any]:
+    """An agent that wipes a disk, then refunds 5 EUR; each call waits for a person.
+
+    Told "go", it asks to wipe ``/dev/SECRET-A``; told "break", ``/dev/BROKEN-SECRET``, on
+    which the tool raises and the run fails (``tool_errors="raise"``). The device is not in
+    the user's message: only the calls and their records hold it.
+    """
+
+    def script(messages: Any, tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, UserMessage):
+            device = "/dev/BROKEN-SECRET" if last.content == "break" else "/dev/SECRET-A"
+            return call("wipe_disk", {"device": device})
+        if isinstance(last, ToolMessage) and last.name == "wipe_disk":
+            return call("refund", {"amount": 5})
+        return "Done."
+
+    policy = ApprovalPolicy(
+        {"wipe_disk": [require_approval(name="disks")], "refund": [require_approval(name="money")]}
+    )
+    model = ScriptedModel(script, name="ops")
+    agent = ToolAgent("ops", model, [wipe_disk, refund], policy=policy, tool_errors="raise")
     return agent.compile(store=SqliteStore(path))
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
-from _serving import TOKENS, auth, failing_update_graph, mail_agent, order_app
+from _serving import TOKENS, auth, failing_update_graph, mail_agent, ops_agent, order_app
 from playwright.sync_api import Browser, Page, Playwright, expect
 from starlette.types import ASGIApp
 
@@ -89,6 +89,11 @@ def shipping_server(folder: Path) -> ASGIApp:
         "orders": order_app(folder / "orders.db"),
     }
     return create_app(apps, auth=auth())
+
+
+def ops_server(folder: Path) -> ASGIApp:
+    """The approval server for the ops agent alone (it wipes disks and refunds)."""
+    return create_app({"ops": ops_agent(folder / "ops.db")}, auth=auth())
 
 
 class Api:

@@ -188,19 +188,19 @@ def test_roles_and_scopes_are_enforced(client: httpx.Client, db: Path) -> None:
     viewer = decide(client, item, True, who="vic")
     assert viewer.status_code == 403
     assert "approver role" in viewer.json()["message"]
-    # mailer may decide send_* calls only: a question that gates no tool is out of scope.
+    # mailer may decide send_* calls only: a question that gates no tool is out of scope, and
+    # so, to mailer, no question at all.
     mailer = decide(client, item, True, who="mailer")
-    assert mailer.status_code == 403
-    assert mailer.json()["error"] == "out_of_scope"
+    assert mailer.status_code == 404
+    assert mailer.json()["error"] == "unknown_interrupt"
     assert client.get("/v1/interrupts", headers=bearer("mailer")).json()["items"] == []
     # ops sees threads starting with "ops-" only.
     ops = client.get(f"/v1/interrupts/{item['id']}", headers=bearer("ops"))
-    assert ops.status_code == 403
-    assert client.get("/v1/threads/t1", headers=bearer("ops")).status_code == 403
-    assert (
-        client.post("/v1/threads/t2/runs", json={"input": {}}, headers=bearer("ops")).status_code
-        == 403
-    )
+    assert ops.status_code == 404
+    assert client.get("/v1/threads/t1", headers=bearer("ops")).status_code == 404
+    # Starting or continuing a run there is refused before anything is looked up.
+    started = client.post("/v1/threads/t2/runs", json={"input": {}}, headers=bearer("ops"))
+    assert (started.status_code, started.json()["error"]) == (403, "out_of_scope")
     assert client.post("/v1/threads/t1/pause", json={}, headers=bearer("ana")).status_code == 403
     assert [k for k, _ in audit_kinds(db, "t1")] == ["interrupt"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _serving import TOKENS, serving
+from _serving import TOKENS, WIPE_SECRETS, serving
 from _web_page import (
     Api,
     ChromiumMissing,
@@ -22,6 +22,7 @@ from _web_page import (
     launch,
     open_question,
     opened,
+    ops_server,
     refund_server,
     shipping_server,
     sign_in,
@@ -535,8 +536,9 @@ def test_failed_threads_are_listed_with_their_error_and_command_in_the_identity_
             page.get_by_role("link", name="Failed threads").click()
             expect(page.locator("tr[data-thread]")).to_have_count(1)
             expect(page.locator("tr[data-thread]")).to_contain_text("ops-1")
+            # A thread outside its prefixes is, to it, a thread that does not exist.
             page.goto(f"{served.url}/inbox#/threads/s-1")
-            expect(page.get_by_role("alert")).to_contain_text("could not be read")
+            expect(page.get_by_role("alert")).to_have_text("There is no such thread.")
             expect(page.locator(".failure")).to_have_count(0)
 
 
@@ -573,3 +575,61 @@ def test_an_edited_call_is_marked_with_the_arguments_asked_for_and_those_it_ran_
         expect(page.locator(".badge.edited")).to_have_text(["edited by ben", "edited by ben"])
         expect(page.get_by_label("The call's arguments")).to_contain_text('"cfo@example.com"')
         expect(page.get_by_label("The edited arguments")).to_contain_text('"ceo@example.com"')
+
+
+def test_what_lies_outside_the_identity_s_tool_scope_is_not_shown(
+    browser: Browser, tmp_path: Path
+) -> None:
+    with serving(lambda: ops_server(tmp_path)) as served:
+        api = Api(served.url)
+
+        def run(thread: str) -> Any:
+            body = {"input": {"messages": [{"role": "user", "content": "go"}]}, "wait": True}
+            status, started = api.call("POST", f"/v1/threads/{thread}/runs", "root", body)
+            assert status == 200, started
+            return started["thread_view"]["interrupts"][0]
+
+        wipe = run("t-1")
+        edit = {"action": "edit", "arguments": {"device": "/dev/EDITED-SECRET"}}
+        [refund] = api.decide(wipe, edit, who="root")["interrupts"]
+        waiting = run("t-2")
+
+        def shown(page: Page) -> str:
+            text: str = page.locator("body").inner_text()
+            return text
+
+        # Root sees the wipes: the page would show them if the server sent them.
+        with opened(browser, served.url) as page:
+            sign_in(page, "root")
+            expect(page.locator("tr[data-id]")).to_have_count(2)
+            page.goto(f"{served.url}/inbox#/threads/t-1")
+            expect(page.locator(".messages")).to_contain_text("wipe_disk")
+
+        # clerk decides refunds only.
+        with opened(browser, served.url) as page:
+            sign_in(page, "clerk")
+            rows = page.locator("tr[data-id]")
+            expect(rows).to_have_count(1)
+            expect(rows).to_contain_text("refund")
+            assert all(secret not in shown(page) for secret in WIPE_SECRETS)
+
+            # A wipe's page, reached by its id, is a question that does not exist.
+            for question in (wipe, waiting):
+                page.goto(f"{served.url}/inbox#/interrupts/{question['id']}")
+                expect(page.get_by_role("heading", level=1)).to_have_text("Question not found")
+                expect(page.get_by_role("alert")).to_contain_text("There is no such question.")
+                assert all(secret not in shown(page) for secret in WIPE_SECRETS)
+
+            # The thread shows the refund's call and question, and nothing of the wipe.
+            page.goto(f"{served.url}/inbox#/threads/t-1")
+            messages = page.locator(".messages")
+            expect(messages).to_contain_text("refund")
+            expect(messages.locator("li")).to_have_count(2)
+            expect(page.locator(".audit li")).to_have_count(1)
+            assert all(secret not in shown(page) for secret in WIPE_SECRETS)
+
+            # The refund's own page shows the same conversation.
+            page.goto(f"{served.url}/inbox#/interrupts/{refund['id']}")
+            expect(page.get_by_role("heading", level=1)).to_contain_text("refund")
+            expect(page.locator(".messages li")).to_have_count(2)
+            assert all(secret not in shown(page) for secret in WIPE_SECRETS)

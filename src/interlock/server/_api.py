@@ -42,7 +42,7 @@ from ..runtime import Authority, Decision, Interrupt, Question
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._errors import ApiError, json_response
-from ._events import EVENT_TYPES, ServerEvent
+from ._events import EVENT_TYPES, FAILED_SUMMARY, ServerEvent
 from ._params import (
     MAX_PAGE,
     AuditQuery,
@@ -55,6 +55,14 @@ from ._params import (
     ThreadsQuery,
     check_declared,
     read_query,
+)
+from ._scopes import (
+    opaque,
+    reads_failures,
+    sees_every_tool,
+    strip_calls,
+    visible_audit,
+    visible_event,
 )
 from ._served import Served
 from ._state import FailureRecorder, ServerState
@@ -245,36 +253,28 @@ def _tool_of(interrupt: Interrupt) -> str | None:
 async def _find(
     state: ServerState, identity: Identity, interrupt_id: str
 ) -> tuple[Served, Question]:
-    """The question with this id and the app that asked it, in ``identity``'s scope."""
+    """The question with this id and the app that asked it, in ``identity``'s scope.
+
+    A question outside the scope is not this identity's to hear of: it is answered as an
+    unknown id is (the same 404), and so is a damaged one outside the scope.
+    """
     for served in state.served.values():
         try:
             question = await served.question(interrupt_id)
         except CheckpointCorrupt as exc:
             row = await served.row(interrupt_id)
-            if row is not None:  # out of scope, it is not this identity's to hear of
-                _scoped(identity, row.thread, row.tool)
+            if row is not None and not identity.sees(row.thread, row.tool):
+                continue
             raise ApiError(
                 500, "damaged_record", f"{exc}; restore the store from a backup"
             ) from exc
-        if question is not None:
-            _scoped(identity, question.thread, question.tool)
+        if question is not None and identity.sees(question.thread, question.tool):
             return served, question
     raise ApiError(
         404,
         "unknown_interrupt",
         f"no interrupt {interrupt_id}; list pending ones at /v1/interrupts",
     )
-
-
-def _scoped(identity: Identity, thread: str, tool: str | None) -> None:
-    if not identity.sees(thread, tool):
-        raise ApiError(
-            403,
-            "out_of_scope",
-            f"{identity.name} may not act on this "
-            + (f"call of {tool}" if tool else f"thread {thread!r}")
-            + "; ask an admin to widen the identity's scopes",
-        )
 
 
 def _served_for(state: ServerState, name: str | None) -> Served:
@@ -295,7 +295,24 @@ async def _thread_served(state: ServerState, thread: str, name: str | None) -> S
     for served in state.served.values():
         if await served.store.get_thread(thread) is not None:
             return served
-    raise ApiError(404, "unknown_thread", f"no thread {thread!r}; start it with POST .../runs")
+    raise _unknown_thread(thread)
+
+
+async def _readable_thread(
+    state: ServerState, identity: Identity, thread: str, name: str | None
+) -> Served:
+    """The served app (the named one, or any) whose store has ``thread``, in ``identity``'s
+    scope; one outside its prefixes is answered as an unknown thread is (the same 404)."""
+    apps = [_served_for(state, name)] if name is not None else list(state.served.values())
+    if identity.sees_thread(thread):
+        for served in apps:
+            if await served.store.get_thread(thread) is not None:
+                return served
+    raise _unknown_thread(thread)
+
+
+def _unknown_thread(thread: str) -> ApiError:
+    return ApiError(404, "unknown_thread", f"no thread {thread!r}; start it with POST .../runs")
 
 
 # -- the inbox -----------------------------------------------------------------------------------
@@ -427,10 +444,11 @@ async def get_interrupt(request: Request) -> Response:
     try:
         snapshot = await served.app.get_state(row.thread)
         status = snapshot.status
-        values, messages = _context(snapshot.values)
+        values, messages = _context(snapshot.values, identity)
     except (CheckpointNotFound, CheckpointCorrupt):
         pass
-    audit = [a for a in await _audit(served, row.thread, None, 1000) if _concerns(a, interrupt.id)]
+    trail = [a for a in await _audit(served, row.thread, None, 1000) if _concerns(a, interrupt.id)]
+    audit = await visible_audit(identity, trail, served.row)
     detail = InterruptDetail(
         started_by=question.started_by,
         interrupt=served.view(interrupt, row.tool),
@@ -457,7 +475,15 @@ def _concerns(entry: AuditItem, interrupt_id: str) -> bool:
     return data.get("interrupt") == interrupt_id or interrupt_id in (data.get("interrupts") or ())
 
 
-def _context(values: dict[str, Any]) -> tuple[Any, list[Any]]:
+def _context(values: dict[str, Any], identity: Identity) -> tuple[Any, list[Any]]:
+    """A thread's state besides its messages, and its recent messages, as ``identity`` may
+    read them (without the calls of tools outside its scope)."""
+    if not sees_every_tool(identity):
+        # The whole state at once: a call may be outside the recent messages, its answer in.
+        shown = strip_calls(identity, plain(values, unknown=opaque))
+        if not isinstance(shown, dict):
+            return shown, []
+        values = shown
     rest = {k: v for k, v in values.items() if k != "messages"}
     messages = values.get("messages")
     recent = list(messages[-_RECENT_MESSAGES:]) if isinstance(messages, list) else []
@@ -664,24 +690,40 @@ def _refused(
 
 
 def _thread_request(request: Request, role: Role) -> tuple[ServerState, Identity, str]:
-    """The server, the caller (with ``role``) and the thread in the path (in its scope)."""
+    """The server, the caller (with ``role``) and the thread in the path (in its scope).
+
+    For the routes that act on a thread: one outside the caller's prefixes is refused (403)
+    before anything is read, so the answer is the same whether the thread exists or not.
+    """
     identity = _identity(request, role)
     thread = _path(request, "thread")
     if not identity.sees_thread(thread):
-        _scoped(identity, thread, None)
+        raise ApiError(
+            403,
+            "out_of_scope",
+            f"{identity.name} may act only on threads starting with "
+            f"{sorted(identity.threads)}; ask an admin to widen the identity's scopes",
+        )
     return _state(request), identity, thread
 
 
+def _thread_read(request: Request) -> tuple[ServerState, Identity, str]:
+    """The server, the caller (a viewer at least) and the thread in the path, for the routes
+    that read a thread (`_readable_thread` answers one outside the scope as unknown)."""
+    return _state(request), _identity(request, "viewer"), _path(request, "thread")
+
+
 async def get_thread(request: Request) -> Response:
-    state, identity, thread = _thread_request(request, "viewer")
-    served = await _thread_served(state, thread, read_query(request, ThreadQuery).app)
+    state, identity, thread = _thread_read(request)
+    app = read_query(request, ThreadQuery).app
+    served = await _readable_thread(state, identity, thread, app)
     return json_response(await _thread_view(served, thread, identity))
 
 
 async def get_history(request: Request) -> Response:
-    state, _, thread = _thread_request(request, "viewer")
+    state, identity, thread = _thread_read(request)
     query = read_query(request, HistoryQuery)
-    served = await _thread_served(state, thread, query.app)
+    served = await _readable_thread(state, identity, thread, query.app)
     limit = query.limit
     try:
         snapshots = await served.app.history(thread, limit=limit, before=query.before)
@@ -696,12 +738,20 @@ async def get_history(request: Request) -> Response:
             source=s.source,
             created_at=s.created_at,
             next=list(s.next),
-            metadata=plain(s.metadata),
+            metadata=_metadata(s.metadata, identity),
         )
         for s in snapshots
     ]
     more = items[-1].checkpoint_id if len(items) == limit else None
     return json_response(HistoryPage(items=items, next=more))
+
+
+def _metadata(metadata: dict[str, Any], identity: Identity) -> Any:
+    """A checkpoint's metadata as ``identity`` may read it (a failure's reason only if it
+    reads failures: any tool's call may be quoted there)."""
+    if reads_failures(identity):
+        return plain(metadata)
+    return plain({k: v for k, v in metadata.items() if k != "error"}, unknown=opaque)
 
 
 async def _audit(served: Served, thread: str, after: int | None, limit: int) -> list[AuditItem]:
@@ -719,15 +769,32 @@ async def _audit(served: Served, thread: str, after: int | None, limit: int) -> 
 
 
 async def get_audit(request: Request) -> Response:
-    state, _, thread = _thread_request(request, "viewer")
+    state, identity, thread = _thread_read(request)
     query = read_query(request, AuditQuery)
-    served = await _thread_served(state, thread, query.app)
-    limit = query.limit
+    served = await _readable_thread(state, identity, thread, query.app)
     after = query.after
-    items = await _audit(served, thread, None if after is None else int(after), limit)
-    return json_response(
-        AuditPage(items=items, next=items[-1].seq if len(items) == limit else None)
+    items, more = await _audit_page(
+        served, identity, thread, None if after is None else int(after), query.limit
     )
+    return json_response(AuditPage(items=items, next=more))
+
+
+async def _audit_page(
+    served: Served, identity: Identity, thread: str, after: int | None, limit: int
+) -> tuple[list[AuditItem], int | None]:
+    """Up to ``limit`` entries after ``after`` that ``identity`` may read, and the position
+    to go on from (None: the log ends there); at most 20 store pages are read."""
+    items: list[AuditItem] = []
+    for _ in range(20):
+        page = await _audit(served, thread, after, limit)
+        items += await visible_audit(identity, page, served.row)
+        if len(items) >= limit:
+            items = items[:limit]
+            return items, items[-1].seq
+        if len(page) < limit:
+            return items, None
+        after = page[-1].seq
+    return items, after
 
 
 # -- runs and pauses -----------------------------------------------------------------------------
@@ -815,10 +882,11 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
     except GraphChanged as exc:
         # Written by another graph: its state cannot be read here, its record can.
         return await _unreadable_view(served, thread, identity, exc)
-    values, messages = _context(snapshot.values)
+    values, messages = _context(snapshot.values, identity)
     error = command = None
     if snapshot.status == "failed":
         error, command = await served.failure(thread, snapshot.checkpoint_id)
+        error = error if reads_failures(identity) else None
     return ThreadView(
         error=error,
         continue_with=command,
@@ -847,6 +915,8 @@ async def _unreadable_view(
     if head is None:
         raise ApiError(404, "unknown_thread", f"no thread {thread!r}")
     error, command = await served.failure(thread, head.id)
+    if not reads_failures(identity):
+        error = None
     rows = await served.store.pending(PendingFilter(thread=thread), limit=_MAX_PAGE)
     return ThreadView(
         thread=thread,
@@ -901,7 +971,7 @@ async def list_threads(request: Request) -> Response:
                         status=summary.status,
                         checkpoint_id=summary.record.head_id,
                         updated_at=summary.record.updated_at,
-                        error=summary.error,
+                        error=summary.error if reads_failures(identity) else None,
                         continue_with=summary.continue_with,
                     )
                 )
@@ -936,12 +1006,17 @@ async def get_me(request: Request) -> Response:
 
 async def get_deliveries(request: Request) -> Response:
     state = _state(request)
-    _identity(request, "admin")
+    identity = _identity(request, "admin")
     query = read_query(request, DeliveriesQuery)
     limit = query.limit
     event_id = query.event_id
     log = getattr(state.notifier, "log", None)
-    records = [] if log is None else log.entries(limit=limit, event_id=event_id)
+    # The deliveries of the events the identity's scopes hide are left out, as the events are.
+    found = [] if log is None else log.entries(event_id=event_id)
+    records = [r for r in found if visible_event(identity, r.event_type, r.thread, r.tool)]
+    records = records[len(records) - limit :] if limit else []
+    # A receiver's answer may quote the event it was sent, a run's failure reason included.
+    failures = reads_failures(identity)
     items = [
         DeliveryItem(
             event_id=r.event_id,
@@ -951,7 +1026,7 @@ async def get_deliveries(request: Request) -> Response:
             at=r.at,
             outcome=r.outcome,
             status=r.status,
-            error=r.error,
+            error=r.error if failures or r.event_type != "run.failed" else None,
             elapsed_ms=r.elapsed_ms,
         )
         for r in records
@@ -993,10 +1068,14 @@ async def get_events(request: Request) -> Response:
     )
 
 
-def _visible(identity: Identity, event: ServerEvent) -> bool:
-    if not identity.sees_thread(event.thread):
-        return False
-    return event.type.startswith("run.") or identity.sees_tool(event.tool)
+def _shown(identity: Identity, event: ServerEvent) -> ServerEvent | None:
+    """``event`` as ``identity`` may read it: None outside its scopes, a run's failure
+    without its reason unless it reads failures."""
+    if not visible_event(identity, event.type, event.thread, event.tool):
+        return None
+    if event.type == "run.failed" and not reads_failures(identity):
+        return msgspec.structs.replace(event, summary=FAILED_SUMMARY)
+    return event
 
 
 async def _stream(
@@ -1018,9 +1097,10 @@ async def _stream(
                     return
                 for event in events:
                     position[name] = event.id.partition(":")[2]
-                    if event.type in wanted and _visible(identity, event):
+                    shown = _shown(identity, event) if event.type in wanted else None
+                    if shown is not None:
                         sent = True
-                        yield _frame(event, _b64(position))
+                        yield _frame(shown, _b64(position))
             if sent:
                 continue
             with anyio.move_on_after(state.heartbeat) as waited:

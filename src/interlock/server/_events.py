@@ -8,11 +8,11 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
-__all__ = ["EVENT_TYPES", "EventType", "ServerEvent"]
+__all__ = ["EVENT_TYPES", "FAILED_SUMMARY", "EventType", "ServerEvent"]
 
 EventType = Literal[
     "interrupt.created",
@@ -33,6 +33,9 @@ EVENT_TYPES: tuple[EventType, ...] = (
     "run.failed",
 )
 """Every `EventType`, in a stable order."""
+
+FAILED_SUMMARY: Final = "The run failed."
+"""The summary of a ``run.failed`` event without its reason."""
 
 
 class ServerEvent(msgspec.Struct, frozen=True, kw_only=True):

@@ -90,6 +90,10 @@ class DeliveryRecord:
     """What went wrong (or why it was dropped)."""
     elapsed_ms: float | None = None
     """How long the attempt took; None for a delivery dropped between attempts."""
+    thread: str = ""
+    """The thread the event happened on (whose readers may see its deliveries)."""
+    tool: str | None = None
+    """The tool whose question the event is about, if any."""
 
 
 class DeliveryLog:
@@ -413,6 +417,8 @@ class Notifier:
             status=status,
             error=error,
             elapsed_ms=elapsed_ms,
+            thread=delivery.event.thread,
+            tool=delivery.event.tool,
         )
         self.log.record(entry)
         _logger.log(

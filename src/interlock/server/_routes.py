@@ -163,7 +163,10 @@ ROUTES: Final[tuple[Route, ...]] = (
         handler=get_interrupt,
         summary="One interrupt with its thread's context and audit trail",
         path_params=(_ID,),
-        answers={200: _json(InterruptDetail, "The interrupt."), 404: _error("No such interrupt.")},
+        answers={
+            200: _json(InterruptDetail, "The interrupt."),
+            404: _error("No such interrupt (or none within the identity's scopes)."),
+        },
     ),
     Route(
         path="/v1/interrupts/{id}/decision",
@@ -188,7 +191,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         answers={
             200: _json(DecisionResult, "The same request again: the recorded decision."),
             201: _json(DecisionResult, "Recorded."),
-            404: _error("No such interrupt."),
+            404: _error("No such interrupt (or none within the identity's scopes)."),
             409: _error(
                 "Someone decided first (their decision is included), or the thread is busy."
             ),
@@ -215,7 +218,10 @@ ROUTES: Final[tuple[Route, ...]] = (
         summary="A thread's latest state",
         path_params=(_THREAD,),
         query=ThreadQuery,
-        answers={200: _json(ThreadView, "The thread."), 404: _error("No such thread.")},
+        answers={
+            200: _json(ThreadView, "The thread."),
+            404: _error("No such thread (or none within the identity's scopes)."),
+        },
     ),
     Route(
         path="/v1/threads/{thread}/history",
@@ -226,7 +232,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         query=HistoryQuery,
         answers={
             200: _json(HistoryPage, "A page."),
-            404: _error("No such thread or checkpoint."),
+            404: _error("No such thread (or none within the identity's scopes) or checkpoint."),
         },
     ),
     Route(
@@ -236,7 +242,10 @@ ROUTES: Final[tuple[Route, ...]] = (
         summary="A thread's audit log",
         path_params=(_THREAD,),
         query=AuditQuery,
-        answers={200: _json(AuditPage, "A page."), 404: _error("No such thread.")},
+        answers={
+            200: _json(AuditPage, "A page."),
+            404: _error("No such thread (or none within the identity's scopes)."),
+        },
     ),
     Route(
         path="/v1/threads/{thread}/runs",

@@ -8,7 +8,7 @@ from typing import Any, Final
 from .._errors import CheckpointCorrupt
 from ..runtime import App, Decision, Interrupt, Question
 from ..stores import InterruptRecord
-from ._events import EventType, ServerEvent
+from ._events import FAILED_SUMMARY, EventType, ServerEvent
 from ._views import InterruptView, interrupt_view, summary_of
 
 __all__ = ["Served"]
@@ -98,7 +98,7 @@ class Served:
             # The reason is the failed checkpoint's: a node's error, or why its continuation
             # could not run (`App.record_failure`).
             error = (await self.metadata(change.thread, change.checkpoint_id)).get("error")
-            summary = f"The run failed: {error}" if error else "The run failed."
+            summary = f"The run failed: {error}" if error else FAILED_SUMMARY
         tool: str | None = None
         actor: str | None = change.actor
         if change.interrupt_id is not None:

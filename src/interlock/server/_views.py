@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -312,12 +313,12 @@ class IdentityView(msgspec.Struct, kw_only=True):
     four_eyes: bool
 
 
-def plain(value: Any) -> Any:
-    """``value`` as JSON-able builtins (anything unknown becomes its ``str``)."""
+def plain(value: Any, *, unknown: Callable[[Any], Any] = str) -> Any:
+    """``value`` as JSON-able builtins; anything unknown becomes ``unknown(it)`` (its ``str``)."""
     try:
-        out = msgspec.to_builtins(value, enc_hook=str, str_keys=True)
+        out = msgspec.to_builtins(value, enc_hook=unknown, str_keys=True)
     except (TypeError, ValueError, OverflowError):
-        return str(value)
+        return unknown(value)
     return _finite(out)
 
 
