@@ -99,6 +99,7 @@ from ._errors import CheckpointNotFound as CheckpointNotFound
 from ._errors import FencedOut as FencedOut
 from ._errors import GraphChanged as GraphChanged
 from ._errors import GraphDefinitionError as GraphDefinitionError
+from ._errors import IdentityError as IdentityError
 from ._errors import InterlockError as InterlockError
 from ._errors import InterruptAlreadyResolved as InterruptAlreadyResolved
 from ._errors import InvalidId as InvalidId
@@ -108,6 +109,7 @@ from ._errors import ModelError as ModelError
 from ._errors import NodeError as NodeError
 from ._errors import NotAuthorized as NotAuthorized
 from ._errors import PayloadTooLarge as PayloadTooLarge
+from ._errors import PrincipalExists as PrincipalExists
 from ._errors import RecursionLimit as RecursionLimit
 from ._errors import ReplyCutShort as ReplyCutShort
 from ._errors import ResumeError as ResumeError
@@ -120,6 +122,8 @@ from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadInterrupted as ThreadInterrupted
 from ._errors import ToolError as ToolError
 from ._errors import UnknownInterrupt as UnknownInterrupt
+from ._errors import UnknownPrincipal as UnknownPrincipal
+from ._errors import UnknownToken as UnknownToken
 from ._errors import UnregisteredType as UnregisteredType
 
 if TYPE_CHECKING:
@@ -222,6 +226,7 @@ __all__ = [
     "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
+    "IdentityError",
     "InterlockError",
     "InterruptAlreadyResolved",
     "InvalidId",
@@ -231,6 +236,7 @@ __all__ = [
     "NodeError",
     "NotAuthorized",
     "PayloadTooLarge",
+    "PrincipalExists",
     "RecursionLimit",
     "ReplyCutShort",
     "ResumeError",
@@ -243,6 +249,8 @@ __all__ = [
     "ThreadInterrupted",
     "ToolError",
     "UnknownInterrupt",
+    "UnknownPrincipal",
+    "UnknownToken",
     "UnregisteredType",
 ]
 

@@ -23,6 +23,10 @@ kept apart from failures of a run, and both apart from storage problems::
     ├── ThreadBusy                  another executor changed or holds the thread
     │   └── FencedOut               this executor lost its lease; its write was refused
     ├── ThreadInterrupted           new input for a thread that has pending interrupts
+    ├── IdentityError               a principal or token cannot be added or changed as asked
+    │   ├── PrincipalExists         another principal has that name (in normal form)
+    │   ├── UnknownPrincipal        no principal has that name
+    │   └── UnknownToken            no token has that id
     └── RunError                    a run failed
         ├── NodeError               a node raised; the original exception is chained
         ├── InvalidUpdate           a node returned an update the state cannot take
@@ -52,6 +56,7 @@ __all__ = [
     "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
+    "IdentityError",
     "InterlockError",
     "InterruptAlreadyResolved",
     "InvalidId",
@@ -61,6 +66,7 @@ __all__ = [
     "NodeError",
     "NotAuthorized",
     "PayloadTooLarge",
+    "PrincipalExists",
     "RecursionLimit",
     "ReplyCutShort",
     "ResumeError",
@@ -73,6 +79,8 @@ __all__ = [
     "ThreadInterrupted",
     "ToolError",
     "UnknownInterrupt",
+    "UnknownPrincipal",
+    "UnknownToken",
     "UnregisteredType",
 ]
 
@@ -371,6 +379,55 @@ class ThreadInterrupted(InterlockError):
         self.thread = thread
         self.interrupt_ids = tuple(interrupt_ids)
         self.decided = tuple(decided)
+
+
+class IdentityError(InterlockError):
+    """Raised when a principal or a token cannot be added or changed as asked; nothing was."""
+
+
+class PrincipalExists(IdentityError):
+    """Raised when a principal is added under a name another one has (in normal form).
+
+    Attributes:
+        name: The name asked for.
+        existing: The name the store has, which compares equal to it.
+    """
+
+    def __init__(self, name: str, existing: str) -> None:
+        same = "" if name == existing else f" as {existing!r} (names are compared case-folded)"
+        super().__init__(
+            f"principal {name!r} exists already{same}; pick another name, or change that "
+            "principal instead"
+        )
+        self.name = name
+        self.existing = existing
+
+
+class UnknownPrincipal(IdentityError):
+    """Raised when no principal has the name given.
+
+    Attributes:
+        name: The name asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no principal {name!r}; list them with `interlock principal list`, or add it "
+            "with `interlock principal add`"
+        )
+        self.name = name
+
+
+class UnknownToken(IdentityError):
+    """Raised when no token has the id given.
+
+    Attributes:
+        id: The id asked for.
+    """
+
+    def __init__(self, id: str) -> None:
+        super().__init__(f"no token {id!r}; list them with `interlock token list`")
+        self.id = id
 
 
 class RunError(InterlockError):

@@ -287,10 +287,12 @@ def test_no_get_changes_anything(client: httpx.Client, db: Path) -> None:
             with client.stream("GET", url, headers=bearer("root")) as events:
                 assert events.status_code == 200
             continue
-        assert client.get(url, headers=bearer("root")).status_code == 200, route.name
+        # The principals and tokens of a server that reads a tokens file are not listed (409).
+        listed = 409 if route.path in ("/v1/principals", "/v1/tokens") else 200
+        assert client.get(url, headers=bearer("root")).status_code == listed, route.name
         for who in ("vic", "ana"):
             status = client.get(url, headers=bearer(who)).status_code
-            assert status in (200, 403), (route.name, who)
+            assert status in (listed, 403), (route.name, who)
     for plain in ("/healthz", "/readyz", "/openapi.json", "/inbox", "/"):
         assert client.get(plain).status_code in (200, 307)
     assert record() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,62 @@ def test_a_damaged_or_wrong_tokens_file_is_refused_with_what_is_wrong(tmp_path: 
     )
     found = TokenAuth.from_file(good).authenticate("Bearer t")
     assert found == Identity(name="ana", role="admin", threads=("ops-",))
+
+
+ANA = hash_token("ana-token")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        # The attack: a scope misspelt would leave the identity every thread...
+        (f'[[identity]]\nname = "ana"\ntoken_sha256 = "{ANA}"\nthread = ["ops-"]\n', "thread", 4),
+        # ...or an invented limit would limit nothing.
+        (
+            f'# ana\n\n[[identity]]\nname = "ana"\nrole = "admin"\nexpires = 2030-01-01\n'
+            f'token_sha256 = "{ANA}"\n',
+            "expires",
+            6,
+        ),
+        (f'[[identity]]\nname = "ana"\ntoken_sha256 = "{ANA}"\ntools = "send_*"\n', "tools", 4),
+        (f'[[identity]]\nname = "ana"\ntoken_sha256 = "{ANA}"\nrole = 3\n', "role", 4),
+        (f'[[identity]]\nname = "ana"\ntoken_sha256 = "{ANA}"\nrole = "god"\n', "role", 4),
+        (f'[[identities]]\nname = "ana"\ntoken_sha256 = "{ANA}"\n', "identities", 1),
+        (f'[[identity]]\nname = ["ana"]\ntoken_sha256 = "{ANA}"\n', "name", 2),
+    ],
+)
+def test_a_key_the_tokens_file_does_not_have_stops_it_naming_key_and_line(
+    tmp_path: Path, text: str, key: str, line: int
+) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(repr(key))) as refused:
+        TokenAuth.from_file(path)
+    message = str(refused.value)
+    assert repr(key) in message and f"(line {line})" in message, message
+    assert str(path) in message
+
+
+def test_a_misspelt_scope_never_becomes_every_thread(tmp_path: Path) -> None:
+    entry = {"name": "ops", "role": "approver", "token_sha256": ANA, "thread": ["ops-"]}
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"identity": [entry]}, indent=2))
+    with pytest.raises(ValueError, match=r"unknown key 'thread' \(did you mean 'threads'\?\)"):
+        TokenAuth.from_file(path)
+    with pytest.raises(ValueError, match=r"identity #1 \(line 7\)"):
+        TokenAuth.from_file(path)
+    with pytest.raises(ValueError, match="unknown key 'thread'"):
+        TokenAuth.from_config([entry])
+    # Spelt right, the scope holds.
+    entry["threads"] = entry.pop("thread")
+    path.write_text(json.dumps({"identity": [entry]}))
+    ops = TokenAuth.from_file(path).authenticate("Bearer ana-token")
+    assert ops is not None and ops.threads == ("ops-",)
+    assert not ops.sees_thread("billing-1")
+
+
+def test_names_are_one_identity_however_they_are_typed() -> None:
+    with pytest.raises(ValueError, match="case-folded"):
+        TokenAuth({hash_token("a"): Identity(name="Ana"), hash_token("b"): Identity(name="ana")})
+    with pytest.raises(ValueError, match="white space"):
+        TokenAuth({hash_token("a"): Identity(name="ana ")})

@@ -81,9 +81,14 @@ def test_ctrl_c_stops_the_server_cleanly(tmp_path: Path) -> None:
 
 def test_serve_says_what_is_missing(tmp_path: Path) -> None:
     runner = CliRunner()
-    missing = runner.invoke(cli, ["serve", "--app", "x:y"], env={"INTERLOCK_TOKENS": None})
+    # Neither a tokens file nor a principal in the store: nobody could sign in.
+    missing = runner.invoke(
+        cli,
+        ["serve", "--app", "_serving:env_order_app", "--port", "0"],
+        env={"INTERLOCK_TOKENS": None, "INTERLOCK_TEST_DB": str(tmp_path / "o.db")},
+    )
     assert missing.exit_code == 2
-    assert "--tokens" in missing.output
+    assert "--tokens" in missing.output and "interlock principal add" in missing.output
     bad = tmp_path / "bad.toml"
     bad.write_text("[[identity]]\nname = 'a'\n")
     refused = runner.invoke(cli, ["serve", "--app", "x:y", "--tokens", str(bad)])

@@ -37,7 +37,11 @@ def orders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
 
 
 def _url(path: str) -> str:
-    return path.replace("{id}", "0123456789abcdef0123").replace("{thread}", "t-deep")
+    return (
+        path.replace("{id}", "0123456789abcdef0123")
+        .replace("{thread}", "t-deep")
+        .replace("{name}", "ana")
+    )
 
 
 # -- 9: deep bodies ---------------------------------------------------------------------------
@@ -46,8 +50,11 @@ def _url(path: str) -> str:
 def test_every_route_that_takes_a_body_is_in_the_table() -> None:
     assert sorted(p for _, p in BODY_ROUTES) == [
         "/v1/interrupts/{id}/decision",
+        "/v1/principals",
+        "/v1/principals/{name}",
         "/v1/threads/{thread}/pause",
         "/v1/threads/{thread}/runs",
+        "/v1/tokens",
     ]
 
 

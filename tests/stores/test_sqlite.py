@@ -120,11 +120,11 @@ async def test_schema_version_and_owner_are_recorded(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         await grow(store, "t", 1)
     with side_connection(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 7
         assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # migrate() is a no-op on a current database and reports the version it found.
-        assert schema.migrate(conn) == 6
+        assert schema.migrate(conn) == 7
 
 
 async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:

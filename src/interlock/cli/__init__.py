@@ -2,9 +2,9 @@
 
 Each area is a module of its own: finding the app and its store (`_load`), the inbox and one
 question (`_inbox`), decisions (`_decide`), a thread's record and moving it on (`_threads`),
-the audit log (`_audit`), the approval server and its tokens (`_serve`), workers (`_worker`)
-and the demo (`_demo`). A new command is a click command in a module of its own, added to
-`COMMANDS`.
+the audit log (`_audit`), the approval server (`_serve`), its principals and tokens
+(`_identities`), workers (`_worker`) and the demo (`_demo`). A new command is a click command
+in a module of its own, added to `COMMANDS`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import click
 from ._audit import audit
 from ._decide import answer, approve, edit, reject, respond
 from ._demo import demo
+from ._identities import principal, token
 from ._inbox import inbox, show
-from ._serve import serve, token
+from ._serve import serve
 from ._threads import history, pause, resume, sweep, threads
 from ._worker import worker
 
@@ -57,6 +58,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     sweep,
     audit,
     serve,
+    principal,
     token,
     worker,
     demo,

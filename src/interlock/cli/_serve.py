@@ -1,4 +1,4 @@
-"""``interlock serve``: the approval server for your app; ``interlock token``: its tokens."""
+"""``interlock serve``: the approval server for your app."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 import anyio
 import click
 
+from ._identities import serve_auth
 from ._load import APP_VARIABLE, STORE_VARIABLE, open_target
 from ._output import Refused
 from ._startup import Startup, listen, refusal, where
 
-__all__ = ["serve", "token"]
+__all__ = ["serve"]
 
 TOKENS_VARIABLE = "INTERLOCK_TOKENS"
 
@@ -37,9 +38,16 @@ TOKENS_VARIABLE = "INTERLOCK_TOKENS"
     "--tokens",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar=TOKENS_VARIABLE,
-    required=True,
     help=f"The identities and their token hashes, TOML or JSON (env {TOKENS_VARIABLE}); "
-    "make entries with `interlock token new`.",
+    "make entries with `interlock token new`. Imported into the store when the server "
+    "authenticates with the store's principals.",
+)
+@click.option(
+    "--store-identities",
+    is_flag=True,
+    help="Authenticate with the principals and tokens kept in the store (the default once it "
+    "has a principal), managed while the server runs with `interlock principal` and "
+    "`interlock token`, or over HTTP.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
@@ -64,7 +72,8 @@ TOKENS_VARIABLE = "INTERLOCK_TOKENS"
 def serve(
     app_spec: str,
     store_url: str | None,
-    tokens: Path,
+    tokens: Path | None,
+    store_identities: bool,
     host: str,
     port: int,
     four_eyes: bool,
@@ -75,10 +84,17 @@ def serve(
 ) -> None:
     """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
 
+    Who may call: the principals and tokens kept in the app's store, once it has one (or with
+    --store-identities), which `interlock principal` and `interlock token` change while the
+    server runs; else the tokens file, read once.
+
     \b
     Examples:
       interlock token new ana --role approver >> tokens.toml
       interlock serve --app shop.approvals:app --tokens tokens.toml --port 8000
+      interlock principal add ana --app shop.approvals:app
+      interlock token create ana --app shop.approvals:app
+      interlock serve --app shop.approvals:app --port 8000
     """
     try:
         from ..server import Notifier, TokenAuth, Webhook, create_app
@@ -89,14 +105,9 @@ def serve(
             "pip install 'interlock[server]', or in a clone of interlock: pip install '.[server]'"
         ) from exc
     try:
-        auth = TokenAuth.from_file(tokens)
+        from_file = None if tokens is None else TokenAuth.from_file(tokens)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--tokens'") from exc
-    if not auth.identities:
-        raise click.BadParameter(
-            f"{tokens} names no identity; add one with `interlock token new NAME`",
-            param_hint="'--tokens'",
-        )
     notifier = None
     if webhooks:
         secret = os.environ.get("INTERLOCK_WEBHOOK_SECRET", "")
@@ -112,6 +123,7 @@ def serve(
         target = open_target(app_spec, store_url, decides=True, new_ok=True)
         assert target.app is not None
         try:
+            auth = serve_auth(target.app.store, from_file, store_identities)
             api = Startup(
                 create_app(
                     target.app,
@@ -139,46 +151,3 @@ def serve(
         if refused is None:
             raise api.error
         raise refused from api.error
-
-
-@click.group()
-def token() -> None:
-    """Make tokens for the approval server."""
-
-
-@token.command("new")
-@click.argument("name")
-@click.option(
-    "--role",
-    type=click.Choice(["viewer", "approver", "admin"]),
-    default="approver",
-    show_default=True,
-)
-@click.option("--tool", "tools", multiple=True, help="A tool pattern it may decide (repeatable).")
-@click.option("--thread", "threads", multiple=True, help="A thread-id prefix it may see.")
-def new(name: str, role: str, tools: tuple[str, ...], threads: tuple[str, ...]) -> None:
-    """Print a new token for NAME on stderr and its configuration entry on stdout.
-
-    The token is shown once; the server keeps only its hash. Append the entry to the file
-    you pass to `interlock serve --tokens`.
-    """
-    from ..server import Identity, hash_token, new_token
-
-    secret = new_token()
-    try:
-        Identity(name=name, role=role, tools=tools or ("*",), threads=threads or ("",))  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="NAME") from exc
-    click.echo(f"token for {name} (give it to them; it is not stored): {secret}", err=True)
-    lines = ["[[identity]]", f"name = {_toml(name)}", f"role = {_toml(role)}"]
-    lines.append(f"token_sha256 = {_toml(hash_token(secret))}")
-    if tools:
-        lines.append(f"tools = [{', '.join(_toml(t) for t in tools)}]")
-    if threads:
-        lines.append(f"threads = [{', '.join(_toml(t) for t in threads)}]")
-    click.echo("\n".join(lines) + "\n")
-
-
-def _toml(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'

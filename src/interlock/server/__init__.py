@@ -8,6 +8,8 @@ approvers' how-to guide runs a server)::
     auth = TokenAuth({hash_token("s3cret"): Identity(name="ana", role="approver")})
     api = create_app(app, auth=auth)      # an ASGI app: uvicorn, or Mount it in yours
 
+Who may call is decided by an authenticator: `TokenAuth` (a tokens file, read once) or
+`StoreAuth` (the principals and tokens kept in a store, managed while the server runs).
 Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 """
 
@@ -31,6 +33,14 @@ from ._notify import (
     verify_signature,
 )
 from ._state import Authenticator
+from ._store_auth import (
+    ImportReport,
+    IssuedToken,
+    StoreAuth,
+    import_tokens,
+    issue_token,
+    parse_expiry,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -43,16 +53,22 @@ __all__ = [
     "Email",
     "EventType",
     "Identity",
+    "ImportReport",
+    "IssuedToken",
     "Notifier",
     "RetryPolicy",
     "Role",
     "ServerEvent",
     "SignatureError",
+    "StoreAuth",
     "TokenAuth",
     "Webhook",
     "create_app",
     "hash_token",
+    "import_tokens",
+    "issue_token",
     "new_token",
+    "parse_expiry",
     "sign",
     "verify_signature",
 ]

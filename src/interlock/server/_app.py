@@ -7,7 +7,7 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib import metadata, resources
 from typing import Any, Final
 
@@ -332,6 +332,9 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            if isinstance(state.auth, AbstractAsyncContextManager):
+                # An authenticator that follows a store (StoreAuth) runs while the server does.
+                await stack.enter_async_context(state.auth)
             # While serving, tokens sent in a query string are masked in uvicorn's access log.
             access = logging.getLogger(ACCESS_LOGGER)
             redact = RedactTokens(lambda v: state.auth.authenticate(f"Bearer {v}") is not None)

@@ -12,25 +12,31 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
-import tomllib
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
 
 import msgspec
 
+from .._errors import InvalidId
+from .._principals import principal_key
 from ..runtime import Principal
+from ..stores import ROLES, Role
+from ._tokens_file import FileEntry, check_entries, read_tokens_file
 
-__all__ = ["ROLES", "Identity", "Role", "TokenAuth", "hash_token", "new_token"]
+__all__ = [
+    "ROLES",
+    "Identity",
+    "Role",
+    "TokenAuth",
+    "bearer_token",
+    "hash_token",
+    "lower_role",
+    "new_token",
+]
 
-Role = Literal["viewer", "approver", "admin"]
-"""What an identity may do; each role may do everything the ones before it may."""
-
-ROLES: Final[tuple[Role, ...]] = get_args(Role)
-"""Every role, from the least to the most allowed: ``("viewer", "approver", "admin")``."""
 _RANK: Final[dict[str, int]] = {r: i for i, r in enumerate(ROLES)}
 _PREFIX: Final = "sha256:"
 
@@ -71,6 +77,21 @@ class Identity(msgspec.Struct, frozen=True, kw_only=True):
         return self.sees_thread(thread) and self.sees_tool(tool)
 
 
+def lower_role(a: Role, b: Role) -> Role:
+    """The less allowed of two roles (what a token of a principal may do at most)."""
+    return a if _RANK[a] <= _RANK[b] else b
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
 def new_token() -> str:
     """A new random token (43 URL-safe characters, 256 bits)."""
     return secrets.token_urlsafe(32)
@@ -108,14 +129,14 @@ class TokenAuth:
             if not isinstance(identity, Identity):
                 raise TypeError(f"tokens[{digest!r}] must be an Identity, not {identity!r}")
             _check_identity(identity)
-            if not (isinstance(digest, str) and digest.startswith(_PREFIX) and len(digest) == 71):
+            _check_digest(digest, identity.name)
+            key = principal_key(identity.name)
+            if key in names:
                 raise ValueError(
-                    f"token of {identity.name!r} is not a hash: configure hash_token(token) "
-                    "(sha256:<64 hex digits>), never the token itself"
+                    f"two identities are named {identity.name!r} (names are compared "
+                    "case-folded); names are actors: give each identity its own"
                 )
-            if identity.name in names:
-                raise ValueError(f"two identities are named {identity.name!r}; names are actors")
-            names.add(identity.name)
+            names.add(key)
             self._by_hash[digest.lower()] = identity
 
     @property
@@ -123,14 +144,17 @@ class TokenAuth:
         """The configured identities."""
         return list(self._by_hash.values())
 
+    @property
+    def tokens(self) -> dict[str, Identity]:
+        """The configured identities by their tokens' hashes (``sha256:<hex>``)."""
+        return dict(self._by_hash)
+
     def authenticate(self, authorization: str | None) -> Identity | None:
         """The identity an ``Authorization: Bearer <token>`` header value names, or None."""
-        if not authorization:
+        token = bearer_token(authorization)
+        if token is None:
             return None
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        digest = hash_token(token.strip())
+        digest = hash_token(token)
         for known, identity in self._by_hash.items():
             if hmac.compare_digest(known, digest):
                 return identity
@@ -138,42 +162,76 @@ class TokenAuth:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenAuth:
-        """Read identities from a TOML or JSON file (a list under ``identity``)."""
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"cannot read the token file {str(p)!r}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"the token file {str(p)!r} is not valid: not UTF-8 ({exc})") from exc
-        try:
-            data: Any = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
-        except (ValueError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"the token file {str(p)!r} is not valid: {exc}") from exc
-        return cls.from_config(data.get("identity", []) if isinstance(data, dict) else data)
+        """Read identities from a TOML or JSON file (a list under ``identity``).
+
+        The file is read strictly: a key an identity does not have (``thread`` for
+        ``threads``, an invented ``expires``) or a value of the wrong type is refused with a
+        message that names the key and its line, rather than dropped, which would leave the
+        identity every tool or thread.
+
+        Raises:
+            ValueError: The file cannot be read, is not valid TOML or JSON, or holds such a
+                key or value.
+        """
+        return cls._from_entries(read_tokens_file(Path(path)))
 
     @classmethod
     def from_config(cls, entries: Iterable[Mapping[str, Any]]) -> TokenAuth:
-        """Identities from plain mappings with ``name``, ``role``, ``token_sha256``..."""
+        """Identities from plain mappings with ``name``, ``role``, ``token_sha256``...
+
+        Raises:
+            ValueError: As `from_file` does.
+        """
+        return cls._from_entries(check_entries(entries))
+
+    @classmethod
+    def _from_entries(cls, entries: list[FileEntry]) -> TokenAuth:
         tokens: dict[str, Identity] = {}
-        for n, entry in enumerate(entries):
-            if not isinstance(entry, Mapping) or "token_sha256" not in entry:
-                raise ValueError(f"identity #{n + 1} needs name, role and token_sha256")
-            fields = {k: v for k, v in entry.items() if k != "token_sha256"}
-            for scope in ("tools", "threads"):
-                if isinstance(fields.get(scope), list):
-                    fields[scope] = tuple(fields[scope])
+        names: dict[str, str] = {}
+        for entry in entries:
+            identity = Identity(
+                name=entry.name,
+                role=entry.role,
+                tools=("*",) if entry.tools is None else entry.tools,
+                threads=("",) if entry.threads is None else entry.threads,
+                groups=entry.groups,
+            )
             try:
-                identity = msgspec.convert(fields, Identity)
-            except msgspec.ValidationError as exc:
-                raise ValueError(f"identity #{n + 1} is not valid: {exc}") from exc
-            tokens[str(entry["token_sha256"])] = identity
+                _check_identity(identity)
+                _check_digest(entry.token_sha256, identity.name)
+            except ValueError as exc:
+                raise ValueError(f"{entry.where}: {exc}") from exc
+            key = principal_key(identity.name)
+            if key in names:
+                raise ValueError(
+                    f"{entry.where}: {identity.name!r} is the name of {names[key]} too (names "
+                    "are compared case-folded); names are actors: give each identity its own"
+                )
+            names[key] = entry.where
+            digest = entry.token_sha256.lower()
+            if digest in tokens:
+                raise ValueError(f"{entry.where}: its token_sha256 is another identity's too")
+            tokens[digest] = identity
         return cls(tokens)
+
+
+def _check_digest(digest: object, name: str) -> None:
+    if not (isinstance(digest, str) and digest.startswith(_PREFIX) and len(digest) == 71):
+        raise ValueError(
+            f"token of {name!r} is not a hash: configure hash_token(token) "
+            "(sha256:<64 hex digits>), never the token itself"
+        )
 
 
 def _check_identity(identity: Identity) -> None:
     if not identity.name or not identity.name.isprintable() or len(identity.name) > 200:
         raise ValueError(f"identity name {identity.name!r} must be 1-200 printable characters")
+    try:
+        principal_key(identity.name, "identity name")
+        for group in identity.groups:
+            principal_key(group, "group")
+    except InvalidId as exc:
+        raise ValueError(str(exc)) from None
     if identity.role not in _RANK:
         raise ValueError(f"role of {identity.name!r} must be one of {list(ROLES)}")
     if not identity.tools or not identity.threads:

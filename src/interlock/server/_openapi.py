@@ -13,47 +13,26 @@ from typing import Any, Final
 import msgspec
 
 from ._routes import ROUTES, Answer, Param, Route
-from ._views import (
-    AuditPage,
-    DecisionRequest,
-    DecisionResult,
-    DeliveryPage,
-    ErrorBody,
-    HistoryPage,
-    IdentityView,
-    InterruptCounts,
-    InterruptDetail,
-    InterruptPage,
-    PauseAccepted,
-    PauseRequest,
-    RunAccepted,
-    RunRequest,
-    Status,
-    ThreadPage,
-    ThreadView,
-)
+from ._views import ErrorBody, Status
 
 __all__ = ["openapi"]
 
-_BODIES: Final = (
-    Status,
-    DeliveryPage,
-    AuditPage,
-    DecisionRequest,
-    DecisionResult,
-    ErrorBody,
-    HistoryPage,
-    IdentityView,
-    InterruptCounts,
-    InterruptDetail,
-    InterruptPage,
-    PauseAccepted,
-    PauseRequest,
-    RunAccepted,
-    RunRequest,
-    ThreadPage,
-    ThreadView,
+_BODIES: Final = tuple(
+    dict.fromkeys(
+        [
+            Status,
+            ErrorBody,
+            *(
+                kind
+                for route in ROUTES
+                for kind in (route.body, *(a.body for a in route.answers.values()))
+                if kind is not None
+            ),
+        ]
+    )
 )
+"""Every Struct a route takes or answers with (and the plain routes' `Status`): the
+document's schemas."""
 
 
 def _ref(kind: type) -> dict[str, Any]:

@@ -36,9 +36,11 @@ __all__ = [
     "InterruptsQuery",
     "NewName",
     "PathId",
+    "PrincipalsQuery",
     "Text",
     "ThreadQuery",
     "ThreadsQuery",
+    "TokensQuery",
     "check_declared",
     "declare",
     "read_query",
@@ -158,6 +160,21 @@ class DeliveriesQuery(msgspec.Struct):
 
     limit: Annotated[_Page, Meta(description="At most this many, the latest.")] = 100
     event_id: Annotated[Text, Meta(description="Only this event's.")] | None = None
+
+
+class PrincipalsQuery(msgspec.Struct):
+    """``GET /v1/principals``."""
+
+    limit: _Page = 100
+    after: Annotated[Text, Meta(description="The previous page's next (a name).")] | None = None
+
+
+class TokensQuery(msgspec.Struct):
+    """``GET /v1/tokens``."""
+
+    principal: Annotated[Text, Meta(description="Only this principal's.")] | None = None
+    limit: _Page = 100
+    after: Annotated[Text, Meta(description="The previous page's next (a token id).")] | None = None
 
 
 class EventsQuery(msgspec.Struct):

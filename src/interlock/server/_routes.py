@@ -20,6 +20,23 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ._admin import (
+    IssuedTokenView,
+    NewPrincipal,
+    NewToken,
+    PrincipalChange,
+    PrincipalPage,
+    PrincipalView,
+    RevokedTokens,
+    TokenPage,
+    change_principal,
+    create_principal,
+    create_token,
+    list_principals,
+    list_tokens,
+    revoke_principal_tokens,
+    revoke_token,
+)
 from ._api import (
     count_interrupts,
     get_audit,
@@ -45,9 +62,11 @@ from ._params import (
     InterruptsQuery,
     NewName,
     PathId,
+    PrincipalsQuery,
     Text,
     ThreadQuery,
     ThreadsQuery,
+    TokensQuery,
 )
 from ._views import (
     AuditPage,
@@ -133,6 +152,8 @@ def _error(description: str) -> Answer:
 
 _ID: Final = Param(name="id", kind=PathId, description="The interrupt id.")
 _THREAD: Final = Param(name="thread", kind=PathId, description="The thread id.")
+_PRINCIPAL: Final = Param(name="name", kind=PathId, description="The principal's name.")
+_IN_FILE: Final = "The server reads its identities from a tokens file, not a store."
 
 ROUTES: Final[tuple[Route, ...]] = (
     Route(
@@ -295,6 +316,98 @@ ROUTES: Final[tuple[Route, ...]] = (
         summary="The notifier's latest delivery attempts (admin)",
         query=DeliveriesQuery,
         answers={200: _json(DeliveryPage, "The attempts.")},
+    ),
+    Route(
+        path="/v1/principals",
+        method="GET",
+        handler=list_principals,
+        summary="List the principals, by name (admin)",
+        query=PrincipalsQuery,
+        answers={200: _json(PrincipalPage, "A page."), 409: _error(_IN_FILE)},
+    ),
+    Route(
+        path="/v1/principals",
+        method="POST",
+        handler=create_principal,
+        summary="Add a principal (admin)",
+        body=NewPrincipal,
+        body_required=True,
+        answers={
+            201: _json(PrincipalView, "Added."),
+            409: _error("A principal has that name (compared case-folded), or: " + _IN_FILE),
+            422: _error("The body is not valid."),
+        },
+    ),
+    Route(
+        path="/v1/principals/{name}",
+        method="POST",
+        handler=change_principal,
+        summary="Change a principal: its role, groups, display name; disable or enable it (admin)",
+        description=(
+            "What the body leaves out stays. A disabled principal's tokens are refused by "
+            "every server that follows the store, until it is enabled again."
+        ),
+        path_params=(_PRINCIPAL,),
+        body=PrincipalChange,
+        body_required=True,
+        answers={
+            200: _json(PrincipalView, "Changed."),
+            404: _error("No such principal."),
+            409: _error(_IN_FILE),
+            422: _error("The body is not valid."),
+        },
+    ),
+    Route(
+        path="/v1/principals/{name}/tokens/revoke",
+        method="POST",
+        handler=revoke_principal_tokens,
+        summary="Revoke every token of a principal (admin)",
+        path_params=(_PRINCIPAL,),
+        answers={
+            200: _json(RevokedTokens, "The tokens this revoked."),
+            404: _error("No such principal."),
+            409: _error(_IN_FILE),
+        },
+    ),
+    Route(
+        path="/v1/tokens",
+        method="GET",
+        handler=list_tokens,
+        summary="List the tokens, by id, revoked and expired ones included (admin)",
+        query=TokensQuery,
+        answers={200: _json(TokenPage, "A page."), 409: _error(_IN_FILE)},
+    ),
+    Route(
+        path="/v1/tokens",
+        method="POST",
+        handler=create_token,
+        summary="Make a token for a principal; the answer shows it, once (admin)",
+        description=(
+            "A token can narrow what its principal may do (a lower role, some tools, some "
+            "thread prefixes), never widen it. Every server that follows the store takes it "
+            "within its refresh time."
+        ),
+        body=NewToken,
+        body_required=True,
+        answers={
+            201: _json(IssuedTokenView, "Made: the token, shown this once, and its record."),
+            404: _error("No such principal."),
+            409: _error(_IN_FILE),
+            422: _error("The body is not valid, or the role is above the principal's."),
+        },
+    ),
+    Route(
+        path="/v1/tokens/{id}/revoke",
+        method="POST",
+        handler=revoke_token,
+        summary="Revoke a token (admin)",
+        description="Every server that follows the store refuses it within its refresh time.",
+        path_params=(Param(name="id", kind=PathId, description="The token's id."),),
+        answers={
+            200: _json(RevokedTokens, "The token, or nothing if it was revoked already."),
+            404: _error("No such token."),
+            409: _error(_IN_FILE),
+        },
     ),
     Route(
         path="/v1/events",

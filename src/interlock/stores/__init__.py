@@ -8,6 +8,11 @@ a PostgreSQL database that many processes on many machines share. Every backend 
 Every backend also keeps a change feed (`Store.changes`): what each append committed (interrupts
 raised and answered, runs finished or failed), each thread's in commit order, for a process that
 follows the store from a cursor, such as an HTTP server pushing events.
+
+Every backend keeps the approval server's principals and their tokens too (`PrincipalRecord`,
+`TokenRecord`), and lists what changed of them after an identity revision
+(`Store.identity_changes`), so that every server sharing the store refuses a revoked token
+within moments.
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ from ._base import PendingFilter as PendingFilter
 from ._base import Resolution as Resolution
 from ._base import Store as Store
 from ._base import ThreadRecord as ThreadRecord
+from ._identities import ROLES as ROLES
+from ._identities import IdentityChange as IdentityChange
+from ._identities import PrincipalRecord as PrincipalRecord
+from ._identities import Role as Role
+from ._identities import TokenRecord as TokenRecord
 from ._memory import MemoryStore as MemoryStore
 from ._sqlite import SqliteStore as SqliteStore
 from ._url import STORE_URL_FORMS as STORE_URL_FORMS
@@ -62,6 +72,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ROLES",
     "STORE_URL_FORMS",
     "AuditEntry",
     "AuditKind",
@@ -76,6 +87,7 @@ __all__ = [
     "EffectRecord",
     "EffectStatus",
     "Fence",
+    "IdentityChange",
     "InterruptKind",
     "InterruptRecord",
     "InterruptStatus",
@@ -83,10 +95,13 @@ __all__ = [
     "PauseKind",
     "PendingFilter",
     "PostgresStore",
+    "PrincipalRecord",
     "Resolution",
+    "Role",
     "SqliteStore",
     "Store",
     "ThreadRecord",
+    "TokenRecord",
     "audit_hash",
     "open_store",
     "verify_audit",

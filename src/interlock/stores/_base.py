@@ -17,15 +17,20 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
 * The audit log only grows; each entry's hash covers its content and the previous entry's hash.
 * The change feed lists every change an append commits exactly once, each thread's in commit
   order: a follower that pages on with the cursor of the last change it got never misses one.
+* Principal names are unique in normal form; a token's hash is unique; every write of a
+  principal or a token gives it the next identity revision, in commit order, so a follower of
+  `Store.identity_changes` never misses a change (see `interlock.stores.PrincipalRecord`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
+
+from ._identities import IdentityChange, PrincipalRecord, Role, TokenRecord
 
 __all__ = [
     "AUDIT_KINDS",
@@ -627,6 +632,125 @@ class Store(Protocol):
         Raises:
             TypeError: ``older_than`` is not a number, or ``limit`` is not an int.
             ValueError: ``older_than`` is NaN, or ``limit`` is out of range.
+        """
+        ...
+
+    async def add_principal(
+        self,
+        name: str,
+        *,
+        role: Role,
+        display_name: str = "",
+        groups: Sequence[str] = (),
+    ) -> PrincipalRecord:
+        """Add a principal; return it as stored (``created_at`` from the store's clock).
+
+        Raises:
+            PrincipalExists: A principal has that name in normal form (``Ana`` and ``ana``
+                are one name).
+            TypeError, ValueError: An argument is not one (checked before anything else;
+                ``InvalidId`` for a name).
+        """
+        ...
+
+    async def update_principal(
+        self,
+        name: str,
+        *,
+        role: Role | None = None,
+        display_name: str | None = None,
+        groups: Sequence[str] | None = None,
+        disabled: bool | None = None,
+    ) -> PrincipalRecord:
+        """Change what is given of the principal named ``name`` (in normal form); return it.
+
+        An argument left None is not changed. A change to what it already is still counts
+        as a change (a new identity revision).
+
+        Raises:
+            UnknownPrincipal: No principal has that name.
+            TypeError, ValueError: An argument is not one.
+        """
+        ...
+
+    async def get_principal(self, name: str) -> PrincipalRecord | None:
+        """Return the principal named ``name`` (compared in normal form), or None."""
+        ...
+
+    async def principals(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> list[PrincipalRecord]:
+        """Up to ``limit`` principals in the order of their names' normal forms, those after
+        the principal named ``after``. Page with ``after=page[-1].name``."""
+        ...
+
+    async def add_token(
+        self,
+        id: str,
+        *,
+        hash: str,
+        principal: str,
+        role: Role | None = None,
+        tools: Sequence[str] = ("*",),
+        threads: Sequence[str] = ("",),
+        expires_at: float | None = None,
+    ) -> TokenRecord:
+        """Add a token of ``principal`` (named in any form of its name); return it as stored.
+
+        The store keeps what it is given: that ``role`` is no higher than the principal's
+        is the caller's to decide (and the server's to enforce, whatever is stored).
+
+        Raises:
+            UnknownPrincipal: No principal has that name.
+            StoreError: The id or the hash is taken (a token is never stored twice).
+            TypeError, ValueError: An argument is not one: ``hash`` is not
+                ``sha256:<64 hex digits>``, a scope is empty...
+        """
+        ...
+
+    async def tokens(
+        self, *, principal: str | None = None, limit: int = 100, after: str | None = None
+    ) -> list[TokenRecord]:
+        """Up to ``limit`` tokens in id order, revoked and expired ones included, those after
+        the token with id ``after``; with ``principal``, only that principal's (an unknown
+        one has none). Page with ``after=page[-1].id``."""
+        ...
+
+    async def revoke_tokens(
+        self, *, id: str | None = None, principal: str | None = None
+    ) -> list[TokenRecord]:
+        """Revoke the token ``id``, or every token of ``principal``; return those this call
+        revoked, in id order (a token revoked already is left as it is, and not returned).
+
+        Raises:
+            UnknownToken: No token has that id.
+            UnknownPrincipal: No principal has that name.
+            ValueError: Both or neither of ``id`` and ``principal`` are given.
+        """
+        ...
+
+    async def touch_tokens(self, used: Mapping[str, float]) -> None:
+        """Record when tokens were used: ``{token id: Unix time}``.
+
+        A token's ``last_used_at`` only moves forward; an unknown id is ignored. This is not
+        an identity change (no new revision): the servers that follow the identities are not
+        woken by the use they record.
+        """
+        ...
+
+    async def identity_changes(self, *, after: int = 0, limit: int = 1000) -> list[IdentityChange]:
+        """The principals and tokens written after the identity revision ``after``, as they
+        are now, in revision order (each appears once, with its latest revision).
+
+        A follower that starts at 0 reads every principal and token there is; one that calls
+        again with the ``rev`` of the last record it got sees every later change, whichever
+        process made it. A change that commits while this reads may come in the next call.
+
+        Raises:
+            TypeError: ``after`` or ``limit`` is not an int.
+            ValueError: ``after`` is negative or ahead of the store's revision (another
+                store's, or the database was restored from an older copy), or ``limit`` is
+                out of range.
         """
         ...
 

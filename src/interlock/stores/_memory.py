@@ -6,11 +6,13 @@ import bisect
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
+from .._args import check_limit, check_name
 from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
+from .._principals import principal_key
 from ._audit import chain, thread_deleted
 from ._base import (
     AuditEntry,
@@ -41,7 +43,21 @@ from ._checks import (
     head_mismatch,
     lease_after,
 )
+from ._identities import (
+    IdentityChange,
+    PrincipalRecord,
+    Role,
+    TokenRecord,
+    check_identity_page,
+    check_new_principal,
+    check_principal,
+    check_principal_update,
+    check_revoke_args,
+    check_token_args,
+    check_used,
+)
 from ._lifecycle import StoreLifecycle
+from ._memory_identities import IdentityTable
 
 __all__ = ["MemoryStore"]
 
@@ -82,6 +98,7 @@ class MemoryStore(StoreLifecycle):
         # last change ever written (pruning never lowers it, so no position is used twice).
         self._changes: list[tuple[int, ChangeRecord]] = []
         self._change_seq = 0
+        self._identities = IdentityTable()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -506,6 +523,110 @@ class MemoryStore(StoreLifecycle):
         del self._changes[:gone]
         return gone
 
+    async def add_principal(
+        self,
+        name: str,
+        *,
+        role: Role,
+        display_name: str = "",
+        groups: Sequence[str] = (),
+    ) -> PrincipalRecord:
+        """Add a principal (see `Store.add_principal`)."""
+        key, named = check_new_principal(name, role, display_name, groups)
+        self._check_open()
+        return self._identities.add_principal(
+            key, name, role=role, display_name=display_name, groups=named, now=self._clock()
+        )
+
+    async def update_principal(
+        self,
+        name: str,
+        *,
+        role: Role | None = None,
+        display_name: str | None = None,
+        groups: Sequence[str] | None = None,
+        disabled: bool | None = None,
+    ) -> PrincipalRecord:
+        """Change a principal (see `Store.update_principal`)."""
+        key, named = check_principal_update(name, role, display_name, groups, disabled)
+        self._check_open()
+        return self._identities.update_principal(
+            key, name, role=role, display_name=display_name, groups=named, disabled=disabled
+        )
+
+    async def get_principal(self, name: str) -> PrincipalRecord | None:
+        """Return the principal named ``name`` (in normal form), or None."""
+        key = check_principal(name)
+        self._check_open()
+        return self._identities.get_principal(key)
+
+    async def principals(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> list[PrincipalRecord]:
+        """Return principals in the order of their keys (see `Store.principals`)."""
+        check_limit(limit, "limit")
+        start = None if after is None else check_principal(after)
+        self._check_open()
+        return self._identities.principals(limit, start)
+
+    async def add_token(
+        self,
+        id: str,
+        *,
+        hash: str,
+        principal: str,
+        role: Role | None = None,
+        tools: Sequence[str] = ("*",),
+        threads: Sequence[str] = ("",),
+        expires_at: float | None = None,
+    ) -> TokenRecord:
+        """Add a token of a principal (see `Store.add_token`)."""
+        check_principal(principal)
+        scopes = check_token_args(id, hash, role, tools, threads, expires_at)
+        self._check_open()
+        return self._identities.add_token(
+            id,
+            hash=hash,
+            principal=principal,
+            role=role,
+            tools=scopes[0],
+            threads=scopes[1],
+            expires_at=expires_at,
+            now=self._clock(),
+        )
+
+    async def tokens(
+        self, *, principal: str | None = None, limit: int = 100, after: str | None = None
+    ) -> list[TokenRecord]:
+        """Return tokens in id order (see `Store.tokens`)."""
+        key = None if principal is None else check_principal(principal)
+        check_limit(limit, "limit")
+        check_name(after, "after", optional=True)
+        self._check_open()
+        return self._identities.tokens(key, limit, after)
+
+    async def revoke_tokens(
+        self, *, id: str | None = None, principal: str | None = None
+    ) -> list[TokenRecord]:
+        """Revoke one token or all of a principal's (see `Store.revoke_tokens`)."""
+        check_revoke_args(id, principal)
+        self._check_open()
+        owner = None if principal is None else (principal_key(principal), principal)
+        return self._identities.revoke_tokens(id, owner, self._clock())
+
+    async def touch_tokens(self, used: Mapping[str, float]) -> None:
+        """Record when tokens were used (see `Store.touch_tokens`)."""
+        checked = check_used(used)
+        self._check_open()
+        self._identities.touch_tokens(checked)
+
+    async def identity_changes(self, *, after: int = 0, limit: int = 1000) -> list[IdentityChange]:
+        """Return the principals and tokens written after revision ``after`` (see
+        `Store.identity_changes`)."""
+        start = check_identity_page(after, limit)
+        self._check_open()
+        return self._identities.changes(start, limit)
+
     async def close(self) -> None:
         """Mark the store closed and drop its data. Idempotent."""
         self._closed = True
@@ -519,6 +640,7 @@ class MemoryStore(StoreLifecycle):
         self._effects.clear()
         self._audit.clear()
         self._changes.clear()
+        self._identities.clear()
 
     def _check_open(self) -> None:
         if self._closed:

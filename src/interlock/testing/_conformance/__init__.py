@@ -14,6 +14,7 @@ from ._concurrency import ConcurrencyConformance
 from ._deletion import DeletionConformance
 from ._effects import EffectConformance
 from ._feed import FeedConformance
+from ._identities import IdentityConformance
 from ._interrupts import InterruptConformance
 from ._leases import LeaseConformance
 from ._pauses import PauseConformance
@@ -29,6 +30,7 @@ class StoreConformance(
     AuditConformance,
     PauseConformance,
     FeedConformance,
+    IdentityConformance,
     DeletionConformance,
     ArgumentConformance,
     ConcurrencyConformance,
