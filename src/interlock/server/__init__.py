@@ -14,6 +14,7 @@ Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 from __future__ import annotations
 
 from .._public import publish
+from ._access import GroupAccess
 from ._app import create_app
 from ._auth import ROLES, Identity, Role, TokenAuth, hash_token, new_token
 from ._events import EVENT_TYPES, EventType, ServerEvent
@@ -30,6 +31,8 @@ from ._notify import (
     sign,
     verify_signature,
 )
+from ._oidc import OIDCConfig
+from ._proxy import TrustedProxy
 from ._state import Authenticator
 
 __all__ = [
@@ -42,13 +45,16 @@ __all__ = [
     "DeliveryRecord",
     "Email",
     "EventType",
+    "GroupAccess",
     "Identity",
     "Notifier",
+    "OIDCConfig",
     "RetryPolicy",
     "Role",
     "ServerEvent",
     "SignatureError",
     "TokenAuth",
+    "TrustedProxy",
     "Webhook",
     "create_app",
     "hash_token",
