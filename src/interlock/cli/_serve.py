@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
@@ -15,6 +17,8 @@ from ._startup import Startup, listen, refusal, where
 __all__ = ["serve", "token"]
 
 TOKENS_VARIABLE = "INTERLOCK_TOKENS"
+SSO_VARIABLE = "INTERLOCK_SSO"
+SECRET_VARIABLE = "INTERLOCK_OIDC_CLIENT_SECRET"
 
 
 @click.command()
@@ -61,6 +65,16 @@ TOKENS_VARIABLE = "INTERLOCK_TOKENS"
 @click.option(
     "--cors-origin", "cors", multiple=True, metavar="ORIGIN", help="Allow a browser origin."
 )
+@click.option(
+    "--sso",
+    "sso_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=SSO_VARIABLE,
+    help=f"Sign people in to the web inbox (env {SSO_VARIABLE}): a TOML file with an [oidc] "
+    "table (an OpenID provider; its client secret may come from "
+    f"${SECRET_VARIABLE}) and/or a [proxy] table (a trusted reverse proxy that names people "
+    "in headers). Tokens keep working beside it.",
+)
 def serve(
     app_spec: str,
     store_url: str | None,
@@ -72,6 +86,7 @@ def serve(
     public_url: str | None,
     webhooks: tuple[str, ...],
     cors: tuple[str, ...],
+    sso_file: Path | None,
 ) -> None:
     """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
 
@@ -81,7 +96,7 @@ def serve(
       interlock serve --app shop.approvals:app --tokens tokens.toml --port 8000
     """
     try:
-        from ..server import Notifier, TokenAuth, Webhook, create_app
+        from ..server import Notifier, OIDCConfig, TokenAuth, TrustedProxy, Webhook, create_app
         from ._uvicorn import run_server
     except ImportError as exc:
         raise Refused(
@@ -97,6 +112,23 @@ def serve(
             f"{tokens} names no identity; add one with `interlock token new NAME`",
             param_hint="'--tokens'",
         )
+    sso: OIDCConfig | None = None
+    proxy: TrustedProxy | None = None
+    if sso_file is not None:
+        tables = _sso_tables(sso_file)
+        try:
+            if "oidc" in tables:
+                sso = OIDCConfig.from_config(tables["oidc"])
+            if "proxy" in tables:
+                proxy = TrustedProxy.from_config(tables["proxy"])
+        except ValueError as exc:
+            raise click.BadParameter(f"{sso_file}: {exc}", param_hint="'--sso'") from exc
+        if sso is not None and sso.redirect_url is None and public_url is None:
+            raise click.BadParameter(
+                f"{sso_file}: [oidc] needs redirect_url (the callback URL registered at the "
+                "provider, .../auth/callback), or give --public-url",
+                param_hint="'--sso'",
+            )
     notifier = None
     if webhooks:
         secret = os.environ.get("INTERLOCK_WEBHOOK_SECRET", "")
@@ -112,8 +144,8 @@ def serve(
         target = open_target(app_spec, store_url, decides=True, new_ok=True)
         assert target.app is not None
         try:
-            api = Startup(
-                create_app(
+            try:
+                server = create_app(
                     target.app,
                     auth=auth,
                     four_eyes=four_eyes,
@@ -121,8 +153,12 @@ def serve(
                     notifier=notifier,
                     public_url=public_url,
                     cors_origins=cors,
+                    sso=sso,
+                    proxy=proxy,
                 )
-            )
+            except ImportError as exc:  # single sign-on without the sso extra
+                raise Refused(str(exc)) from exc
+            api = Startup(server)
             url = f"http://{where(host, sock.getsockname()[1])}"
             served = run_server(
                 api,
@@ -139,6 +175,39 @@ def serve(
         if refused is None:
             raise api.error
         raise refused from api.error
+
+
+def _sso_tables(path: Path) -> dict[str, dict[str, Any]]:
+    """The ``[oidc]`` and ``[proxy]`` tables of an ``--sso`` file (anything else is refused)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {path}: {exc.strerror}", param_hint="'--sso'"
+        ) from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise click.BadParameter(f"{path} is not valid TOML: {exc}", param_hint="'--sso'") from exc
+    unknown = sorted(set(data) - {"oidc", "proxy"})
+    if unknown:
+        raise click.BadParameter(
+            f"{path}: unknown key(s) {unknown}; the file has an [oidc] table, a [proxy] table, "
+            "or both",
+            param_hint="'--sso'",
+        )
+    if not data:
+        raise click.BadParameter(f"{path} has neither [oidc] nor [proxy]", param_hint="'--sso'")
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise click.BadParameter(f"{path}: {name} must be a table", param_hint="'--sso'")
+    if "oidc" in data and "client_secret" not in data["oidc"]:
+        secret = os.environ.get(SECRET_VARIABLE, "")
+        if not secret:
+            raise click.BadParameter(
+                f"{path}: [oidc] needs client_secret, or set {SECRET_VARIABLE}",
+                param_hint="'--sso'",
+            )
+        data["oidc"] = {**data["oidc"], "client_secret": secret}
+    return data
 
 
 @click.group()
