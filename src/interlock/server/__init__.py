@@ -8,6 +8,10 @@ approvers' how-to guide runs a server)::
     auth = TokenAuth({hash_token("s3cret"): Identity(name="ana", role="approver")})
     api = create_app(app, auth=auth)      # an ASGI app: uvicorn, or Mount it in yours
 
+People may also sign in to the web inbox with single sign-on (``create_app(sso=OIDCConfig(...))``,
+the ``sso`` extra) or through a reverse proxy that signs them in
+(``create_app(proxy=TrustedProxy(...))``); tokens keep working beside both.
+
 Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 """
 
