@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
@@ -16,6 +18,8 @@ from ._startup import Startup, listen, refusal, where
 __all__ = ["serve"]
 
 TOKENS_VARIABLE = "INTERLOCK_TOKENS"
+SSO_VARIABLE = "INTERLOCK_SSO"
+SECRET_VARIABLE = "INTERLOCK_OIDC_CLIENT_SECRET"
 
 
 @click.command()
@@ -69,6 +73,16 @@ TOKENS_VARIABLE = "INTERLOCK_TOKENS"
 @click.option(
     "--cors-origin", "cors", multiple=True, metavar="ORIGIN", help="Allow a browser origin."
 )
+@click.option(
+    "--sso",
+    "sso_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=SSO_VARIABLE,
+    help=f"Sign people in to the web inbox (env {SSO_VARIABLE}): a TOML file with an [oidc] "
+    "table (an OpenID provider; its client secret may come from "
+    f"${SECRET_VARIABLE}) and/or a [proxy] table (a trusted reverse proxy that names people "
+    "in headers). Tokens keep working beside it.",
+)
 def serve(
     app_spec: str,
     store_url: str | None,
@@ -81,6 +95,7 @@ def serve(
     public_url: str | None,
     webhooks: tuple[str, ...],
     cors: tuple[str, ...],
+    sso_file: Path | None,
 ) -> None:
     """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
 
@@ -97,7 +112,7 @@ def serve(
       interlock serve --app shop.approvals:app --port 8000
     """
     try:
-        from ..server import Notifier, TokenAuth, Webhook, create_app
+        from ..server import Notifier, OIDCConfig, TokenAuth, TrustedProxy, Webhook, create_app
         from ._uvicorn import run_server
     except ImportError as exc:
         raise Refused(
@@ -108,6 +123,23 @@ def serve(
         from_file = None if tokens is None else TokenAuth.from_file(tokens)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--tokens'") from exc
+    sso: OIDCConfig | None = None
+    proxy: TrustedProxy | None = None
+    if sso_file is not None:
+        tables = _sso_tables(sso_file)
+        try:
+            if "oidc" in tables:
+                sso = OIDCConfig.from_config(tables["oidc"])
+            if "proxy" in tables:
+                proxy = TrustedProxy.from_config(tables["proxy"])
+        except ValueError as exc:
+            raise click.BadParameter(f"{sso_file}: {exc}", param_hint="'--sso'") from exc
+        if sso is not None and sso.redirect_url is None and public_url is None:
+            raise click.BadParameter(
+                f"{sso_file}: [oidc] needs redirect_url (the callback URL registered at the "
+                "provider, .../auth/callback), or give --public-url",
+                param_hint="'--sso'",
+            )
     notifier = None
     if webhooks:
         secret = os.environ.get("INTERLOCK_WEBHOOK_SECRET", "")
@@ -124,8 +156,8 @@ def serve(
         assert target.app is not None
         try:
             auth = serve_auth(target.app.store, from_file, store_identities)
-            api = Startup(
-                create_app(
+            try:
+                server = create_app(
                     target.app,
                     auth=auth,
                     four_eyes=four_eyes,
@@ -133,8 +165,12 @@ def serve(
                     notifier=notifier,
                     public_url=public_url,
                     cors_origins=cors,
+                    sso=sso,
+                    proxy=proxy,
                 )
-            )
+            except ImportError as exc:  # single sign-on without the sso extra
+                raise Refused(str(exc)) from exc
+            api = Startup(server)
             url = f"http://{where(host, sock.getsockname()[1])}"
             served = run_server(
                 api,
@@ -151,3 +187,79 @@ def serve(
         if refused is None:
             raise api.error
         raise refused from api.error
+
+
+def _sso_tables(path: Path) -> dict[str, dict[str, Any]]:
+    """The ``[oidc]`` and ``[proxy]`` tables of an ``--sso`` file (anything else is refused)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {path}: {exc.strerror}", param_hint="'--sso'"
+        ) from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise click.BadParameter(f"{path} is not valid TOML: {exc}", param_hint="'--sso'") from exc
+    unknown = sorted(set(data) - {"oidc", "proxy"})
+    if unknown:
+        raise click.BadParameter(
+            f"{path}: unknown key(s) {unknown}; the file has an [oidc] table, a [proxy] table, "
+            "or both",
+            param_hint="'--sso'",
+        )
+    if not data:
+        raise click.BadParameter(f"{path} has neither [oidc] nor [proxy]", param_hint="'--sso'")
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise click.BadParameter(f"{path}: {name} must be a table", param_hint="'--sso'")
+    if "oidc" in data and "client_secret" not in data["oidc"]:
+        secret = os.environ.get(SECRET_VARIABLE, "")
+        if not secret:
+            raise click.BadParameter(
+                f"{path}: [oidc] needs client_secret, or set {SECRET_VARIABLE}",
+                param_hint="'--sso'",
+            )
+        data["oidc"] = {**data["oidc"], "client_secret": secret}
+    return data
+
+
+@click.group()
+def token() -> None:
+    """Make tokens for the approval server."""
+
+
+@token.command("new")
+@click.argument("name")
+@click.option(
+    "--role",
+    type=click.Choice(["viewer", "approver", "admin"]),
+    default="approver",
+    show_default=True,
+)
+@click.option("--tool", "tools", multiple=True, help="A tool pattern it may decide (repeatable).")
+@click.option("--thread", "threads", multiple=True, help="A thread-id prefix it may see.")
+def new(name: str, role: str, tools: tuple[str, ...], threads: tuple[str, ...]) -> None:
+    """Print a new token for NAME on stderr and its configuration entry on stdout.
+
+    The token is shown once; the server keeps only its hash. Append the entry to the file
+    you pass to `interlock serve --tokens`.
+    """
+    from ..server import Identity, hash_token, new_token
+
+    secret = new_token()
+    try:
+        Identity(name=name, role=role, tools=tools or ("*",), threads=threads or ("",))  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from exc
+    click.echo(f"token for {name} (give it to them; it is not stored): {secret}", err=True)
+    lines = ["[[identity]]", f"name = {_toml(name)}", f"role = {_toml(role)}"]
+    lines.append(f"token_sha256 = {_toml(hash_token(secret))}")
+    if tools:
+        lines.append(f"tools = [{', '.join(_toml(t) for t in tools)}]")
+    if threads:
+        lines.append(f"threads = [{', '.join(_toml(t) for t in threads)}]")
+    click.echo("\n".join(lines) + "\n")
+
+
+def _toml(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

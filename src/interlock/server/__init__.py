@@ -10,12 +10,17 @@ approvers' how-to guide runs a server)::
 
 Who may call is decided by an authenticator: `TokenAuth` (a tokens file, read once) or
 `StoreAuth` (the principals and tokens kept in a store, managed while the server runs).
+People may also sign in to the web inbox with single sign-on (``create_app(sso=OIDCConfig(...))``,
+the ``sso`` extra) or through a reverse proxy that signs them in
+(``create_app(proxy=TrustedProxy(...))``); tokens keep working beside both.
+
 Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 """
 
 from __future__ import annotations
 
 from .._public import publish
+from ._access import GroupAccess
 from ._app import create_app
 from ._auth import ROLES, Identity, Role, TokenAuth, hash_token, new_token
 from ._events import EVENT_TYPES, EventType, ServerEvent
@@ -32,6 +37,8 @@ from ._notify import (
     sign,
     verify_signature,
 )
+from ._oidc import OIDCConfig
+from ._proxy import TrustedProxy
 from ._state import Authenticator
 from ._store_auth import (
     ImportReport,
@@ -52,16 +59,19 @@ __all__ = [
     "DeliveryRecord",
     "Email",
     "EventType",
+    "GroupAccess",
     "Identity",
     "ImportReport",
     "IssuedToken",
     "Notifier",
+    "OIDCConfig",
     "RetryPolicy",
     "Role",
     "ServerEvent",
     "SignatureError",
     "StoreAuth",
     "TokenAuth",
+    "TrustedProxy",
     "Webhook",
     "create_app",
     "hash_token",

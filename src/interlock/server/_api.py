@@ -65,6 +65,7 @@ from ._scopes import (
     visible_event,
 )
 from ._served import Served
+from ._signin import authenticate
 from ._state import FailureRecorder, ServerState
 from ._views import (
     AuditItem,
@@ -132,7 +133,7 @@ def _state(request: Request) -> ServerState:
 
 def _identity(request: Request, role: Role) -> Identity:
     state = _state(request)
-    identity = state.auth.authenticate(request.headers.get("authorization"))
+    identity = authenticate(request, state)
     if identity is None:
         raise ApiError(
             401,

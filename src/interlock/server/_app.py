@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from importlib import metadata, resources
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -27,13 +27,20 @@ from ._api import _identity
 from ._errors import ApiError, json_response
 from ._events import ServerEvent
 from ._limits import BodyLimit, RateLimiter, SecurityHeaders
+from ._oidc import OIDCConfig, redirect_for
 from ._openapi import openapi
 from ._params import declare
+from ._proxy import ProxyHeaders, TrustedProxy
 from ._redact import ACCESS_LOGGER, RedactTokens
 from ._routes import ROUTES
 from ._served import Served
+from ._sessions import Sessions
+from ._signin import browser_session, sign_in, sign_in_callback, sign_out
 from ._state import Authenticator, Metrics, Runs, ServerState
 from ._views import Status
+
+if TYPE_CHECKING:
+    from ._oidc_client import OIDCProvider
 
 __all__ = ["create_app"]
 
@@ -66,6 +73,8 @@ def create_app(
     poll_interval: float = 0.05,
     heartbeat: float = 15.0,
     web: bool = True,
+    sso: OIDCConfig | None = None,
+    proxy: TrustedProxy | None = None,
 ) -> Starlette:
     """The approval server for ``apps``: the ``/v1`` HTTP API, its event stream, the web inbox.
 
@@ -90,6 +99,11 @@ def create_app(
         poll_interval: Seconds between reads of each store's change feed.
         heartbeat: Seconds between keep-alive comments on an idle event stream.
         web: Serve the web inbox at ``/inbox``.
+        sso: Sign people in to the web inbox with an OpenID provider (`OIDCConfig`; needs
+            the ``sso`` extra): ``/auth/login``, ``/auth/callback`` and ``/auth/logout``.
+            Bearer tokens keep working beside it.
+        proxy: Believe the identity headers of a reverse proxy that signs people in
+            (`TrustedProxy`), from its addresses only.
 
     Mounted inside another Starlette (or FastAPI) app, its lifespan must run (a sketch; the
     approvers' page runs it)::
@@ -117,6 +131,11 @@ def create_app(
             raise ValueError(f"{name} must be at least {lo}, not {value!r}")
     for one in served.values():
         one.four_eyes = bool(four_eyes)
+    if sso is not None and not isinstance(sso, OIDCConfig):
+        raise TypeError(f"sso must be an OIDCConfig, not {sso!r}")
+    if proxy is not None and not isinstance(proxy, TrustedProxy):
+        raise TypeError(f"proxy must be a TrustedProxy, not {proxy!r}")
+    oidc = None if sso is None else _provider(sso, redirect_for(sso, public_url))
     metrics = Metrics()
     state = ServerState(
         served=served,
@@ -128,6 +147,11 @@ def create_app(
         runs=Runs(metrics, background_runs),
         heartbeat=heartbeat,
         poll_interval=poll_interval,
+        sessions=None
+        if sso is None and proxy is None
+        else Sessions(lifetime=sso.session_seconds if sso is not None else 8 * 3600.0),
+        oidc=oidc,
+        proxy=None if proxy is None else ProxyHeaders(proxy),
     )
     if notifier is not None:
         publish = getattr(notifier, "publish", None)
@@ -153,6 +177,29 @@ def create_app(
         Route("/readyz", _endpoint(state, "readyz", _readyz), name="readyz"),
         Route("/metrics", _endpoint(state, "metrics", _metrics), name="metrics"),
     ]
+    if web or sso is not None or proxy is not None:
+        routes.append(
+            Route(
+                "/auth/session",
+                _endpoint(state, "auth_session", browser_session),
+                name="auth_session",
+            )
+        )
+    if sso is not None:
+        routes += [
+            Route("/auth/login", _endpoint(state, "auth_login", sign_in), name="auth_login"),
+            Route(
+                "/auth/callback",
+                _endpoint(state, "auth_callback", sign_in_callback),
+                name="auth_callback",
+            ),
+            Route(
+                "/auth/logout",
+                _endpoint(state, "auth_logout", sign_out),
+                methods=["POST"],
+                name="auth_logout",
+            ),
+        ]
     if web:
         static = resources.files("interlock.server") / "web"
         routes += [
@@ -173,6 +220,19 @@ def create_app(
     server = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(state, notifier))
     server.state.interlock = state
     return server
+
+
+def _provider(config: OIDCConfig, redirect_url: str) -> OIDCProvider:
+    # Imported here, not at the top: Authlib is the sso extra's, and a server without single
+    # sign-on runs without it.
+    try:
+        from ._oidc_client import OIDCProvider
+    except ImportError as exc:
+        raise ImportError(
+            f"single sign-on needs the sso extra ({exc.name} is missing): "
+            "pip install 'interlock[sso]'"
+        ) from exc
+    return OIDCProvider(config, redirect_url)
 
 
 def _served(apps: Any, public_url: str | None) -> dict[str, Served]:
@@ -343,6 +403,8 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
             if notifier is not None:
                 # Entered outside the task group: closing it drains queued deliveries.
                 await stack.enter_async_context(notifier)
+            if state.oidc is not None:
+                await stack.enter_async_context(state.oidc)
             async with anyio.create_task_group() as group:
                 for served in state.served.values():
                     cursor = await served.store.change_cursor()

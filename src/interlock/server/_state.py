@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -15,7 +15,13 @@ from .._errors import InterlockError
 from ..observability import PrometheusMetrics
 from ._auth import Identity
 from ._limits import RateLimiter
+from ._proxy import ProxyHeaders
 from ._served import Served
+from ._sessions import Sessions
+
+if TYPE_CHECKING:
+    # Authlib's (the sso extra): imported by the server only when single sign-on is set up.
+    from ._oidc_client import OIDCProvider
 
 __all__ = ["Authenticator", "FailureRecorder", "Metrics", "Runs", "ServerState", "Ticker"]
 
@@ -192,3 +198,9 @@ class ServerState:
     notifier: Any = None
     """The `Notifier` events go to, if any (its ``log`` is read by ``/v1/deliveries``)."""
     ready: bool = False
+    sessions: Sessions | None = None
+    """The browser sessions, with single sign-on or a trusted proxy (else None)."""
+    oidc: OIDCProvider | None = None
+    """The OpenID provider people sign in with, if any."""
+    proxy: ProxyHeaders | None = None
+    """The trusted proxy whose headers name people, if any."""

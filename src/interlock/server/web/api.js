@@ -1,10 +1,14 @@
-// Talking to the server's /v1 API with the bearer token kept for this browser tab.
+// Talking to the server's /v1 API, signed in with a token or with single sign-on.
 //
-// The token lives in sessionStorage (gone when the tab closes) and goes in the Authorization
-// header of every call; the inbox uses no cookies, so another site cannot act in its name.
+// A pasted token lives in sessionStorage (gone when the tab closes) and goes in the
+// Authorization header of every call. Signed in with single sign-on (or through a proxy that
+// signs people in), the browser's cookie says who calls instead, and every call also carries
+// the session's CSRF token (X-CSRF-Token), which the server gives this page only
+// (GET auth/session): another site can make the browser send its cookie, not that token.
 // URLs are relative to the page, so the inbox works wherever the server is mounted.
 
 const KEY = "interlock.token";
+let csrf = null;
 
 export const session = {
   get token() {
@@ -13,6 +17,13 @@ export const session = {
   set token(value) {
     if (value) sessionStorage.setItem(KEY, value);
     else sessionStorage.removeItem(KEY);
+  },
+  /** The CSRF token of the browser's sign-in (single sign-on or proxy), kept in memory. */
+  get csrf() {
+    return csrf;
+  },
+  set csrf(value) {
+    csrf = value || null;
   },
 };
 
@@ -30,10 +41,14 @@ export class ApiError extends Error {
 /** Called with every 401, so that the page can ask for a token again. */
 export const hooks = { unauthenticated: () => {} };
 
+/** The headers that say who calls: the token's, else the browser sign-in's CSRF token. */
+export function credentials() {
+  if (session.token) return { Authorization: `Bearer ${session.token}` };
+  return session.csrf ? { "X-CSRF-Token": session.csrf } : {};
+}
+
 function headers(extra = {}) {
-  const out = { Accept: "application/json", ...extra };
-  if (session.token) out.Authorization = `Bearer ${session.token}`;
-  return out;
+  return { Accept: "application/json", ...extra, ...credentials() };
 }
 
 async function answer(response) {
@@ -80,6 +95,23 @@ export async function whoAmI(token) {
   }
   if (response.status === 401) throw new ApiError(401, await response.json().catch(() => null));
   return answer(response);
+}
+
+/**
+ * How this browser is signed in without a token (GET auth/session): {identity, via, csrf,
+ * sign_in, sign_out, refused, four_eyes}; null when the server cannot tell.
+ */
+export async function browserSession() {
+  const response = await fetch("auth/session", { headers: { Accept: "application/json" }, cache: "no-store" }).catch(() => null);
+  if (!response?.ok) return null;
+  return response.json().catch(() => null);
+}
+
+/** End this browser's single sign-on session (POST auth/logout, with its CSRF token). */
+export async function signOutSession() {
+  const response = await fetch("auth/logout", { method: "POST", headers: headers() }).catch(() => null);
+  csrf = null;
+  return Boolean(response?.ok);
 }
 
 const RETRIES = [500, 1000, 2000, 4000];

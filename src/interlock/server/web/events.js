@@ -1,11 +1,12 @@
 // The server's event stream (GET v1/events), read with fetch so that it can carry the
-// Authorization header (EventSource cannot), and parsed as Server-Sent Events by hand.
+// Authorization header (EventSource cannot), and parsed as Server-Sent Events by hand. Signed
+// in with single sign-on, the browser's cookie goes with it instead.
 //
 // After a drop the stream reconnects with the Last-Event-ID header, and the server sends
 // what happened in between: nothing is missed. A first connection (no id yet) cannot know
 // what happened before it, so `onOpen` tells the page to read the inbox afresh.
 
-import { session, hooks } from "./api.js";
+import { credentials, hooks } from "./api.js";
 
 /** Server-Sent Events frames from text that arrives in arbitrary pieces. */
 export class FrameParser {
@@ -103,7 +104,7 @@ export class EventStream {
     const abort = new AbortController();
     this.#abort = abort;
     let silence = setTimeout(() => abort.abort(), SILENCE_MS);
-    const headers = { Accept: "text/event-stream", Authorization: `Bearer ${session.token}` };
+    const headers = { Accept: "text/event-stream", ...credentials() };
     const resumed = Boolean(this.lastId);
     if (resumed) headers["Last-Event-ID"] = this.lastId;
     try {

@@ -1,4 +1,4 @@
-// The web inbox: sign in with a token, see what waits for a decision, decide.
+// The web inbox: sign in (single sign-on, or a token), see what waits for a decision, decide.
 //
 // Routes live in the URL's hash: #/ (the pending list, #/?thread=…&tool=…&key=… filtered),
 // #/interrupts/<id> (one question), #/threads/<id> (one thread) and #/failed (the threads
@@ -17,7 +17,8 @@ const main = document.getElementById("main");
 const who = document.getElementById("who");
 const live = document.getElementById("live");
 
-let me = null; // the signed-in identity (GET v1/me)
+let me = null; // the signed-in identity (GET v1/me, or GET auth/session)
+let browser = null; // how the browser is signed in without a token (GET auth/session)
 let stream = null;
 let view = null;
 
@@ -46,6 +47,15 @@ function route() {
   view.element.querySelector("h1")?.focus({ preventScroll: true });
 }
 
+/** The "Log out" control: forget the token, end the session, or go to the proxy's sign-out. */
+function logOut() {
+  if (api.session.token || browser?.via === "session") {
+    return h("button", { type: "button", className: "secondary small", onclick: () => signOut("You are signed out.") }, "Log out");
+  }
+  if (browser?.sign_out) return h("a", { className: "button secondary small", href: browser.sign_out }, "Log out");
+  return null;
+}
+
 function signedIn(identity) {
   me = identity;
   fill(
@@ -55,7 +65,7 @@ function signedIn(identity) {
     " ",
     h("span", { className: "badge role", id: "who-role" }, me.role),
     " ",
-    h("button", { type: "button", className: "secondary small", onclick: () => signOut("You are signed out.") }, "Log out"),
+    logOut(),
   );
   who.hidden = false;
   stream = new EventStream({
@@ -67,16 +77,39 @@ function signedIn(identity) {
   route();
 }
 
-function signOut(message) {
+async function signOut(message) {
   stream?.stop();
   stream = null;
   me = null;
   view = null;
+  const ending = !api.session.token && browser?.via === "session";
   api.session.token = null;
   who.hidden = true;
   fill(who);
   showLive(null);
+  if (ending) await api.signOutSession();
+  browser = await api.browserSession();
   signInForm(message);
+}
+
+/** The way to sign in with single sign-on, when the server has it; back to this route after. */
+function singleSignOn() {
+  if (!browser?.sign_in) return null;
+  const target = () => {
+    const next = location.hash.length > 1 ? `?next=${encodeURIComponent(location.hash)}` : "";
+    return `${browser.sign_in}${next}`;
+  };
+  return h(
+    "div",
+    { className: "sso" },
+    h(
+      "a",
+      // The route shown when it is clicked, which may have changed since the form was drawn.
+      { className: "button primary", id: "sso", href: target(), onclick: (event) => (event.currentTarget.href = target()) },
+      "Sign in with single sign-on",
+    ),
+    h("p", { className: "muted" }, "Or sign in with an access token:"),
+  );
 }
 
 function signInForm(message = "", isError = false) {
@@ -110,6 +143,8 @@ function signInForm(message = "", isError = false) {
       },
     },
     h("h1", { tabindex: -1 }, "Sign in"),
+    singleSignOn(),
+    browser?.refused ? h("p", { className: "error", role: "alert" }, `You are signed in through the proxy, but: ${browser.refused}.`) : null,
     h("p", {}, "Paste the access token you were given. It is kept only in this browser tab, and forgotten when you close it or log out."),
     h("div", { className: "field" }, h("label", { for: "token" }, "Access token"), input),
     error,
@@ -121,12 +156,23 @@ function signInForm(message = "", isError = false) {
 
 async function start() {
   api.hooks.unauthenticated = () => {
-    if (me) signOut("The server no longer accepts your token. Sign in again.");
+    if (!me) return;
+    const why = api.session.token ? "The server no longer accepts your token." : "Your sign-in has ended.";
+    api.session.token = null;
+    browser = null; // its session is over: nothing to end
+    signOut(`${why} Sign in again.`);
   };
   window.addEventListener("hashchange", route);
   setInterval(tick, 1000);
   const token = api.session.token;
-  if (!token) return signInForm();
+  browser = await api.browserSession();
+  if (!token) {
+    if (browser?.identity) {
+      api.session.csrf = browser.csrf;
+      return signedIn({ ...browser.identity, four_eyes: browser.four_eyes });
+    }
+    return signInForm();
+  }
   try {
     signedIn(await api.whoAmI(token));
   } catch (failure) {
