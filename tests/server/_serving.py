@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,39 +299,43 @@ class ServeProcess:
 
 
 @contextmanager
-def serve_process(db: Path, tokens: Path, *, stop: int = 15) -> Iterator[ServeProcess]:
-    """``interlock serve`` for `env_order_app` on ``db``; stopped with ``stop`` (SIGTERM)."""
+def serve_process(
+    db: Path, tokens: Path, *, stop: int = 15, extra: Sequence[str] = ()
+) -> Iterator[ServeProcess]:
+    """``interlock serve`` for `env_order_app` on ``db``, on a port the system picks (read
+    from its banner); stopped with ``stop`` (SIGTERM). ``extra``: more options."""
     import os
+    import re
     import signal
-    import socket
     import subprocess
     import sys
 
     import httpx2 as httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    running = ServeProcess(url=f"http://127.0.0.1:{port}", log=db.parent / f"serve-{port}.log")
+    log_path = db.parent / f"serve-{db.stem}-{time.monotonic_ns()}.log"
     command = ["interlock", "serve", "--app", "_serving:env_order_app", "--tokens", str(tokens)]
-    with running.log.open("wb") as log:
+    with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *command, "--port", str(port)],
+            [sys.executable, "-m", *command, "--port", "0", *extra],
             cwd=Path(__file__).resolve().parent,
             env={**os.environ, "INTERLOCK_TEST_DB": str(db)},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    running = ServeProcess(url="", log=log_path)
     try:
         deadline = time.monotonic() + 30
         while True:
-            try:
-                if httpx.get(running.url + "/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+            found = re.search(r" on (http://127\.0\.0\.1:\d+) ", log_path.read_text())
+            if found:
+                running.url = found.group(1)
+                try:
+                    if httpx.get(running.url + "/readyz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"interlock serve did not start: {running.log.read_text()}")
+                raise AssertionError(f"interlock serve did not start: {log_path.read_text()}")
             time.sleep(0.05)
         yield running
     finally:

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from _serving import serve_process
 from click.testing import CliRunner
 
 from interlock.cli import cli
@@ -80,37 +75,20 @@ def test_the_client_secret_may_come_from_the_environment(tmp_path: Path) -> None
 
 
 def test_serve_believes_the_proxy_named_in_the_sso_file(tmp_path: Path) -> None:
+    # The proxy runs on the same machine (127.0.0.1) and says whom it forwards for in
+    # X-Forwarded-For, as oauth2-proxy does: the server believes the TCP peer, not that header.
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(CliRunner().invoke(cli, ["token", "new", "ana"]).stdout)
     sso = tmp_path / "sso.toml"
-    sso.write_text('[proxy]\naddresses = ["127.0.0.2"]\n[proxy.roles]\napprovers = "approver"\n')
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    url = f"http://127.0.0.1:{port}"
-    args = ["serve", "--app", "_serving:env_order_app", "--tokens", str(tokens)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "interlock", *args, "--sso", str(sso), "--port", str(port)],
-        cwd=HERE,
-        env={**os.environ, "INTERLOCK_TEST_DB": str(tmp_path / "o.db")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.05)
-        headers = {"X-Forwarded-User": "olga", "X-Forwarded-Groups": "approvers"}
+    sso.write_text('[proxy]\naddresses = ["127.0.0.1"]\n[proxy.roles]\napprovers = "approver"\n')
+    with serve_process(tmp_path / "o.db", tokens, extra=["--sso", str(sso)]) as running:
+        headers = {
+            "X-Forwarded-User": "olga",
+            "X-Forwarded-Groups": "approvers",
+            "X-Forwarded-For": "203.0.113.7",
+        }
+        assert httpx.get(f"{running.url}/v1/me", headers=headers).json()["name"] == "olga"
+        # From another address the headers are nobody's word.
         transport = httpx.HTTPTransport(local_address="127.0.0.2")
-        with httpx.Client(transport=transport) as proxy:
-            assert proxy.get(f"{url}/v1/me", headers=headers).json()["name"] == "olga"
-        assert httpx.get(f"{url}/v1/me", headers=headers).status_code == 401
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        with httpx.Client(transport=transport) as other:
+            assert other.get(f"{running.url}/v1/me", headers=headers).status_code == 401

@@ -22,7 +22,9 @@ def run_server(api: Startup, sock: socket.socket, banner: str) -> bool:
     ``banner`` is printed once the server listens. If the app's start-up fails, nothing is
     printed and the failure is left in ``api.error``.
     """
-    config = uvicorn.Config(api, log_level="info", timeout_graceful_shutdown=5)
+    # The peer is the TCP peer: a proxy's X-Forwarded-For is not taken for the client, so a
+    # trusted proxy on this machine is known by its address and nobody can claim to be it.
+    config = uvicorn.Config(api, log_level="info", timeout_graceful_shutdown=5, proxy_headers=False)
     log = logging.getLogger("uvicorn.error")
     log.addFilter(api.log_filter)
     server = _Server(config, api, banner)

@@ -6,11 +6,13 @@ they are believed only from the configured proxy addresses: the address checked 
 peer as the ASGI server reports it (``scope["client"]``). From any other address the headers
 are ignored (and the first request from each such address is logged).
 
-The ASGI server must report the real peer. uvicorn, when it trusts ``X-Forwarded-For`` from
+The ASGI server must report the real peer. ``interlock serve`` runs uvicorn with
+``proxy_headers=False`` for that. uvicorn by default, when it trusts ``X-Forwarded-For`` from
 an address (its ``forwarded_allow_ips``, 127.0.0.1 by default), reports a client named in that
 header instead: a proxy on 127.0.0.1 that sends ``X-Forwarded-For`` is then not recognised
-(serve with ``proxy_headers=False``, ``--no-proxy-headers``, or put the proxy on another
-address), and anyone who can connect from 127.0.0.1 could name a trusted proxy in the header.
+(serve the app yourself with ``proxy_headers=False``, ``--no-proxy-headers``, or put the proxy
+on another address), and anyone who can connect from 127.0.0.1 could name a trusted proxy in
+the header.
 So a peer that is named in the request's own ``X-Forwarded-For`` or ``Forwarded`` header is
 not believed: the ASGI server may have taken it from there, and a proxy does not name itself
 as the client it forwards for.
