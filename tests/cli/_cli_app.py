@@ -126,7 +126,11 @@ def payout(state: State) -> dict[str, Any]:
     return {"refunded": approve("Pay out 9,000 EUR?", authority=Authority(not_starter=True))}
 
 
-KINDS = ("refund", "plan", "ops", "typed", "quorum", "payout")
+def finance(state: State) -> dict[str, Any]:
+    return {"refunded": approve("Refund 1,200 EUR?", authority=Authority(groups=("finance",)))}
+
+
+KINDS = ("refund", "plan", "ops", "typed", "quorum", "payout", "finance")
 
 
 def build() -> Graph[State]:
@@ -137,6 +141,7 @@ def build() -> Graph[State]:
     g.add_node("typed", typed)
     g.add_node("quorum", quorum)
     g.add_node("payout", payout)
+    g.add_node("finance", finance)
     g.add_conditional_edges(START, lambda s: s["kind"], list(KINDS))
     for name in KINDS:
         g.add_edge(name, END)

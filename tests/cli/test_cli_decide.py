@@ -294,3 +294,35 @@ def test_the_command_line_is_held_to_separation_of_duties(cli: Approvers) -> Non
     done = cli.decide("approve", asked, "--actor", "ben")
     assert done.exit_code == 0, done.output
     assert [actor for actor, _ in cli.decisions("pay-1")] == ["ben"]
+
+
+def test_the_command_line_decides_as_the_stores_principal_and_overrides_with_a_reason(
+    cli: Approvers,
+) -> None:
+    asked = cli.start("finance", "fin-1")
+    for args in (
+        ["principal", "add", "fay", "--group", "Finance"],
+        ["principal", "add", "bo"],
+        ["principal", "add", "root", "--role", "admin"],
+        ["principal", "add", "dan", "--group", "finance"],
+        ["principal", "disable", "dan"],
+    ):
+        made = cli.read(*args)
+        assert made.exit_code == 0, made.output
+    outside = cli.decide("approve", asked, "--actor", "bo", "--no-continue")
+    assert outside.exit_code == 1 and "group finance" in outside.output
+    disabled = cli.decide("approve", asked, "--actor", "dan", "--no-continue")
+    assert disabled.exit_code == 1 and "disabled" in disabled.output
+    not_admin = cli.decide(
+        "approve", asked, "--actor", "bo", "--override", "I know", "--no-continue"
+    )
+    assert not_admin.exit_code == 1 and "admin" in not_admin.output
+    assert cli.decisions("fin-1") == []
+    done = cli.decide("approve", asked, "--actor", "root", "--override", "finance is out; INC-9")
+    assert done.exit_code == 0, done.output
+    [(actor, data)] = cli.decisions("fin-1")
+    assert (actor, data["override"]) == ("root", "finance is out; INC-9")
+    # A member of the group needs no override.
+    again = cli.start("finance", "fin-2")
+    member = cli.decide("approve", again, "--actor", "fay")
+    assert member.exit_code == 0, member.output

@@ -33,7 +33,7 @@ from rich.markup import escape
 from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
 from .._principals import principal_key
-from ..runtime import App, Decision, Interrupt, RunResult
+from ..runtime import App, Decision, Interrupt, Principal, RunResult
 from ._load import Target, open_target, target_options
 from ._output import Refused, out_console, run
 from ._read import QuestionForm, form_of, question, question_hash
@@ -61,9 +61,20 @@ def _decision_options(fn: _F) -> _F:
         help="An idempotency key: sending the same decision again with it is not an error.",
     )(fn)
     fn = click.option(
+        "--override",
+        metavar="REASON",
+        help=(
+            "Decide outside the question's authority (who may decide it), for this reason: "
+            "only a principal with the admin role may; recorded and audited."
+        ),
+    )(fn)
+    fn = click.option(
         "--actor",
         metavar="NAME",
-        help="Who decides, for the record (default: your user name on this machine).",
+        help=(
+            "Who decides (default: your user name on this machine). A principal of the store "
+            "decides with its groups and role."
+        ),
     )(fn)
     return fn
 
@@ -81,6 +92,7 @@ class _Request:
     actor: str | None = None
     nonce: str | None = None
     continue_: bool = True
+    override: str | None = None
 
 
 @click.command()
@@ -159,7 +171,7 @@ def answer(interrupt_id: str, value_json: str, reason: str | None, **options: An
 
 def _own(options: dict[str, Any]) -> dict[str, Any]:
     """The shared options a `_Request` keeps (``--app``/``--store`` stay in the context)."""
-    return {k: options[k] for k in ("actor", "nonce", "continue_")}
+    return {k: options[k] for k in ("actor", "nonce", "continue_", "override")}
 
 
 def _json(text: str, hint: str) -> Any:
@@ -221,7 +233,8 @@ def _decide(request: _Request) -> None:
         try:
             interrupt, row = await question(target, request.interrupt_id)
             value = _answer_for(request, interrupt)
-            decided = await _record(app, interrupt, value, request, actor, target)
+            who = await _principal(target, actor)
+            decided = await _record(app, interrupt, value, request, who, target)
             done = _Outcome(
                 interrupt=interrupt,
                 value=value,
@@ -282,7 +295,7 @@ async def _record(
     interrupt: Interrupt,
     value: Any,
     request: _Request,
-    actor: str,
+    actor: Principal,
     target: Target,
 ) -> list[Decision]:
     """Record the decision; turn each refusal into what a person needs to know."""
@@ -294,6 +307,7 @@ async def _record(
             reason=request.reason,
             nonce=request.nonce,
             seen={interrupt.id: question_hash(target, interrupt)},
+            override=request.override,
         )
     except InterruptAlreadyResolved as exc:
         first = exc.resolved_value
@@ -322,6 +336,24 @@ async def _record(
         ) from exc
     except InterlockError as exc:
         raise Refused(f"{_sentence(exc)} Nothing was recorded.") from exc
+
+
+async def _principal(target: Target, actor: str) -> Principal:
+    """Who decides: the store's principal of that name (its groups and role), or else a
+    principal of that name alone.
+
+    Raises:
+        Refused: The store's principal of that name is disabled.
+    """
+    record = await target.store.get_principal(actor)
+    if record is None:
+        return Principal(name=actor)
+    if record.disabled:
+        raise Refused(
+            f"the principal {record.name!r} is disabled; nothing was recorded "
+            f"(`interlock principal enable {record.name}` enables it again)"
+        )
+    return Principal(name=record.name, groups=record.groups, roles=(record.role,))
 
 
 def _sentence(exc: Exception) -> str:
