@@ -86,6 +86,25 @@ async def _one(case: str, n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
+async def _token_lookup(n: int) -> float:
+    """Microseconds for the approval server's store-backed authenticator to name the caller
+    of one request (its mirror warm: 1,000 principals with a token each)."""
+    from interlock.server import StoreAuth, issue_token
+
+    store = MemoryStore()
+    tokens = []
+    for k in range(1000):
+        await store.add_principal(f"p{k}", role="approver", groups=("finance",))
+        tokens.append((await issue_token(store, f"p{k}")).token)
+    async with StoreAuth(store) as auth:
+        headers = [f"Bearer {t}" for t in tokens]
+        assert auth.authenticate(headers[0]) is not None
+        start = time.perf_counter()
+        for k in range(n):
+            auth.authenticate(headers[k % len(headers)])
+        return (time.perf_counter() - start) / n * 1e6
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -104,9 +123,11 @@ async def main() -> None:
         print(f"  {case:10s} {us:8.1f} µs{extra}")
     if BEFORE:
         return
-    worst = max(us - base for case, us in medians.items() if case != "none")
+    lookup = await _token_lookup(args.n * 10)
+    print(f"  token lookup (StoreAuth, warm) {lookup:6.2f} µs per request")
+    worst = max(us - base for case, us in medians.items() if case != "none") + lookup
     verdict = "within" if worst <= 100 else "over"
-    print(f"the check adds at most {worst:.1f} µs: {verdict} the 100 µs target")
+    print(f"the check and the token lookup add at most {worst:.1f} µs: {verdict} the 100 µs target")
 
 
 if __name__ == "__main__":
