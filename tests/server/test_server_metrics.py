@@ -90,3 +90,15 @@ def test_the_runtime_metrics_are_detached_when_the_server_stops(tmp_path: Path) 
     with serving(lambda: create_app(order_app(tmp_path / "o.db"), auth=auth())):
         wait_for(lambda: _hooks.OBSERVERS)
     assert _hooks.OBSERVERS == []
+
+
+def test_the_metrics_are_read_only_by_an_identity_that_sees_everything(
+    client: httpx.Client,
+) -> None:
+    # The series are labelled by tool and count every thread: a scoped identity would read
+    # the names of tools its scopes leave out.
+    for scoped in ("mailer", "ops"):
+        refused = client.get("/metrics", headers=bearer(scoped))
+        assert (refused.status_code, refused.json()["error"]) == (403, "out_of_scope")
+        assert "interlock_" not in refused.text
+    assert client.get("/metrics", headers=bearer("vic")).status_code == 200

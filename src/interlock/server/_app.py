@@ -354,7 +354,16 @@ async def _readyz(request: Request) -> Response:
 
 async def _metrics(request: Request) -> Response:
     state: ServerState = request.app.state.interlock
-    _identity(request, "viewer")
+    identity = _identity(request, "viewer")
+    if not ("*" in identity.tools and "" in identity.threads):
+        # The series are labelled by tool (and count every thread's questions): an identity
+        # whose scopes leave some out would read what they hide.
+        raise ApiError(
+            403,
+            "out_of_scope",
+            f"{identity.name} may not read the metrics: they name every tool and count every "
+            "thread; use an identity whose scopes are every tool and every thread",
+        )
     await _count_pending(state)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
