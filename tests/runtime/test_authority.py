@@ -403,3 +403,40 @@ def test_no_principal_outside_the_authority_gets_a_decision_recorded(
         return True
 
     assert anyio.run(attempt) == inside
+
+
+async def test_on_postgresql_the_authority_and_the_starter_travel_between_processes(
+    dsn: str,
+) -> None:
+    from interlock.stores import PostgresStore
+
+    def build() -> App[S]:
+        def stage(s: S) -> S:
+            return {"ok": approve("Deploy to staging?")}
+
+        def prod(s: S) -> S:
+            sre = Authority(groups=("sre",), not_starter=True)
+            return {"second": approve("Deploy to production?", authority=sre)}
+
+        g = Graph(S, name="deploys")
+        g.add_node("stage", stage).add_node("prod", prod)
+        g.add_edge(START, "stage").add_edge("stage", "prod").add_edge("prod", END)
+        return g.compile(store=PostgresStore(dsn))
+
+    one, two, three = build(), build(), build()
+    try:
+        [staging] = (await one.run({}, thread="t", metadata={"started_by": "sam"})).interrupts
+        [prod] = (await two.resume("t", {staging.id: True}, actor="bob")).interrupts
+        [listed] = await three.inbox()
+        assert listed.id == prod.id and listed.started_by == "sam"
+        assert listed.authority == Authority(groups=("sre",), not_starter=True)
+        for who in (Principal(name="SAM", groups=("sre",)), Principal(name="bob")):
+            with pytest.raises(NotAuthorized):
+                await three.decide("t", {prod.id: True}, actor=who)
+        [decision] = await three.decide(
+            "t", {prod.id: True}, actor=Principal(name="sue", groups=("SRE",))
+        )
+        assert decision.actor == "sue"
+    finally:
+        for app in (one, two, three):
+            await app.store.close()
