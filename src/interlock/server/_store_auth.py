@@ -55,6 +55,9 @@ PAGE: Final = 1000
 """Identity changes read at once."""
 USE_EVERY: Final = 60.0
 """Seconds between two records of one token's use by one server."""
+SWEEP_EVERY: Final = 60.0
+"""Seconds between two sweeps of the expired tokens out of the mirror (they are refused by
+their expiry before that)."""
 _MAX_BACKOFF: Final = 1.0
 
 
@@ -300,7 +303,7 @@ class StoreAuth:
 
     async def _follow(self) -> None:
         failures = 0
-        rounds = 0
+        swept = time.monotonic()
         while True:
             await anyio.sleep(min(_MAX_BACKOFF, self._interval * 2**failures))
             try:
@@ -313,8 +316,8 @@ class StoreAuth:
                 log.warning("reading the identities from the store failed (%s); retrying", exc)
                 continue
             failures = 0
-            rounds += 1
-            if rounds % 240 == 0:  # about once a minute
+            if time.monotonic() - swept >= SWEEP_EVERY:
+                swept = time.monotonic()
                 self._drop_expired()
 
 
