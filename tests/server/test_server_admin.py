@@ -121,7 +121,11 @@ def test_an_admin_manages_principals_and_tokens_while_the_server_runs(
 
     off = client.post("/v1/principals/ana", json={"disabled": True}, headers=admin)
     assert off.status_code == 200 and off.json()["disabled"] is True
-    assert client.get("/v1/me", headers=header(token)).status_code == 401
+    refused = client.get("/v1/me", headers=header(token))
+    assert refused.status_code == 401
+    # The refusal says where tokens come from on this server: the store, not a file.
+    assert "interlock token create" in refused.json()["message"]
+    assert "tokens file" not in refused.json()["message"]
     on = client.post("/v1/principals/ana", json={"disabled": False}, headers=admin)
     assert on.status_code == 200
     assert client.get("/v1/me", headers=header(token)).status_code == 200

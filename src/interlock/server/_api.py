@@ -67,6 +67,7 @@ from ._scopes import (
 from ._served import Served
 from ._signin import authenticate
 from ._state import FailureRecorder, ServerState
+from ._store_auth import StoreAuth
 from ._views import (
     AuditItem,
     AuditPage,
@@ -135,12 +136,17 @@ def _identity(request: Request, role: Role) -> Identity:
     state = _state(request)
     identity = authenticate(request, state)
     if identity is None:
+        where = (
+            "made with `interlock token create PRINCIPAL` (a token that is revoked or expired, "
+            "or whose principal is disabled, is refused)"
+            if isinstance(state.auth, StoreAuth)
+            else "from the server's tokens file; tokens are read when the server starts, so "
+            "restart it after editing the tokens file"
+        )
         raise ApiError(
             401,
             "unauthenticated",
-            "token not recognised: send 'Authorization: Bearer <token>' with a token from the "
-            "server's tokens file; tokens are read when the server starts, so restart it "
-            "after editing the tokens file",
+            f"token not recognised: send 'Authorization: Bearer <token>' with a token {where}",
             headers={"WWW-Authenticate": 'Bearer realm="interlock"'},
         )
     if not identity.can(role):
