@@ -32,7 +32,7 @@ import asyncio
 import atexit
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -44,9 +44,8 @@ from psycopg import Connection, IsolationLevel
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .._args import check_limit, check_name
 from .._errors import StoreClosed, StoreError, StoreUnavailable
-from . import _postgres_identities as identity_ops
+from . import _postgres_identities
 from . import _postgres_ops as ops
 from . import _postgres_schema as schema
 from . import _postgres_sql as sql
@@ -75,22 +74,10 @@ from ._checks import (
     check_threads_args,
     check_write,
 )
-from ._identities import (
-    IdentityChange,
-    PrincipalRecord,
-    Role,
-    TokenRecord,
-    check_identity_page,
-    check_new_principal,
-    check_principal,
-    check_principal_update,
-    check_revoke_args,
-    check_token_args,
-    check_used,
-)
 from ._idle import loop_is_idle
 from ._lifecycle import StoreLifecycle
 from ._postgres_ops import Conn
+from ._sql_identities import SqlIdentities
 
 __all__ = ["PostgresStore"]
 
@@ -121,7 +108,7 @@ def _close_pools_at_exit() -> None:
         pool.close(timeout=1.0)
 
 
-class PostgresStore(StoreLifecycle):
+class PostgresStore(SqlIdentities, StoreLifecycle):
     """A `Store` in a PostgreSQL database; any number of processes may share it.
 
     The connection pool is opened, and the schema created or migrated, on first use. Use
@@ -143,6 +130,8 @@ class PostgresStore(StoreLifecycle):
             Tests pass a clock they move themselves (`interlock.testing.FakeClock`) rather
             than waiting for a lease to run out; it may be read on a worker thread.
     """
+
+    _identity_ops = _postgres_identities
 
     PAUSE_CHANNEL: Final = sql.PAUSE_CHANNEL
     """The ``LISTEN``/``NOTIFY`` channel of pause requests, ``interlock_pause``.
@@ -425,100 +414,6 @@ class PostgresStore(StoreLifecycle):
         """Delete changes committed before ``older_than`` (see `Store.prune_changes`)."""
         moment = check_prune(older_than, limit)
         return await self._run(lambda c: ops.prune_changes(c, moment, limit))
-
-    async def add_principal(
-        self,
-        name: str,
-        *,
-        role: Role,
-        display_name: str = "",
-        groups: Sequence[str] = (),
-    ) -> PrincipalRecord:
-        """Add a principal (see `Store.add_principal`)."""
-        key, named = check_new_principal(name, role, display_name, groups)
-        return await self._run(
-            lambda c: identity_ops.add_principal(
-                c, key, name, role, display_name, named, self._clock()
-            )
-        )
-
-    async def update_principal(
-        self,
-        name: str,
-        *,
-        role: Role | None = None,
-        display_name: str | None = None,
-        groups: Sequence[str] | None = None,
-        disabled: bool | None = None,
-    ) -> PrincipalRecord:
-        """Change a principal (see `Store.update_principal`)."""
-        key, named = check_principal_update(name, role, display_name, groups, disabled)
-        return await self._run(
-            lambda c: identity_ops.update_principal(
-                c, key, name, role, display_name, named, disabled
-            )
-        )
-
-    async def get_principal(self, name: str) -> PrincipalRecord | None:
-        """Return the principal named ``name`` (in normal form), or None."""
-        key = check_principal(name)
-        return await self._run(lambda c: identity_ops.get_principal(c, key))
-
-    async def principals(
-        self, *, limit: int = 100, after: str | None = None
-    ) -> list[PrincipalRecord]:
-        """Return principals in the order of their keys (see `Store.principals`)."""
-        check_limit(limit, "limit")
-        start = None if after is None else check_principal(after)
-        return await self._run(lambda c: identity_ops.principals(c, limit, start))
-
-    async def add_token(
-        self,
-        id: str,
-        *,
-        hash: str,
-        principal: str,
-        role: Role | None = None,
-        tools: Sequence[str] = ("*",),
-        threads: Sequence[str] = ("",),
-        expires_at: float | None = None,
-    ) -> TokenRecord:
-        """Add a token of a principal (see `Store.add_token`)."""
-        owner = (check_principal(principal), principal)
-        scopes = check_token_args(id, hash, role, tools, threads, expires_at)
-        return await self._run(
-            lambda c: identity_ops.add_token(
-                c, id, hash, owner, role, scopes, expires_at, self._clock()
-            )
-        )
-
-    async def tokens(
-        self, *, principal: str | None = None, limit: int = 100, after: str | None = None
-    ) -> list[TokenRecord]:
-        """Return tokens in id order (see `Store.tokens`)."""
-        key = None if principal is None else check_principal(principal)
-        check_limit(limit, "limit")
-        check_name(after, "after", optional=True)
-        return await self._run(lambda c: identity_ops.tokens(c, key, limit, after))
-
-    async def revoke_tokens(
-        self, *, id: str | None = None, principal: str | None = None
-    ) -> list[TokenRecord]:
-        """Revoke one token or all of a principal's (see `Store.revoke_tokens`)."""
-        check_revoke_args(id, principal)
-        owner = None if principal is None else (check_principal(principal), principal)
-        return await self._run(lambda c: identity_ops.revoke_tokens(c, id, owner, self._clock()))
-
-    async def touch_tokens(self, used: Mapping[str, float]) -> None:
-        """Record when tokens were used (see `Store.touch_tokens`)."""
-        checked = check_used(used)
-        await self._run(lambda c: identity_ops.touch_tokens(c, checked))
-
-    async def identity_changes(self, *, after: int = 0, limit: int = 1000) -> list[IdentityChange]:
-        """Return the principals and tokens written after revision ``after`` (see
-        `Store.identity_changes`)."""
-        start = check_identity_page(after, limit)
-        return await self._run(lambda c: identity_ops.changes(c, start, limit))
 
     async def close(self) -> None:
         """Close the pool and its connections. Idempotent; later calls raise `StoreClosed`."""

@@ -28,16 +28,15 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from .._args import check_limit, check_name
 from .._errors import StoreClosed, StoreError
-from . import _sqlite_identities as identity_ops
+from . import _sqlite_identities
 from . import _sqlite_ops as ops
 from . import _sqlite_schema as schema
 from ._base import (
@@ -65,20 +64,8 @@ from ._checks import (
     check_threads_args,
     check_write,
 )
-from ._identities import (
-    IdentityChange,
-    PrincipalRecord,
-    Role,
-    TokenRecord,
-    check_identity_page,
-    check_new_principal,
-    check_principal,
-    check_principal_update,
-    check_revoke_args,
-    check_token_args,
-    check_used,
-)
 from ._lifecycle import StoreLifecycle
+from ._sql_identities import SqlIdentities
 from ._worker import ThreadWorker
 
 __all__ = ["SqliteStore"]
@@ -102,7 +89,7 @@ _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
 
 
-class SqliteStore(StoreLifecycle):
+class SqliteStore(SqlIdentities, StoreLifecycle):
     """A `Store` in one SQLite file; several processes may share the file.
 
     The file and its parent directory are created on first use; the schema is created or
@@ -119,6 +106,8 @@ class SqliteStore(StoreLifecycle):
             agree on it. Tests pass a clock they move themselves (`interlock.testing.FakeClock`)
             rather than waiting for a lease to run out; it may be read on another thread.
     """
+
+    _identity_ops = _sqlite_identities
 
     def __init__(
         self,
@@ -367,100 +356,6 @@ class SqliteStore(StoreLifecycle):
         """Delete changes committed before ``older_than`` (see `Store.prune_changes`)."""
         moment = check_prune(older_than, limit)
         return await self._run(lambda c: ops.prune_changes(c, moment, limit))
-
-    async def add_principal(
-        self,
-        name: str,
-        *,
-        role: Role,
-        display_name: str = "",
-        groups: Sequence[str] = (),
-    ) -> PrincipalRecord:
-        """Add a principal (see `Store.add_principal`)."""
-        key, named = check_new_principal(name, role, display_name, groups)
-        return await self._run(
-            lambda c: identity_ops.add_principal(
-                c, key, name, role, display_name, named, self._clock()
-            )
-        )
-
-    async def update_principal(
-        self,
-        name: str,
-        *,
-        role: Role | None = None,
-        display_name: str | None = None,
-        groups: Sequence[str] | None = None,
-        disabled: bool | None = None,
-    ) -> PrincipalRecord:
-        """Change a principal (see `Store.update_principal`)."""
-        key, named = check_principal_update(name, role, display_name, groups, disabled)
-        return await self._run(
-            lambda c: identity_ops.update_principal(
-                c, key, name, role, display_name, named, disabled
-            )
-        )
-
-    async def get_principal(self, name: str) -> PrincipalRecord | None:
-        """Return the principal named ``name`` (in normal form), or None."""
-        key = check_principal(name)
-        return await self._run(lambda c: identity_ops.get_principal(c, key))
-
-    async def principals(
-        self, *, limit: int = 100, after: str | None = None
-    ) -> list[PrincipalRecord]:
-        """Return principals in the order of their keys (see `Store.principals`)."""
-        check_limit(limit, "limit")
-        start = None if after is None else check_principal(after)
-        return await self._run(lambda c: identity_ops.principals(c, limit, start))
-
-    async def add_token(
-        self,
-        id: str,
-        *,
-        hash: str,
-        principal: str,
-        role: Role | None = None,
-        tools: Sequence[str] = ("*",),
-        threads: Sequence[str] = ("",),
-        expires_at: float | None = None,
-    ) -> TokenRecord:
-        """Add a token of a principal (see `Store.add_token`)."""
-        owner = (check_principal(principal), principal)
-        scopes = check_token_args(id, hash, role, tools, threads, expires_at)
-        return await self._run(
-            lambda c: identity_ops.add_token(
-                c, id, hash, owner, role, scopes, expires_at, self._clock()
-            )
-        )
-
-    async def tokens(
-        self, *, principal: str | None = None, limit: int = 100, after: str | None = None
-    ) -> list[TokenRecord]:
-        """Return tokens in id order (see `Store.tokens`)."""
-        key = None if principal is None else check_principal(principal)
-        check_limit(limit, "limit")
-        check_name(after, "after", optional=True)
-        return await self._run(lambda c: identity_ops.tokens(c, key, limit, after))
-
-    async def revoke_tokens(
-        self, *, id: str | None = None, principal: str | None = None
-    ) -> list[TokenRecord]:
-        """Revoke one token or all of a principal's (see `Store.revoke_tokens`)."""
-        check_revoke_args(id, principal)
-        owner = None if principal is None else (check_principal(principal), principal)
-        return await self._run(lambda c: identity_ops.revoke_tokens(c, id, owner, self._clock()))
-
-    async def touch_tokens(self, used: Mapping[str, float]) -> None:
-        """Record when tokens were used (see `Store.touch_tokens`)."""
-        checked = check_used(used)
-        await self._run(lambda c: identity_ops.touch_tokens(c, checked))
-
-    async def identity_changes(self, *, after: int = 0, limit: int = 1000) -> list[IdentityChange]:
-        """Return the principals and tokens written after revision ``after`` (see
-        `Store.identity_changes`)."""
-        start = check_identity_page(after, limit)
-        return await self._run(lambda c: identity_ops.changes(c, start, limit))
 
     async def close(self) -> None:
         """Close the connection; SQLite then folds the WAL into the file. Idempotent."""
