@@ -14,7 +14,7 @@ from typing import Final
 
 from ._errors import InvalidId
 
-__all__ = ["MAX_PRINCIPAL", "principal_key"]
+__all__ = ["MAX_PRINCIPAL", "is_principal", "principal_key"]
 
 MAX_PRINCIPAL: Final = 200
 """The longest principal name, in characters (before normalising)."""
@@ -42,3 +42,12 @@ def principal_key(name: object, what: str = "principal") -> str:
     if not key.strip() or key != key.strip():
         raise InvalidId(what, f"{name!r} is white space once normalised: give a real name")
     return key
+
+
+def is_principal(name: object, key: str) -> bool:
+    """Whether ``name`` (a stored name, perhaps one no principal can have) is the principal
+    whose normal form is ``key``."""
+    try:
+        return principal_key(name) == key
+    except InvalidId:
+        return False

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from .._errors import GraphDefinitionError, NotAuthorized
-from .._principals import principal_key
+from .._principals import is_principal, principal_key
 
 __all__ = [
     "ADMIN",
@@ -200,7 +200,7 @@ def check_authority(
                 rule="who",
                 principal=key,
             )
-    if authority.not_starter and starter is not None and _same(starter, key):
+    if authority.not_starter and starter is not None and is_principal(starter, key):
         raise NotAuthorized(
             f"{principal.name} started this run and may not approve it (interrupt "
             f"{interrupt_id}); another person must. Nothing was recorded",
@@ -208,7 +208,7 @@ def check_authority(
             rule="starter",
             principal=key,
         )
-    if authority.not_approvers and any(_same(a, key) for a in approvers):
+    if authority.not_approvers and any(is_principal(a, key) for a in approvers):
         raise NotAuthorized(
             f"{principal.name} approved an earlier question of this thread and may not decide "
             f"interrupt {interrupt_id}; another person must (nothing was recorded)",
@@ -216,13 +216,6 @@ def check_authority(
             rule="approver",
             principal=key,
         )
-
-
-def _same(name: str, key: str) -> bool:
-    try:
-        return principal_key(name) == key
-    except Exception:  # a stored name that is not a valid principal is nobody's
-        return False
 
 
 def authority_of(value: Any) -> Authority | None:

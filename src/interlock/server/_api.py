@@ -28,7 +28,6 @@ from .._errors import (
     GraphChanged,
     InterlockError,
     InterruptAlreadyResolved,
-    InvalidId,
     InvalidResume,
     InvalidUpdate,
     NotAuthorized,
@@ -37,7 +36,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
-from .._principals import principal_key
+from .._principals import is_principal, principal_key
 from ..runtime import Authority, Decision, Interrupt, Question
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
@@ -653,13 +652,7 @@ async def _vote_resolved_since(
 def _among(identity: Identity, names: Iterable[str]) -> bool:
     """Whether ``identity`` is one of ``names``, compared as principals are (normal form)."""
     key = principal_key(identity.name)
-    for name in names:
-        try:
-            if principal_key(name) == key:
-                return True
-        except InvalidId:  # a stored name no principal can have
-            continue
-    return False
+    return any(is_principal(name, key) for name in names)
 
 
 def _refused(
