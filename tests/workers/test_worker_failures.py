@@ -262,6 +262,28 @@ async def test_a_worker_rides_out_a_lost_database_and_takes_jobs_again(
     await deciders.store.close()
 
 
+async def test_a_recovery_look_without_its_database_is_skipped_not_an_error(
+    dsn: str, store_role: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The periodic recovery, like the sweep, runs again next period: a lost database is
+    # a line at INFO, not a failed job with its traceback at ERROR.
+    monkeypatch.setattr(_workers, "_CONNECT_TIMEOUT", 1)
+    caplog.set_level(logging.INFO)
+    app = _approval_app(make_conninfo(dsn, user=store_role))
+    workers = _fast(app)
+    await workers.install()
+    async with workers.procrastinate.open_async():
+        assert await workers._recover(None) == 0  # the database answers: nothing stalled
+        _login(dsn, store_role, allowed=False)
+        try:
+            assert await workers._recover(None) == 0
+        finally:
+            _login(dsn, store_role, allowed=True)
+    skipped = [r for r in caplog.records if "recovery of stalled jobs skipped" in r.getMessage()]
+    assert len(skipped) == 1 and skipped[0].levelno == logging.INFO
+    await app.store.close()
+
+
 async def test_a_worker_stopped_while_its_database_is_lost_exits(
     dsn: str, store_role: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

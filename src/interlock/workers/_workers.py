@@ -656,9 +656,18 @@ class Workers:
     async def _recover(self, papp: procrastinate.App | None) -> int:
         """Queue again the jobs of workers that stopped sending heartbeats."""
         manager = (papp or self.procrastinate).job_manager
-        stalled = await manager.get_stalled_jobs(
-            queue=self.queue, seconds_since_heartbeat=self.stalled_after
-        )
+        try:
+            stalled = await manager.get_stalled_jobs(
+                queue=self.queue, seconds_since_heartbeat=self.stalled_after
+            )
+        except exceptions.ConnectorException as exc:
+            lost = _lost_connection(exc)
+            if lost is None:
+                raise
+            # A periodic look, as the sweep's: the next one, once the database answers,
+            # looks again.
+            log.info("recovery of stalled jobs skipped, the database does not answer: %s", lost)
+            return 0
         n = 0
         for job in stalled:
             assert job.id is not None
