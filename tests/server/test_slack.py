@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import anyio
 import httpx2 as httpx
-from _serving import TOKENS, auth, bearer, serving, wait_for
+from _serving import TOKENS, auth, bearer, order_graph, serving, wait_for
 from _slack_fake import (
     SIGNING_SECRET,
     TOKEN,
@@ -588,3 +588,29 @@ def test_two_servers_on_one_postgresql_post_one_message(dsn: str) -> None:
                 b2.updates_saying("Approved by ana")
                 b2.finished("t-pg-0")
             assert len(b.decisions("t-pg-0")) == 1
+
+
+def test_a_plain_question_is_approved_or_rejected_with_a_reason(tmp_path: Path) -> None:
+    with bench(tmp_path, agent=lambda s: order_graph().compile(store=s)) as b:
+        body = {"input": {"n": 1}}
+        for thread in ("o-yes", "o-no"):
+            answer = b.client.post(f"/v1/threads/{thread}/runs", json=body, headers=bearer("ana"))
+            assert answer.status_code == 202, answer.text
+        yes, no = sorted(b.slack.wait_for("chat.postMessage", 2), key=lambda c: "o-no" in _words(c))
+        assert "interlock.edit" not in _words(yes) and "interlock.reject" in _words(yes)
+        b.press(yes, "interlock.approve", "UANA")
+        b.press(no, "interlock.reject", "UANA")
+        (opened,) = b.slack.wait_for("views.open")
+        b.submit(opened, "UANA", {"reason": {"value": {"value": "Out of stock"}}})
+        b.updates_saying("Approved by ana")
+        b.updates_saying("Rejected by ana at")
+        assert b.finished("o-yes")["values"]["approved"] is True
+        assert b.finished("o-no")["values"]["approved"] is False
+
+
+def test_a_route_sends_a_tools_questions_to_a_person_by_direct_message(tmp_path: Path) -> None:
+    with bench(tmp_path, channel=None, routes={"trans*": "UFIN"}) as b:
+        message = b.ask("t-dm")
+        (opened,) = b.slack.of("conversations.open")
+        assert opened.args["users"] == "UFIN"
+        assert message.args["channel"] == opened.answer["channel"]["id"]

@@ -52,6 +52,7 @@ from ._slack_blocks import (
     decision_text,
     edit_modal,
     edited_arguments,
+    is_tool_question,
     question_message,
     reason_of,
     reject_modal,
@@ -511,7 +512,8 @@ class Slack:
         except (KeyError, IndexError, TypeError, ValueError):
             return Response(status_code=200)  # a button of another kind (Open: a link)
         if action_id == APPROVE:
-            answer = {"action": "approve"}
+            # ``True`` approves any question: a tool call's and a plain ``approve()``'s.
+            answer: Any = True
             self._group.start_soon(
                 self._decide_logged,
                 user,
@@ -537,7 +539,8 @@ class Slack:
                 await self._refresh_logged(interrupt_id)
                 raise _Refusal(self._message(served, found)[0]["text"])
             view = served.view(found.interrupt, found.record.tool)
-            meta = json.dumps({"i": interrupt_id, "h": shown, "c": channel})
+            tool = 1 if is_tool_question(view) else 0
+            meta = json.dumps({"i": interrupt_id, "h": shown, "c": channel, "t": tool})
             modal = {REJECT: reject_modal, EDIT: edit_modal, RESPOND: respond_modal}[action_id]
             await self._client.views_open(trigger_id=payload["trigger_id"], view=modal(view, meta))
         except _Refusal as refusal:
@@ -553,15 +556,17 @@ class Slack:
             callback = str(view["callback_id"])
             meta = json.loads(view["private_metadata"])
             interrupt_id, shown, channel = str(meta["i"]), str(meta["h"]), str(meta["c"])
+            tool_call = bool(meta.get("t"))
             values = view["state"]["values"]
             key = f"{callback}\0{view['id']}"
         except (KeyError, TypeError, ValueError):
             return Response(status_code=200)
         reason: str | None = None
-        answer: dict[str, Any]
+        answer: Any
         if callback == REJECT:
             reason = reason_of(values)
-            answer = {"action": "reject", "message": reason or _REJECTED}
+            # A tool call's model is told the reason; a plain question's answer is False.
+            answer = {"action": "reject", "message": reason or _REJECTED} if tool_call else False
         elif callback == RESPOND:
             content = response_of(values)
             if content is None:
@@ -592,7 +597,7 @@ class Slack:
         channel: str,
         interrupt_id: str,
         shown: str,
-        answer: dict[str, Any],
+        answer: Any,
         key: str,
         reason: str | None,
         confirmed: bool,
@@ -613,7 +618,7 @@ class Slack:
         channel: str,
         interrupt_id: str,
         shown: str,
-        answer: dict[str, Any],
+        answer: Any,
         key: str,
         reason: str | None,
         confirmed: bool,
