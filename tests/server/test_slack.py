@@ -614,3 +614,25 @@ def test_a_route_sends_a_tools_questions_to_a_person_by_direct_message(tmp_path:
         (opened,) = b.slack.of("conversations.open")
         assert opened.args["users"] == "UFIN"
         assert message.args["channel"] == opened.answer["channel"]["id"]
+
+
+def test_an_edit_of_a_question_that_asks_a_confirmation_needs_the_box_ticked(
+    tmp_path: Path,
+) -> None:
+    with bench(tmp_path, agent=lambda s: bank_agent(s, confirm=True)) as b:
+        message = b.ask("t-confirm-edit")
+        b.press(message, "interlock.edit", "UANA")
+        (opened,) = b.slack.wait_for("views.open")
+        assert opened.args["view"]["blocks"][-1]["block_id"] == "interlock.confirm"
+        values = _edit_values(amount={"type": "number_input", "value": "7"})
+        unticked = b.submit(opened, "UANA", values)
+        assert "interlock.confirm" in unticked.json()["errors"]
+        time.sleep(0.2)
+        assert b.decisions("t-confirm-edit") == []
+        ticked = {
+            **values,
+            "interlock.confirm": {"value": {"selected_options": [{"value": "true"}]}},
+        }
+        b.submit(opened, "UANA", ticked)
+        b.updates_saying("Approved with edited arguments by ana")
+        assert "sent 7 EUR" in json.dumps(b.finished("t-confirm-edit")["messages"])

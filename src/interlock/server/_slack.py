@@ -46,10 +46,12 @@ from ._events import EventType, ServerEvent
 from ._served import Served
 from ._slack_blocks import (
     APPROVE,
+    CONFIRM_BLOCK,
     EDIT,
     REJECT,
     RESPOND,
     decision_text,
+    edit_confirmed,
     edit_modal,
     edited_arguments,
     is_tool_question,
@@ -562,6 +564,7 @@ class Slack:
         except (KeyError, TypeError, ValueError):
             return Response(status_code=200)
         reason: str | None = None
+        confirmed = False
         answer: Any
         if callback == REJECT:
             reason = reason_of(values)
@@ -577,17 +580,19 @@ class Slack:
             if question is None:
                 return _errors({"decide": "the question no longer exists"})
             served, found = question
-            arguments, errors = edited_arguments(
-                served.view(found.interrupt, found.record.tool), values
-            )
+            asked = served.view(found.interrupt, found.record.tool)
+            arguments, errors = edited_arguments(asked, values)
             if arguments is None:
                 # Refused before anything is recorded: Slack shows each error under its field.
                 return _errors(errors or {"decide": "this question takes no edit"})
             answer = {"action": "edit", "arguments": arguments}
+            confirmed = edit_confirmed(values)
+            if asked.confirm and not confirmed:
+                return _errors({CONFIRM_BLOCK: "tick the box: the call runs once you approve"})
         else:
             return Response(status_code=200)
         self._group.start_soon(
-            self._decide_logged, user, channel, interrupt_id, shown, answer, key, reason, False
+            self._decide_logged, user, channel, interrupt_id, shown, answer, key, reason, confirmed
         )
         return Response(status_code=200)
 

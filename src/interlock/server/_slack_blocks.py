@@ -38,6 +38,8 @@ MODALS: Final = frozenset({REJECT, EDIT, RESPOND})
 
 ARGUMENTS_CHARS: Final = 2500
 """How much of the arguments' JSON a message shows (a section's text holds 3000)."""
+CONFIRM_BLOCK: Final = "interlock.confirm"
+"""The block of an edit modal's confirmation box (a question that asks for confirmation)."""
 _REASON_BLOCK: Final = "reason"
 _ANSWER_BLOCK: Final = "answer"
 _VALUE: Final = "value"
@@ -67,11 +69,6 @@ def _info(view: InterruptView) -> dict[str, Any]:
 def is_tool_question(view: InterruptView) -> bool:
     """Whether the question is an agent's tool call waiting for approval (four answers)."""
     return _info(view).get("type") == "tool_approval"
-
-
-def wants_confirmation(view: InterruptView) -> bool:
-    """Whether an approval must go through a confirmation step first."""
-    return _info(view).get("confirm") is True
 
 
 def arguments_json(arguments: Any) -> str:
@@ -180,7 +177,7 @@ def question_message(
 
 def _buttons(view: InterruptView, link: str | None) -> list[dict[str, Any]]:
     shown: dict[str, Any] = {"i": view.id, "h": view.payload_hash}
-    if wants_confirmation(view):
+    if view.confirm:
         # Slack sends the action only once the person went through the confirm dialog.
         shown["c"] = 1
     value = msgspec.json.encode(shown).decode()
@@ -191,7 +188,7 @@ def _buttons(view: InterruptView, link: str | None) -> list[dict[str, Any]]:
         "style": "primary",
         "value": value,
     }
-    if wants_confirmation(view):
+    if view.confirm:
         approve["confirm"] = {
             "title": _plain("Approve this call?", 100),
             "text": {
@@ -344,7 +341,24 @@ def edit_modal(view: InterruptView, meta: str) -> dict[str, Any]:
         blocks.append(
             _field(str(name), spec, arguments.get(name), name in arguments, name in required)
         )
+    if view.confirm:
+        # The question asks for a confirmation step: an edit lets the call run too.
+        option = {"text": _plain("Run the call with these arguments", 75), "value": _TRUE}
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": CONFIRM_BLOCK,
+                "label": _plain("Confirm", 2000),
+                "element": {"type": "checkboxes", "action_id": _VALUE, "options": [option]},
+            }
+        )
     return _modal(EDIT, "Edit the arguments", "Approve edited", meta, blocks)
+
+
+def edit_confirmed(values: dict[str, Any]) -> bool:
+    """Whether the confirmation box of an edit modal was ticked."""
+    element = values.get(CONFIRM_BLOCK, {}).get(_VALUE)
+    return isinstance(element, dict) and bool(element.get("selected_options"))
 
 
 def _field(name: str, spec: dict[str, Any], current: Any, given: bool, required: bool) -> Any:
