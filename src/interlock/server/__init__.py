@@ -19,7 +19,7 @@ Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._public import publish
 from ._access import GroupAccess
@@ -88,6 +88,10 @@ __all__ = [
 ]
 
 publish(__name__, globals(), __all__)
+
+if TYPE_CHECKING:
+    # Imported when first named (below): the slack extra's libraries load only then.
+    from ._slack import Slack, SlackConfigError
 
 _SLACK = ("Slack", "SlackConfigError")
 

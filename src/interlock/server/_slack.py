@@ -219,7 +219,8 @@ class Slack:
         """The channel a TOML file describes; its secrets come from environment variables.
 
         The file names the variables (``token_env``, ``signing_secret_env``; by default
-        ``SLACK_BOT_TOKEN`` and ``SLACK_SIGNING_SECRET``), never the secrets::
+        ``SLACK_BOT_TOKEN`` and ``SLACK_SIGNING_SECRET``), never the secrets. A sketch of
+        one (the how-to guide "Decide in Slack" reads one)::
 
             channel = "C0123ABCD"
             [routes]
