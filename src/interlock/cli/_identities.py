@@ -157,6 +157,48 @@ def list_principals(as_json: bool, app_spec: str | None, store_url: str | None) 
     out_console().print(table)
 
 
+@principal.command("update")
+@click.argument("name")
+@click.option("--email", default=None, help='Its e-mail address ("" clears it); unique to it.')
+@click.option(
+    "--slack-user",
+    default=None,
+    metavar="U…",
+    help='Its Slack user id, e.g. U0123ABCD ("" clears it): a Slack decision made by that '
+    "account is this principal's.",
+)
+@target_options
+def update(
+    name: str,
+    email: str | None,
+    slack_user: str | None,
+    app_spec: str | None,
+    store_url: str | None,
+) -> None:
+    """Change how NAME is reached: its e-mail address and its Slack user id.
+
+    \b
+    Example:
+      interlock principal update ana --slack-user U0123ABCD --store sqlite:///app.db
+    """
+    if email is None and slack_user is None:
+        raise click.UsageError("give --email or --slack-user (an empty value clears it)")
+    changed: PrincipalRecord = _on_store(
+        app_spec,
+        store_url,
+        lambda store: store.update_principal(name, email=email, slack_user=slack_user),
+    )
+    shown = ", ".join(
+        f"{label} {value or '(none)'}"
+        for label, value, given in (
+            ("e-mail", changed.email, email is not None),
+            ("Slack user", changed.slack_user, slack_user is not None),
+        )
+        if given
+    )
+    click.echo(f"updated {changed.name}: {shown}", err=True)
+
+
 @principal.command("disable")
 @click.argument("name")
 @target_options

@@ -392,12 +392,11 @@ class Slack:
         sent = await self._client.chat_postMessage(
             channel=channel, text=message["text"], blocks=message["blocks"], unfurl_links=False
         )
-        ref = {"channel": str(sent["channel"]), "ts": str(sent["ts"])}
-        await served.store.set_channel_message(
-            self.name, interrupt_id, ref=ref, state=final or "pending"
-        )
+        ts = str(sent["ts"])
+        ref = json.dumps({"channel": str(sent["channel"]), "ts": ts})
+        await served.store.set_channel_message(self.name, interrupt_id, ref=ref, state=final)
         self._posting.discard(interrupt_id)
-        return Receipt(outcome="delivered", status=sent.status_code, detail=f"posted {ref['ts']}")
+        return Receipt(outcome="delivered", status=sent.status_code, detail=f"posted {ts}")
 
     async def _update(self, served: Served, interrupt_id: str) -> Receipt:
         stored = await served.store.get_channel_message(self.name, interrupt_id)
@@ -408,9 +407,10 @@ class Slack:
             return Receipt(outcome="retry", detail="the question's Slack message is not posted yet")
         return await self._refresh(interrupt_id, stored.ref)
 
-    async def _refresh(self, interrupt_id: str, ref: Mapping[str, Any]) -> Receipt:
+    async def _refresh(self, interrupt_id: str, stored: str) -> Receipt:
         """Rebuild the message of a question from its current state."""
         assert self._client is not None
+        ref = json.loads(stored)
         question = await self._question(interrupt_id)
         if question is None:
             return Receipt(outcome="delivered", detail="the question is gone")
@@ -422,7 +422,7 @@ class Slack:
             text=message["text"],
             blocks=message["blocks"],
         )
-        await served.store.set_channel_message(self.name, interrupt_id, state=final or "pending")
+        await served.store.set_channel_message(self.name, interrupt_id, state=final)
         return Receipt(outcome="delivered", status=sent.status_code, detail="updated")
 
     async def _question(self, interrupt_id: str) -> tuple[Served, Question] | None:
@@ -434,8 +434,8 @@ class Slack:
                 return None
             raise
 
-    def _message(self, served: Served, question: Question) -> tuple[dict[str, Any], str | None]:
-        """The message for the question as it is now, and its final state (None: pending)."""
+    def _message(self, served: Served, question: Question) -> tuple[dict[str, Any], str]:
+        """The message for the question as it is now, and its final state ("": pending)."""
         view = served.view(question.interrupt, question.record.tool)
         link = served.link(question.id, question.thread)
         status = question.record.status
@@ -446,11 +446,11 @@ class Slack:
                 votes = decision_text(decision)
             elif view.approved_by:
                 votes = f"Approved so far by {', '.join(view.approved_by)}"
-            return question_message(view, link=link, votes=votes), None
+            return question_message(view, link=link, votes=votes), ""
         if status == "resolved" and decision is not None:
             return question_message(view, link=link, outcome=decision_text(decision)), "decided"
-        at = question.record.resolved_at if hasattr(question.record, "resolved_at") else None
-        suffix = f" at {when(at)}" if isinstance(at, int | float) else ""
+        at = question.record.resolved_at
+        suffix = f" at {when(at)}" if at is not None else ""
         if status == "expired":
             outcome = f"Expired without a decision{suffix}"
         elif status == "cancelled":
