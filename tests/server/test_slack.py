@@ -444,6 +444,10 @@ def test_a_decision_already_made_is_refused_with_who_and_when(tmp_path: Path) ->
         b.press(message, "interlock.approve", "UBEN")
         (told,) = b.ephemeral("UBEN")
         assert "already decided by ana at" in told.args["text"]
+        b.press(message, "interlock.edit", "UBEN")
+        late = b.ephemeral("UBEN", 2)[-1]
+        assert late.args["text"].startswith("Nothing to decide any more: Approved by ana at")
+        assert b.slack.of("views.open") == []
         assert len(b.decisions("t-twice")) == 1
 
 

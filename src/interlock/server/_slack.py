@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from .._errors import StoreError
 from ..runtime import Question
 from ..stores import PrincipalRecord
 from ._channels import Receipt, RetryPolicy, Sender
@@ -362,6 +363,9 @@ class Slack:
             return Receipt(
                 outcome="retry", detail=f"Slack did not answer: {type(exc).__name__}: {exc}"
             )
+        except StoreError as exc:
+            # StoreClosed included: the server is stopping, and the retry is dropped with it.
+            return Receipt(outcome="retry", detail=f"the store did not answer: {exc}")
 
     async def _post(self, served: Served, event: ServerEvent) -> Receipt:
         assert self._client is not None and event.interrupt_id is not None
@@ -540,7 +544,8 @@ class Slack:
             served, found = question
             if found.record.status != "pending":
                 await self._refresh_logged(interrupt_id)
-                raise _Refusal(self._message(served, found)[0]["text"])
+                outcome = self._message(served, found)[0]["text"].partition(" — ")[2]
+                raise _Refusal(f"Nothing to decide any more: {outcome or found.record.status}.")
             view = served.view(found.interrupt, found.record.tool)
             tool = 1 if is_tool_question(view) else 0
             meta = json.dumps({"i": interrupt_id, "h": shown, "c": channel, "t": tool})
