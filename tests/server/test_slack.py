@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import anyio
 import httpx2 as httpx
+import pytest
+from _notify_receiver import closed_port
 from _serving import TOKENS, auth, bearer, order_graph, serving, wait_for
 from _slack_fake import (
     SIGNING_SECRET,
@@ -169,15 +171,16 @@ def _words(message: Call) -> str:
 
 
 def _slack(fake: FakeSlack, **options: Any) -> Slack:
-    options.setdefault("channel", CHANNEL)
-    return Slack(
-        token=TOKEN,
-        signing_secret=SIGNING_SECRET,
-        base_url=fake.base_url,
-        backoff=0.05,
-        max_backoff=0.2,
+    given: dict[str, Any] = {
+        "channel": CHANNEL,
+        "token": TOKEN,
+        "signing_secret": SIGNING_SECRET,
+        "base_url": fake.base_url,
+        "backoff": 0.05,
+        "max_backoff": 0.2,
         **options,
-    )
+    }
+    return Slack(**given)
 
 
 @contextmanager
@@ -640,3 +643,32 @@ def test_an_edit_of_a_question_that_asks_a_confirmation_needs_the_box_ticked(
         b.submit(opened, "UANA", ticked)
         b.updates_saying("Approved with edited arguments by ana")
         assert "sent 7 EUR" in json.dumps(b.finished("t-confirm-edit")["messages"])
+
+
+@pytest.mark.parametrize(
+    ("options", "outcomes", "error"),
+    [
+        ({"token": "xoxb-revoked"}, ["failed"], "invalid_auth (check the bot token)"),
+        ({"channel": "X0NOSUCH"}, ["failed"], "channel_not_found (check the channel id"),
+        (
+            {"base_url": f"http://127.0.0.1:{closed_port()}/api/", "max_attempts": 2},
+            ["retrying", "failed"],
+            "Slack did not answer",
+        ),
+    ],
+)
+def test_a_bad_token_or_channel_fails_at_once_and_an_unreachable_slack_is_retried(
+    tmp_path: Path, options: dict[str, Any], outcomes: list[str], error: str
+) -> None:
+    with bench(tmp_path, **options) as b:
+        body = {"input": {"messages": [{"role": "user", "content": "pay"}]}}
+        b.client.post("/v1/threads/t-bad/runs", json=body, headers=bearer("ana"))
+
+        def deliveries() -> list[dict[str, Any]]:
+            got = b.client.get("/v1/deliveries", headers=bearer("root")).json()["items"]
+            return [d for d in got if d["event_type"] == "interrupt.created"]
+
+        log = wait_for(lambda: (d := deliveries()) and d[-1]["outcome"] == "failed" and d)
+        assert [d["outcome"] for d in log] == outcomes
+        assert error in log[-1]["error"]
+        assert [i["status"] for i in b.pending()] == ["pending"]
