@@ -13,7 +13,8 @@ import smtplib
 import ssl
 import time
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +28,12 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
+from starlette.routing import BaseRoute
 
 from ._events import EVENT_TYPES, EventType, ServerEvent
+from ._link_routes import link_routes
+from ._links import EmailLinks, Linker, PersonalLinks, when_text
+from ._state import ServerState
 
 try:
     import httpx2
@@ -400,6 +405,9 @@ class Email:
     The message is plain text: what happened, the thread, the tool, and a link to the
     inbox when the server knows its URL. Refusals with a 4xx reply code, lost connections
     and timeouts are retried with exponential backoff; 5xx refusals fail at once.
+
+    With ``links`` (`EmailLinks`), the mail of a new question goes to each recipient alone,
+    with their own links to approve or reject it (see docs/how-to/email-links.md).
     """
 
     def __init__(
@@ -421,6 +429,7 @@ class Email:
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         name: str | None = None,
+        links: EmailLinks | None = None,
     ) -> None:
         if not host:
             raise ValueError("host must name the SMTP server, e.g. 'smtp.example.com'")
@@ -452,14 +461,28 @@ class Email:
             max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff
         )
         self.name = name or f"email {host}:{self.port}"
+        if links is not None and not isinstance(links, EmailLinks):
+            raise TypeError(f"links must be an EmailLinks, not {links!r}")
+        self.links = links
         self._password = password
         self._ssl_context = ssl_context
+        self._linker: Linker | None = None
+        # Who got each recent event's mail: a retry after a partial failure sends only
+        # to the others.
+        self._sent: OrderedDict[str, set[str]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"<Email {self.name!r} to {len(self.recipients)} events={sorted(self.events)}>"
 
-    def message(self, event: ServerEvent) -> EmailMessage:
-        """The email sent for ``event``."""
+    def attach(self, state: ServerState) -> Sequence[BaseRoute]:
+        """Mount the links' pages in the server that runs this channel (with ``links``)."""
+        if self.links is None:
+            return []
+        self._linker = Linker(self.links, state)
+        return link_routes(self.links, state)
+
+    def message(self, event: ServerEvent, personal: PersonalLinks | None = None) -> EmailMessage:
+        """The email sent for ``event`` (to one recipient, with their links, if given)."""
         headline = _headline(event)
         subject = f"{self.subject_prefix} {headline}".strip()
         if len(subject) > 150:
@@ -477,16 +500,28 @@ class Email:
             rows.append(("Open", event.url))
         width = max(len(k) for k, _ in rows) + 1
         lines = [headline, "", *(f"{k + ':':<{width}} {v}" for k, v in rows), ""]
+        if personal is not None and personal.approve and personal.reject:
+            assert personal.expires is not None
+            lines += [
+                f"Approve: {personal.approve}",
+                "",
+                f"Reject:  {personal.reject}",
+                "",
+                f"These links are for {personal.principal} alone, work once, and expire at "
+                f"{when_text(personal.expires)}. Each opens a page to confirm on.",
+                "",
+            ]
         lines.append(f"{event.type} at {_when(event)} (event {event.id})")
         message = EmailMessage()
         message["Subject"] = subject
         message["From"] = self.sender
-        message["To"] = ", ".join(self.recipients)
+        message["To"] = personal.address if personal else ", ".join(self.recipients)
         message["Date"] = formatdate(usegmt=True)
         # The same event always gets the same Message-ID: mail systems that deduplicate
         # on it drop a retry that follows a delivery whose answer was lost.
         domain = self.sender.rpartition("@")[2] or "interlock.invalid"
-        digest = hashlib.sha256(f"{event.id}\0{event.type}".encode()).hexdigest()[:32]
+        seed = f"{event.id}\0{event.type}" + (f"\0{personal.address}" if personal else "")
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:32]
         message["Message-ID"] = f"<interlock.{digest}@{domain}>"
         message["Interlock-Event-Id"] = " ".join(event.id.split())
         message["Interlock-Event-Type"] = event.type
@@ -499,12 +534,34 @@ class Email:
         yield self._send
 
     async def _send(self, event: ServerEvent, attempt: int) -> Receipt:
+        if self._linker is not None and event.type == "interrupt.created":
+            return await self._send_personal(event)
         message = self.message(event)
         # smtplib blocks; its socket timeout bounds the thread. Abandoned on cancellation,
         # the thread ends by that timeout.
         return await anyio.to_thread.run_sync(self._send_blocking, message, abandon_on_cancel=True)
 
-    def _send_blocking(self, message: EmailMessage) -> Receipt:
+    async def _send_personal(self, event: ServerEvent) -> Receipt:
+        """One message per recipient, each with their own links; a retry skips those who
+        got theirs."""
+        assert self._linker is not None
+        sent = self._sent.setdefault(event.id, set())
+        self._sent.move_to_end(event.id)
+        while len(self._sent) > 1000:
+            self._sent.popitem(last=False)
+        left = tuple(r for r in self.recipients if r not in sent)
+        receipt = Receipt(outcome="delivered", status=250)
+        for personal in await self._linker.personal(event, left):
+            message = self.message(event, personal)
+            receipt = await anyio.to_thread.run_sync(
+                partial(self._send_blocking, message, [personal.address]), abandon_on_cancel=True
+            )
+            if receipt.outcome != "delivered":
+                return receipt
+            sent.add(personal.address)
+        return receipt
+
+    def _send_blocking(self, message: EmailMessage, to: list[str] | None = None) -> Receipt:
         context = self._ssl_context or (
             ssl.create_default_context() if self.starttls or self.use_tls else None
         )
@@ -520,7 +577,7 @@ class Email:
                 if self.username is not None and self._password is not None:
                     smtp.login(self.username, self._password)
                 refused = smtp.send_message(
-                    message, from_addr=self.sender, to_addrs=list(self.recipients)
+                    message, from_addr=self.sender, to_addrs=to or list(self.recipients)
                 )
         except smtplib.SMTPRecipientsRefused as exc:
             codes = [code for code, _ in exc.recipients.values()]
