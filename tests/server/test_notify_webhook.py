@@ -220,8 +220,9 @@ async def test_a_redirect_is_not_followed() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("form", ["seconds", "date"])
 async def test_retry_after_is_honoured(form: str) -> None:
-    # An HTTP date has whole seconds: two seconds from now is one to two seconds away.
-    when = "1" if form == "seconds" else formatdate(time.time() + 2, usegmt=True)
+    # An HTTP date has whole seconds: three seconds from now is two to three seconds away,
+    # which leaves the first attempt a second to be made on a busy machine.
+    when = "1" if form == "seconds" else formatdate(time.time() + 3, usegmt=True)
     busy = Answer(status=429, headers={"retry-after": when})
     with Receiver(busy, Answer(status=408)) as receiver:
         notifier = Notifier([Webhook(receiver.url, secret=SECRET, backoff=0.01)])
