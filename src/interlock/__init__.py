@@ -96,6 +96,7 @@ from .stores import verify_audit as verify_audit
 # Errors
 from ._errors import CheckpointCorrupt as CheckpointCorrupt
 from ._errors import CheckpointNotFound as CheckpointNotFound
+from ._errors import ContactTaken as ContactTaken
 from ._errors import FencedOut as FencedOut
 from ._errors import GraphChanged as GraphChanged
 from ._errors import GraphDefinitionError as GraphDefinitionError
@@ -121,6 +122,7 @@ from ._errors import StoreUnavailable as StoreUnavailable
 from ._errors import ThreadBusy as ThreadBusy
 from ._errors import ThreadInterrupted as ThreadInterrupted
 from ._errors import ToolError as ToolError
+from ._errors import UnknownChannelMessage as UnknownChannelMessage
 from ._errors import UnknownInterrupt as UnknownInterrupt
 from ._errors import UnknownPrincipal as UnknownPrincipal
 from ._errors import UnknownToken as UnknownToken
@@ -223,6 +225,7 @@ __all__ = [
     # errors
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "ContactTaken",
     "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
@@ -248,6 +251,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadInterrupted",
     "ToolError",
+    "UnknownChannelMessage",
     "UnknownInterrupt",
     "UnknownPrincipal",
     "UnknownToken",

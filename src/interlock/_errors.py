@@ -12,7 +12,8 @@ kept apart from failures of a run, and both apart from storage problems::
     ├── CheckpointCorrupt           a stored checkpoint cannot be decoded safely
     ├── StoreError                  the storage backend failed
     │   ├── StoreClosed             the store was used after `close()`
-    │   └── StoreUnavailable        the connection to the backend was lost or refused
+    │   ├── StoreUnavailable        the connection to the backend was lost or refused
+    │   └── UnknownChannelMessage   no channel claimed a message for that interrupt
     ├── ResumeError                 a resume request was refused; nothing was changed
     │   ├── CheckpointNotFound      no such thread or checkpoint
     │   ├── UnknownInterrupt        a target names no pending interrupt of the thread
@@ -25,6 +26,7 @@ kept apart from failures of a run, and both apart from storage problems::
     ├── ThreadInterrupted           new input for a thread that has pending interrupts
     ├── IdentityError               a principal or token cannot be added or changed as asked
     │   ├── PrincipalExists         another principal has that name (in normal form)
+    │   ├── ContactTaken            another principal has that e-mail address or Slack user
     │   ├── UnknownPrincipal        no principal has that name
     │   └── UnknownToken            no token has that id
     └── RunError                    a run failed
@@ -53,6 +55,7 @@ from typing import Any
 __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "ContactTaken",
     "FencedOut",
     "GraphChanged",
     "GraphDefinitionError",
@@ -78,6 +81,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadInterrupted",
     "ToolError",
+    "UnknownChannelMessage",
     "UnknownInterrupt",
     "UnknownPrincipal",
     "UnknownToken",
@@ -164,6 +168,27 @@ class StoreUnavailable(StoreError):
     succeed once the backend is back: a restart of the database server, a failover, a network
     cut. It is the error a job queue retries with backoff.
     """
+
+
+class UnknownChannelMessage(StoreError):
+    """Raised when a channel's message is changed before the channel claimed it.
+
+    A channel claims the posting of its message for an interrupt first
+    (`interlock.stores.Store.claim_channel_message`), then records what it posted.
+
+    Attributes:
+        channel: The channel's name.
+        interrupt_id: The interrupt.
+    """
+
+    def __init__(self, channel: str, interrupt_id: str) -> None:
+        super().__init__(
+            f"channel {channel!r} has no message for interrupt {interrupt_id!r}: claim it "
+            "with claim_channel_message before recording what was posted (or the thread was "
+            "deleted, and its messages with it)"
+        )
+        self.channel = channel
+        self.interrupt_id = interrupt_id
 
 
 class ResumeError(InterlockError):
@@ -401,6 +426,28 @@ class PrincipalExists(IdentityError):
         )
         self.name = name
         self.existing = existing
+
+
+class ContactTaken(IdentityError):
+    """Raised when a principal is given an e-mail address or a Slack user another one has.
+
+    Attributes:
+        field: What is taken: ``email`` or ``slack_user``.
+        value: The value asked for.
+        holder: The name of the principal that has it.
+    """
+
+    def __init__(self, field: str, value: str, holder: str) -> None:
+        what = "e-mail address" if field == "email" else "Slack user"
+        same = " (e-mail addresses are compared case-insensitively)" if field == "email" else ""
+        super().__init__(
+            f"the {what} {value!r} belongs to principal {holder!r} already{same}, and it "
+            f"may name one principal only: clear it there first (update_principal("
+            f'{holder!r}, {field}="")), or give another'
+        )
+        self.field = field
+        self.value = value
+        self.holder = holder
 
 
 class UnknownPrincipal(IdentityError):

@@ -16,7 +16,7 @@ import anyio
 import psycopg
 import pytest
 
-from interlock import PrincipalExists, StoreError
+from interlock import ContactTaken, PrincipalExists, StoreError
 from interlock.stores import (
     CheckpointRecord,
     IdentityChange,
@@ -188,3 +188,78 @@ async def test_a_damaged_identity_row_is_reported_not_guessed(tmp_path: Path) ->
     async with SqliteStore(path) as store:
         with pytest.raises(StoreError, match="identities are damaged: the role of principal"):
             await store.get_principal("ana")
+
+
+async def test_a_sqlite_file_of_version_7_gets_contacts_and_channel_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "v7.db"
+    with monkeypatch.context() as old:
+        old.setattr(sqlite_schema, "MIGRATIONS", sqlite_schema.MIGRATIONS[:7])
+        old.setattr(sqlite_schema, "SCHEMA_VERSION", 7)
+        async with SqliteStore(path) as store:
+            await store.append_checkpoint(checkpoint("t"), expected_head=None)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany(VERSION_7_PRINCIPAL.replace("%s", "?"), OLD_PRINCIPALS)
+        conn.execute("UPDATE identity_revision SET rev = 2")
+    async with SqliteStore(path) as store:
+        await contacts_and_messages_after_migration(store)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == sqlite_schema.SCHEMA_VERSION
+
+
+async def test_a_postgres_database_of_version_10_gets_contacts_and_channel_messages(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as old:
+        old.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:10])
+        old.setattr(pg_schema, "SCHEMA_VERSION", 10)
+        async with PostgresStore(dsn) as store:
+            await store.append_checkpoint(checkpoint("t"), expected_head=None)
+    with psycopg.connect(dsn) as conn:
+        conn.cursor().executemany(VERSION_7_PRINCIPAL, OLD_PRINCIPALS)
+        conn.execute("UPDATE identity_revision SET rev = 2")
+    async with PostgresStore(dsn) as store:
+        assert await store.migrate() == []  # opening applied version 11
+        await contacts_and_messages_after_migration(store)
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        assert [v for (v,) in rows] == list(range(1, pg_schema.SCHEMA_VERSION + 1))
+
+
+# A principal's row as the schema had it before the contact addresses (SQLite's version 7,
+# PostgreSQL's 10), written as those versions' code wrote it.
+VERSION_7_PRINCIPAL = (
+    "INSERT INTO principals (name_key, name, display_name, role, group_names, disabled, "
+    "created_at, rev) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+OLD_PRINCIPALS = [
+    ("ana", "Ana", "", "admin", '["ops"]', False, 1000.0, 1),
+    ("ben", "ben", "Ben", "viewer", "[]", False, 1001.0, 2),
+]
+
+
+async def contacts_and_messages_after_migration(store: Store) -> None:
+    """The principals written before the migration are there, with no contact address; they
+    take one each, uniquely; channel messages are claimed once and go with their thread."""
+    ana = PrincipalRecord(name="Ana", role="admin", groups=("ops",), created_at=1000.0, rev=1)
+    ben = PrincipalRecord(name="ben", display_name="Ben", role="viewer", created_at=1001.0, rev=2)
+    assert await store.principals() == [ana, ben]
+    mailed = await store.update_principal("ana", email="Ana@Example.com", slack_user="U1ANA")
+    assert (mailed.name, mailed.groups, mailed.rev) == ("Ana", ("ops",), ben.rev + 1)
+    assert await store.principal_by_contact(email="ana@example.com") == mailed
+    assert await store.principal_by_contact(slack_user="U1ANA") == mailed
+    with pytest.raises(ContactTaken):
+        await store.update_principal("ben", email="ANA@example.com")
+    # Principals without an address are many NULLs, which the unique indexes allow.
+    assert await store.add_principal("carla", role="viewer") is not None
+    assert await store.identity_changes(after=ben.rev) == [
+        mailed,
+        await store.get_principal("carla"),
+    ]
+    assert await store.claim_channel_message("slack #approvals", "i1", thread="t")
+    assert not await store.claim_channel_message("slack #approvals", "i1", thread="t")
+    posted = await store.set_channel_message("slack #approvals", "i1", ref='{"ts": "1.2"}')
+    assert posted.ref == '{"ts": "1.2"}'
+    await store.delete_thread("t")
+    assert await store.get_channel_message("slack #approvals", "i1") is None

@@ -12,7 +12,12 @@ follows the store from a cursor, such as an HTTP server pushing events.
 Every backend keeps the approval server's principals and their tokens too (`PrincipalRecord`,
 `TokenRecord`), and lists what changed of them after an identity revision
 (`Store.identity_changes`), so that every server sharing the store refuses a revoked token
-within moments.
+within moments. A principal may have an e-mail address and a Slack user id, by which the
+server's channels reach it and know it.
+
+Every backend keeps the messages the server's channels posted about interrupts
+(`ChannelMessage`): which process posts each one (`Store.claim_channel_message`), its handle
+and what it shows, so that any process can update it later.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ._base import PendingFilter as PendingFilter
 from ._base import Resolution as Resolution
 from ._base import Store as Store
 from ._base import ThreadRecord as ThreadRecord
+from ._channels import ChannelMessage as ChannelMessage
 from ._identities import ROLES as ROLES
 from ._identities import IdentityChange as IdentityChange
 from ._identities import PrincipalRecord as PrincipalRecord
@@ -81,6 +87,7 @@ __all__ = [
     "AuditReport",
     "ChangeKind",
     "ChangeRecord",
+    "ChannelMessage",
     "CheckpointRecord",
     "CheckpointSource",
     "CheckpointStatus",

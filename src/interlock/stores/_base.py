@@ -20,6 +20,11 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
 * Principal names are unique in normal form; a token's hash is unique; every write of a
   principal or a token gives it the next identity revision, in commit order, so a follower of
   `Store.identity_changes` never misses a change (see `interlock.stores.PrincipalRecord`).
+  A principal's e-mail address (compared case-insensitively) and its Slack user id each
+  name one principal at most.
+* A channel's message about an interrupt is claimed once: of all the callers of
+  `Store.claim_channel_message`, in every process, exactly one is told True. The message's
+  row goes with its thread.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
 
+from ._channels import ChannelMessage
 from ._identities import IdentityChange, PrincipalRecord, Role, TokenRecord
 
 __all__ = [
@@ -642,12 +648,24 @@ class Store(Protocol):
         role: Role,
         display_name: str = "",
         groups: Sequence[str] = (),
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Add a principal; return it as stored (``created_at`` from the store's clock).
+
+        Args:
+            name: Its name, unique in normal form.
+            role: What it may do.
+            display_name: How people see it (empty: its name).
+            groups: The groups it belongs to.
+            email: Its e-mail address (stripped; None or ``""``: none), for e-mail links.
+            slack_user: Its Slack user id, such as ``U024BE7LH`` (None or ``""``: none).
 
         Raises:
             PrincipalExists: A principal has that name in normal form (``Ana`` and ``ana``
                 are one name).
+            ContactTaken: Another principal has that e-mail address (compared
+                case-insensitively) or that Slack user id.
             TypeError, ValueError: An argument is not one (checked before anything else;
                 ``InvalidId`` for a name).
         """
@@ -661,15 +679,29 @@ class Store(Protocol):
         display_name: str | None = None,
         groups: Sequence[str] | None = None,
         disabled: bool | None = None,
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Change what is given of the principal named ``name`` (in normal form); return it.
 
-        An argument left None is not changed. A change to what it already is still counts
-        as a change (a new identity revision).
+        An argument left None is not changed; ``email=""`` and ``slack_user=""`` clear them.
+        A change to what it already is still counts as a change (a new identity revision).
 
         Raises:
             UnknownPrincipal: No principal has that name.
+            ContactTaken: Another principal has that e-mail address or Slack user id.
             TypeError, ValueError: An argument is not one.
+        """
+        ...
+
+    async def principal_by_contact(
+        self, *, email: str | None = None, slack_user: str | None = None
+    ) -> PrincipalRecord | None:
+        """Return the principal with this e-mail address (compared case-insensitively) or
+        this Slack user id, or None.
+
+        Raises:
+            ValueError: Both or neither are given, or the one given is not one.
         """
         ...
 
@@ -752,6 +784,47 @@ class Store(Protocol):
                 store's, or the database was restored from an older copy), or ``limit`` is
                 out of range.
         """
+        ...
+
+    async def claim_channel_message(self, channel: str, interrupt_id: str, *, thread: str) -> bool:
+        """Take the job of posting ``channel``'s message about an interrupt of ``thread``.
+
+        Returns True to the first caller of all (in every process sharing the store), which
+        then posts the message and records it with `set_channel_message`; False to every
+        later one, which leaves the posting to it. The message's row is deleted with its
+        thread (`delete_thread`, `expire`); a claim does not check that the thread exists.
+
+        Raises:
+            TypeError, InvalidId: ``channel`` is not a one-line name, or ``interrupt_id`` or
+                ``thread`` not an id.
+        """
+        ...
+
+    async def set_channel_message(
+        self,
+        channel: str,
+        interrupt_id: str,
+        *,
+        ref: str | None = None,
+        state: str | None = None,
+    ) -> ChannelMessage:
+        """Record the posted message's handle and/or what it shows now; return the record.
+
+        Args:
+            channel: The channel's name.
+            interrupt_id: The interrupt the message is about.
+            ref: The channel's handle of its message (None: unchanged).
+            state: What it shows: ``""`` (the open question) or a final state such as
+                ``decided`` (None: unchanged).
+
+        Raises:
+            UnknownChannelMessage: The message was not claimed (or its thread was deleted).
+            TypeError, ValueError: An argument is not one (``ref`` empty, too long...).
+        """
+        ...
+
+    async def get_channel_message(self, channel: str, interrupt_id: str) -> ChannelMessage | None:
+        """Return ``channel``'s message about the interrupt, or None if none was claimed."""
         ...
 
     async def close(self) -> None:

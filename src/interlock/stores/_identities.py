@@ -7,6 +7,10 @@ token speaks for one principal; the store keeps its hash only (``sha256:<64 hex 
 never the token. A token may narrow what its principal may do (a lower role, some tools, some
 thread prefixes), never widen it: the server works that out (`interlock.server.StoreAuth`).
 
+A principal may have contact addresses, by which a channel reaches the person and knows who
+answers: an e-mail address (for one-tap e-mail links; compared case-insensitively) and a Slack
+user id (to map who clicked in Slack to a principal). Each names one principal at most.
+
 Every write of a principal or a token takes the next number of one counter of the store, its
 identity revision, and gives it to the row it writes (``rev``), under the same lock: revisions
 go up in commit order, so a follower that asks for the rows changed after the last revision it
@@ -28,14 +32,20 @@ from .._errors import StoreError
 from .._principals import MAX_PRINCIPAL, principal_key
 
 __all__ = [
+    "CONTACTS",
+    "MAX_EMAIL",
     "MAX_SCOPES",
     "ROLES",
+    "SLACK_USER",
     "TOKEN_HASH",
+    "Contact",
     "IdentityChange",
     "PrincipalRecord",
     "Role",
     "TokenRecord",
+    "check_contact_changes",
     "check_display_name",
+    "check_email",
     "check_groups",
     "check_identity_page",
     "check_new_principal",
@@ -43,8 +53,11 @@ __all__ = [
     "check_principal_update",
     "check_revoke_args",
     "check_role",
+    "check_slack_user",
     "check_token_args",
     "check_used",
+    "contact_query",
+    "email_key",
     "revision_ahead",
     "token_taken",
 ]
@@ -64,6 +77,22 @@ A store refuses anything else, so a token itself can never be written where its 
 MAX_SCOPES: Final = 100
 """The most tool patterns, or thread prefixes, or groups, one record may name."""
 
+MAX_EMAIL: Final = 254
+"""The longest e-mail address, in characters (what SMTP's paths allow)."""
+
+SLACK_USER: Final = re.compile(r"[UW][A-Z0-9]{2,20}")
+"""The form of a Slack user id: ``U`` (or ``W``, in an Enterprise Grid) and upper-case letters
+and digits, such as ``U024BE7LH``."""
+
+Contact = Literal["email", "slack_user"]
+"""A kind of contact address of a principal: its e-mail address or its Slack user id."""
+
+CONTACTS: Final[tuple[Contact, ...]] = get_args(Contact)
+"""Every kind of contact address: ``("email", "slack_user")``."""
+
+# What may not be in an address: white space, and what would end it or quote it in a header.
+_EMAIL: Final = re.compile(r'[^@\s<>(),;:"\[\]\\]{1,64}@[^@\s<>(),;:"\[\]\\]+')
+
 
 class PrincipalRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A person or service the server knows, as the store keeps it."""
@@ -78,6 +107,12 @@ class PrincipalRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The groups it belongs to (a question's `interlock.Authority` may name them)."""
     disabled: bool = False
     """A disabled principal's tokens are refused until it is enabled again."""
+    email: str | None = None
+    """Its e-mail address, as given (stripped), for e-mail links; unique among principals,
+    compared case-insensitively (None: none)."""
+    slack_user: str | None = None
+    """Its Slack user id (such as ``U024BE7LH``), which maps who acts in Slack to it; unique
+    among principals (None: none)."""
     created_at: float
     """Unix time it was added."""
     rev: int
@@ -185,25 +220,125 @@ def check_groups(groups: object) -> tuple[str, ...]:
     return names
 
 
-def check_new_principal(
-    name: object, role: object, display_name: object, groups: object
-) -> tuple[str, tuple[str, ...]]:
-    """Refuse a principal no backend may add; return its key and its groups as a tuple.
+def check_email(value: object) -> str:
+    """Refuse what is not one e-mail address (``""`` is none); return it stripped.
 
     Raises:
-        TypeError, ValueError: As `check_principal`, `check_role`, `check_display_name` and
-            `check_groups` do.
+        TypeError: Not a str.
+        ValueError: Not of the form ``local@domain``, too long, or holding white space, a
+            control character or what would end or quote an address in a mail header.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"email must be a str (an e-mail address), not {type(value).__name__}")
+    email = value.strip()
+    if not email:
+        return ""
+    domain = email.rpartition("@")[2]
+    if (
+        len(email) > MAX_EMAIL
+        or _EMAIL.fullmatch(email) is None
+        or domain.startswith(".")
+        or domain.endswith(".")
+        or ".." in domain
+    ):
+        raise ValueError(
+            f"email must be one e-mail address such as ana@example.com (at most {MAX_EMAIL} "
+            f"characters, no spaces, commas or angle brackets), not {value!r:.80}"
+        )
+    check_name(email, "email")  # no control or bidirectional characters
+    return email
+
+
+def check_slack_user(value: object) -> str:
+    """Refuse what is not a Slack user id (``""`` is none); return it.
+
+    Raises:
+        TypeError: Not a str.
+        ValueError: Not of the form `SLACK_USER`.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"slack_user must be a str (a Slack user id), not {type(value).__name__}")
+    if value and SLACK_USER.fullmatch(value) is None:
+        raise ValueError(
+            "slack_user must be a Slack user id: U or W and 2 to 20 upper-case letters or "
+            f"digits, such as U024BE7LH (Slack shows it in a member's profile), not {value!r:.80}"
+        )
+    return value
+
+
+def email_key(email: str) -> str:
+    """An e-mail address in the form addresses are compared by (lower-case)."""
+    return email.lower()
+
+
+def check_contact_changes(email: object, slack_user: object) -> tuple[str | None, str | None]:
+    """Refuse contact addresses no backend may write; return them checked.
+
+    None stays None (unchanged); ``""`` stays ``""`` (cleared, or none for a new principal).
+
+    Raises:
+        TypeError, ValueError: As `check_email` and `check_slack_user` do.
+    """
+    return (
+        None if email is None else check_email(email),
+        None if slack_user is None else check_slack_user(slack_user),
+    )
+
+
+def contact_query(email: object, slack_user: object) -> tuple[Contact, str]:
+    """Refuse a lookup that does not give exactly one contact address; return which, and the
+    value to look up (an e-mail address in the form of `email_key`).
+
+    Raises:
+        TypeError, ValueError: Both or neither are given, or the one given is not one.
+    """
+    if (email is None) == (slack_user is None):
+        raise ValueError("give exactly one of email and slack_user to look a principal up by")
+    if email is not None:
+        found = check_email(email)
+        if not found:
+            raise ValueError("email is empty: give the e-mail address to look a principal up by")
+        return "email", email_key(found)
+    user = check_slack_user(slack_user)
+    if not user:
+        raise ValueError("slack_user is empty: give the Slack user id to look a principal up by")
+    return "slack_user", user
+
+
+def check_new_principal(
+    name: object,
+    role: object,
+    display_name: object,
+    groups: object,
+    email: object = None,
+    slack_user: object = None,
+) -> tuple[str, tuple[str, ...], str | None, str | None]:
+    """Refuse a principal no backend may add; return its key, its groups as a tuple, and its
+    contact addresses (None: none).
+
+    Raises:
+        TypeError, ValueError: As `check_principal`, `check_role`, `check_display_name`,
+            `check_groups`, `check_email` and `check_slack_user` do.
     """
     key = check_principal(name)
     check_role(role)
     check_display_name(display_name)
-    return key, check_groups(groups)
+    named = check_groups(groups)
+    mail, user = check_contact_changes(email, slack_user)
+    return key, named, mail or None, user or None
 
 
 def check_principal_update(
-    name: object, role: object, display_name: object, groups: object, disabled: object
-) -> tuple[str, tuple[str, ...] | None]:
-    """Refuse a change no backend may make; return the key and the groups (None: unchanged).
+    name: object,
+    role: object,
+    display_name: object,
+    groups: object,
+    disabled: object,
+    email: object = None,
+    slack_user: object = None,
+) -> tuple[str, tuple[str, ...] | None, str | None, str | None]:
+    """Refuse a change no backend may make; return the key, the groups and the contact
+    addresses (None: unchanged; ``""``: cleared).
 
     Raises:
         TypeError, ValueError: As `check_new_principal` does, for what is given; ``disabled``
@@ -215,7 +350,8 @@ def check_principal_update(
         check_display_name(display_name)
     if disabled is not None and not isinstance(disabled, bool):
         raise TypeError(f"disabled must be True, False or None, not {disabled!r:.80}")
-    return key, None if groups is None else check_groups(groups)
+    named = None if groups is None else check_groups(groups)
+    return (key, named, *check_contact_changes(email, slack_user))
 
 
 def check_token_args(

@@ -15,20 +15,22 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._errors import StoreError
-from ._identities import ROLES, PrincipalRecord, Role, TokenRecord
+from .._errors import ContactTaken, StoreError
+from ._identities import ROLES, Contact, PrincipalRecord, Role, TokenRecord, email_key
 
 __all__ = [
     "PRINCIPAL_COLUMNS",
     "TOKEN_COLUMNS",
     "IdentitySql",
+    "check_contacts_free",
+    "contacts_after",
     "encode_names",
     "principal_from_row",
     "token_from_row",
 ]
 
 PRINCIPAL_COLUMNS: Final = (
-    "name_key, name, display_name, role, group_names, disabled, created_at, rev"
+    "name_key, name, display_name, role, group_names, disabled, created_at, rev, email, slack_user"
 )
 TOKEN_COLUMNS: Final = (
     "t.id, t.hash, o.name, t.role, t.tools, t.threads, t.created_at, t.expires_at, "
@@ -51,7 +53,12 @@ class IdentitySql:
     insert_principal: str
     """A new principal's row."""
     update_principal: str
-    """Parameters: role, display name, groups, disabled, rev, key."""
+    """Parameters: role, display name, groups, disabled, email, email key, Slack user, rev,
+    key."""
+    principal_by_email: str
+    """A principal's row, by the key of its e-mail address (`email_key`)."""
+    principal_by_slack_user: str
+    """A principal's row, by its Slack user id."""
     principals: str
     """`Store.principals`: those after a key, in key order."""
     taken: str
@@ -83,11 +90,19 @@ class IdentitySql:
             revision="SELECT rev FROM identity_revision WHERE id = 1",
             select_principal=f"SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE name_key = {p}",
             insert_principal=(
-                f"INSERT INTO principals ({PRINCIPAL_COLUMNS}) VALUES ({', '.join([p] * 8)})"
+                f"INSERT INTO principals ({PRINCIPAL_COLUMNS}, email_key) "
+                f"VALUES ({', '.join([p] * 11)})"
             ),
             update_principal=(
                 f"UPDATE principals SET role = {p}, display_name = {p}, group_names = {p}, "
-                f"disabled = {p}, rev = {p} WHERE name_key = {p}"
+                f"disabled = {p}, email = {p}, email_key = {p}, slack_user = {p}, rev = {p} "
+                f"WHERE name_key = {p}"
+            ),
+            principal_by_email=(
+                f"SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE email_key = {p}"
+            ),
+            principal_by_slack_user=(
+                f"SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE slack_user = {p}"
             ),
             principals=(
                 f"SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE name_key > {p} "
@@ -140,16 +155,51 @@ def principal_from_row(row: Any) -> PrincipalRecord:
     Raises:
         StoreError: The row is damaged (a role outside `ROLES`, groups that are not a list).
     """
-    _, name, display_name, role, groups, disabled, created_at, rev = row
+    _, name, display_name, role, groups, disabled, created_at, rev, email, slack_user = row
     return PrincipalRecord(
         name=name,
         display_name=display_name,
         role=_role(role, f"principal {name!r}"),
         groups=_names(groups, f"the groups of principal {name!r}"),
         disabled=bool(disabled),
+        email=email,
+        slack_user=slack_user,
         created_at=float(created_at),
         rev=int(rev),
     )
+
+
+def check_contacts_free(
+    conn: Any, sql: IdentitySql, key: str, email: str | None, slack_user: str | None
+) -> None:
+    """Refuse contact addresses another principal than the one of ``key`` has (None: not
+    asked for), inside an identity write (which holds the identity lock: see the module).
+
+    ``conn`` is either driver's connection: both run ``execute(...).fetchone()``.
+
+    Raises:
+        ContactTaken: Another principal has one of them.
+    """
+    asked: tuple[tuple[Contact, str | None, str, str | None], ...] = (
+        ("email", email, sql.principal_by_email, None if email is None else email_key(email)),
+        ("slack_user", slack_user, sql.principal_by_slack_user, slack_user),
+    )
+    for field, value, query, lookup in asked:
+        if value is None or lookup is None:
+            continue
+        holder = conn.execute(query, (lookup,)).fetchone()
+        if holder is not None and holder[0] != key:
+            raise ContactTaken(field, value, holder[1])
+
+
+def contacts_after(
+    old: PrincipalRecord, email: str | None, slack_user: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """The e-mail address, its key and the Slack user a principal has after an update that
+    gives ``email`` and ``slack_user`` (None: unchanged; ``""``: cleared)."""
+    mail = old.email if email is None else email or None
+    user = old.slack_user if slack_user is None else slack_user or None
+    return mail, None if mail is None else email_key(mail), user
 
 
 def token_from_row(row: Any) -> TokenRecord:

@@ -29,6 +29,12 @@ from ._base import (
     ThreadRecord,
 )
 from ._changes import check_follow, check_prune, cursor_ahead, derive, seq_cursor
+from ._channels import (
+    ChannelMessage,
+    check_channel_claim,
+    check_channel_key,
+    check_channel_update,
+)
 from ._checks import (
     Lease,
     check_append_args,
@@ -55,8 +61,10 @@ from ._identities import (
     check_revoke_args,
     check_token_args,
     check_used,
+    contact_query,
 )
 from ._lifecycle import StoreLifecycle
+from ._memory_channels import ChannelTable
 from ._memory_identities import IdentityTable
 
 __all__ = ["MemoryStore"]
@@ -99,6 +107,7 @@ class MemoryStore(StoreLifecycle):
         self._changes: list[tuple[int, ChangeRecord]] = []
         self._change_seq = 0
         self._identities = IdentityTable()
+        self._channel_messages = ChannelTable()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -492,6 +501,7 @@ class MemoryStore(StoreLifecycle):
         for interrupt_id in self._interrupts_by_thread.pop(thread, {}):
             del self._interrupts[interrupt_id]
             self._pending.pop(interrupt_id, None)
+        self._channel_messages.forget_thread(thread)
 
     async def changes(self, *, after: str | None = None, limit: int = 1000) -> list[ChangeRecord]:
         """Return the changes committed after cursor ``after`` (see `Store.changes`).
@@ -530,12 +540,23 @@ class MemoryStore(StoreLifecycle):
         role: Role,
         display_name: str = "",
         groups: Sequence[str] = (),
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Add a principal (see `Store.add_principal`)."""
-        key, named = check_new_principal(name, role, display_name, groups)
+        key, named, mail, user = check_new_principal(
+            name, role, display_name, groups, email, slack_user
+        )
         self._check_open()
         return self._identities.add_principal(
-            key, name, role=role, display_name=display_name, groups=named, now=self._clock()
+            key,
+            name,
+            role=role,
+            display_name=display_name,
+            groups=named,
+            email=mail,
+            slack_user=user,
+            now=self._clock(),
         )
 
     async def update_principal(
@@ -546,13 +567,33 @@ class MemoryStore(StoreLifecycle):
         display_name: str | None = None,
         groups: Sequence[str] | None = None,
         disabled: bool | None = None,
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Change a principal (see `Store.update_principal`)."""
-        key, named = check_principal_update(name, role, display_name, groups, disabled)
+        key, named, mail, user = check_principal_update(
+            name, role, display_name, groups, disabled, email, slack_user
+        )
         self._check_open()
         return self._identities.update_principal(
-            key, name, role=role, display_name=display_name, groups=named, disabled=disabled
+            key,
+            name,
+            role=role,
+            display_name=display_name,
+            groups=named,
+            disabled=disabled,
+            email=mail,
+            slack_user=user,
         )
+
+    async def principal_by_contact(
+        self, *, email: str | None = None, slack_user: str | None = None
+    ) -> PrincipalRecord | None:
+        """Return the principal with this e-mail address or Slack user id, or None (see
+        `Store.principal_by_contact`)."""
+        field, value = contact_query(email, slack_user)
+        self._check_open()
+        return self._identities.principal_by_contact(field, value)
 
     async def get_principal(self, name: str) -> PrincipalRecord | None:
         """Return the principal named ``name`` (in normal form), or None."""
@@ -627,6 +668,35 @@ class MemoryStore(StoreLifecycle):
         self._check_open()
         return self._identities.changes(start, limit)
 
+    async def claim_channel_message(self, channel: str, interrupt_id: str, *, thread: str) -> bool:
+        """Take the job of posting the channel's message about an interrupt (see
+        `Store.claim_channel_message`)."""
+        check_channel_claim(channel, interrupt_id, thread)
+        self._check_open()
+        return self._channel_messages.claim(channel, interrupt_id, thread, self._clock())
+
+    async def set_channel_message(
+        self,
+        channel: str,
+        interrupt_id: str,
+        *,
+        ref: str | None = None,
+        state: str | None = None,
+    ) -> ChannelMessage:
+        """Record the posted message's handle and/or what it shows (see
+        `Store.set_channel_message`)."""
+        check_channel_key(channel, interrupt_id)
+        check_channel_update(ref, state)
+        self._check_open()
+        return self._channel_messages.set(channel, interrupt_id, ref, state, self._clock())
+
+    async def get_channel_message(self, channel: str, interrupt_id: str) -> ChannelMessage | None:
+        """Return the channel's message about an interrupt, or None (see
+        `Store.get_channel_message`)."""
+        check_channel_key(channel, interrupt_id)
+        self._check_open()
+        return self._channel_messages.get(channel, interrupt_id)
+
     async def close(self) -> None:
         """Mark the store closed and drop its data. Idempotent."""
         self._closed = True
@@ -641,6 +711,7 @@ class MemoryStore(StoreLifecycle):
         self._audit.clear()
         self._changes.clear()
         self._identities.clear()
+        self._channel_messages.clear()
 
     def _check_open(self) -> None:
         if self._closed:

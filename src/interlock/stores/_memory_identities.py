@@ -11,13 +11,15 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from .._errors import PrincipalExists, UnknownPrincipal, UnknownToken
+from .._errors import ContactTaken, PrincipalExists, UnknownPrincipal, UnknownToken
 from .._principals import principal_key
 from ._identities import (
+    Contact,
     IdentityChange,
     PrincipalRecord,
     Role,
     TokenRecord,
+    email_key,
     revision_ahead,
     token_taken,
 )
@@ -32,6 +34,9 @@ class IdentityTable:
         self._principals: dict[str, PrincipalRecord] = {}
         self._tokens: dict[str, TokenRecord] = {}
         self._hashes: set[str] = set()
+        # Invariant: the key of the principal that has each contact address (an e-mail
+        # address in the form of email_key), and only those.
+        self._contacts: dict[tuple[Contact, str], str] = {}
         # Invariant: the highest rev of any record here (0 before the first write).
         self._rev = 0
 
@@ -50,21 +55,27 @@ class IdentityTable:
         role: Role,
         display_name: str,
         groups: tuple[str, ...],
+        email: str | None,
+        slack_user: str | None,
         now: float,
     ) -> PrincipalRecord:
         """`Store.add_principal`."""
         found = self._principals.get(key)
         if found is not None:
             raise PrincipalExists(name, found.name)
+        self._check_free(key, email, slack_user)
         record = PrincipalRecord(
             name=name,
             display_name=display_name,
             role=role,
             groups=groups,
+            email=email,
+            slack_user=slack_user,
             created_at=now,
             rev=self._next(),
         )
         self._principals[key] = record
+        self._index(key, None, record)
         return record
 
     def update_principal(
@@ -76,21 +87,53 @@ class IdentityTable:
         display_name: str | None,
         groups: tuple[str, ...] | None,
         disabled: bool | None,
+        email: str | None,
+        slack_user: str | None,
     ) -> PrincipalRecord:
-        """`Store.update_principal`."""
+        """`Store.update_principal` (for ``email`` and ``slack_user``, ``""`` clears)."""
         found = self._principals.get(key)
         if found is None:
             raise UnknownPrincipal(name)
+        self._check_free(key, email or None, slack_user or None)
         record = msgspec.structs.replace(
             found,
             role=found.role if role is None else role,
             display_name=found.display_name if display_name is None else display_name,
             groups=found.groups if groups is None else groups,
             disabled=found.disabled if disabled is None else disabled,
+            email=found.email if email is None else email or None,
+            slack_user=found.slack_user if slack_user is None else slack_user or None,
             rev=self._next(),
         )
         self._principals[key] = record
+        self._index(key, found, record)
         return record
+
+    def principal_by_contact(self, field: Contact, value: str) -> PrincipalRecord | None:
+        """`Store.principal_by_contact` (an e-mail address in the form of `email_key`)."""
+        key = self._contacts.get((field, value))
+        return None if key is None else self._principals[key]
+
+    def _check_free(self, key: str, email: str | None, slack_user: str | None) -> None:
+        asked: tuple[tuple[Contact, str | None, str | None], ...] = (
+            ("email", email, None if email is None else email_key(email)),
+            ("slack_user", slack_user, slack_user),
+        )
+        for field, value, lookup in asked:
+            holder = None if lookup is None else self._contacts.get((field, lookup))
+            if value is not None and holder is not None and holder != key:
+                raise ContactTaken(field, value, self._principals[holder].name)
+
+    def _index(self, key: str, old: PrincipalRecord | None, new: PrincipalRecord) -> None:
+        if old is not None:
+            if old.email is not None:
+                del self._contacts["email", email_key(old.email)]
+            if old.slack_user is not None:
+                del self._contacts["slack_user", old.slack_user]
+        if new.email is not None:
+            self._contacts["email", email_key(new.email)] = key
+        if new.slack_user is not None:
+            self._contacts["slack_user", new.slack_user] = key
 
     def get_principal(self, key: str) -> PrincipalRecord | None:
         """`Store.get_principal`."""
@@ -190,3 +233,4 @@ class IdentityTable:
         self._principals.clear()
         self._tokens.clear()
         self._hashes.clear()
+        self._contacts.clear()

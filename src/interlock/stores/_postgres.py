@@ -77,6 +77,7 @@ from ._checks import (
 from ._idle import loop_is_idle
 from ._lifecycle import StoreLifecycle
 from ._postgres_ops import Conn
+from ._sql_channels import ChannelSql, SqlChannelMessages
 from ._sql_identities import SqlIdentities
 
 __all__ = ["PostgresStore"]
@@ -108,7 +109,7 @@ def _close_pools_at_exit() -> None:
         pool.close(timeout=1.0)
 
 
-class PostgresStore(SqlIdentities, StoreLifecycle):
+class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
     """A `Store` in a PostgreSQL database; any number of processes may share it.
 
     The connection pool is opened, and the schema created or migrated, on first use. Use
@@ -132,6 +133,7 @@ class PostgresStore(SqlIdentities, StoreLifecycle):
     """
 
     _identity_ops = _postgres_identities
+    _channel_sql = ChannelSql.bound_to("%s")
 
     PAUSE_CHANNEL: Final = sql.PAUSE_CHANNEL
     """The ``LISTEN``/``NOTIFY`` channel of pause requests, ``interlock_pause``.

@@ -16,20 +16,30 @@ from psycopg import Connection
 
 from .._errors import PrincipalExists, UnknownPrincipal, UnknownToken
 from ._identities import (
+    Contact,
     IdentityChange,
     PrincipalRecord,
     Role,
     TokenRecord,
+    email_key,
     revision_ahead,
     token_taken,
 )
-from ._identity_sql import IdentitySql, encode_names, principal_from_row, token_from_row
+from ._identity_sql import (
+    IdentitySql,
+    check_contacts_free,
+    contacts_after,
+    encode_names,
+    principal_from_row,
+    token_from_row,
+)
 
 __all__ = [
     "add_principal",
     "add_token",
     "changes",
     "get_principal",
+    "principal_by_contact",
     "principals",
     "revoke_tokens",
     "tokens",
@@ -58,17 +68,21 @@ def add_principal(
     role: Role,
     display_name: str,
     groups: tuple[str, ...],
+    contacts: tuple[str | None, str | None],
     now: float,
 ) -> PrincipalRecord:
-    """`Store.add_principal`."""
+    """`Store.add_principal`; ``contacts`` are its e-mail address and Slack user id."""
     with conn.transaction():
         rev = _next_revision(conn)
         found = _one(conn, SQL.select_principal, (key,))
         if found is not None:
             raise PrincipalExists(name, found[1])
+        email, slack_user = contacts
+        check_contacts_free(conn, SQL, key, email, slack_user)
         row = (key, name, display_name, role, encode_names(groups), False, now, rev)
-        conn.execute(SQL.insert_principal, row)
-    return principal_from_row(row)
+        mail = (email, slack_user, None if email is None else email_key(email))
+        conn.execute(SQL.insert_principal, (*row, *mail))
+    return principal_from_row((*row, email, slack_user))
 
 
 def update_principal(
@@ -79,14 +93,18 @@ def update_principal(
     display_name: str | None,
     groups: tuple[str, ...] | None,
     disabled: bool | None,
+    contacts: tuple[str | None, str | None],
 ) -> PrincipalRecord:
-    """`Store.update_principal`."""
+    """`Store.update_principal`; ``contacts`` are the e-mail address and the Slack user id
+    (None: unchanged; ``""``: cleared)."""
     with conn.transaction():
         rev = _next_revision(conn)
         found = _one(conn, SQL.select_principal, (key,))
         if found is None:
             raise UnknownPrincipal(name)
         old = principal_from_row(found)
+        email, slack_user = contacts
+        check_contacts_free(conn, SQL, key, email or None, slack_user or None)
         conn.execute(
             SQL.update_principal,
             (
@@ -94,6 +112,7 @@ def update_principal(
                 old.display_name if display_name is None else display_name,
                 encode_names(old.groups if groups is None else groups),
                 old.disabled if disabled is None else disabled,
+                *contacts_after(old, email, slack_user),
                 rev,
                 key,
             ),
@@ -104,6 +123,13 @@ def update_principal(
 def get_principal(conn: Conn, key: str) -> PrincipalRecord | None:
     """`Store.get_principal`."""
     row = _one(conn, SQL.select_principal, (key,))
+    return None if row is None else principal_from_row(row)
+
+
+def principal_by_contact(conn: Conn, field: Contact, value: str) -> PrincipalRecord | None:
+    """`Store.principal_by_contact` (an e-mail address in the form of `email_key`)."""
+    query = SQL.principal_by_email if field == "email" else SQL.principal_by_slack_user
+    row = _one(conn, query, (value,))
     return None if row is None else principal_from_row(row)
 
 

@@ -203,4 +203,5 @@ DELETE_THREAD: Final = (
     "DELETE FROM effects WHERE thread = %s",
     "DELETE FROM interrupts WHERE thread = %s",
     "DELETE FROM checkpoints WHERE thread = %s",
+    "DELETE FROM channel_messages WHERE thread = %s",
 )

@@ -24,6 +24,7 @@ from ._identities import (
     check_revoke_args,
     check_token_args,
     check_used,
+    contact_query,
 )
 
 __all__ = ["SqlIdentities"]
@@ -50,12 +51,16 @@ class SqlIdentities:
         role: Role,
         display_name: str = "",
         groups: Sequence[str] = (),
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Add a principal (see `Store.add_principal`)."""
-        key, named = check_new_principal(name, role, display_name, groups)
+        key, named, mail, user = check_new_principal(
+            name, role, display_name, groups, email, slack_user
+        )
         return await self._run(
             lambda c: self._identity_ops.add_principal(
-                c, key, name, role, display_name, named, self._clock()
+                c, key, name, role, display_name, named, (mail, user), self._clock()
             )
         )
 
@@ -67,14 +72,26 @@ class SqlIdentities:
         display_name: str | None = None,
         groups: Sequence[str] | None = None,
         disabled: bool | None = None,
+        email: str | None = None,
+        slack_user: str | None = None,
     ) -> PrincipalRecord:
         """Change a principal (see `Store.update_principal`)."""
-        key, named = check_principal_update(name, role, display_name, groups, disabled)
+        key, named, mail, user = check_principal_update(
+            name, role, display_name, groups, disabled, email, slack_user
+        )
         return await self._run(
             lambda c: self._identity_ops.update_principal(
-                c, key, name, role, display_name, named, disabled
+                c, key, name, role, display_name, named, disabled, (mail, user)
             )
         )
+
+    async def principal_by_contact(
+        self, *, email: str | None = None, slack_user: str | None = None
+    ) -> PrincipalRecord | None:
+        """Return the principal with this e-mail address or Slack user id, or None (see
+        `Store.principal_by_contact`)."""
+        field, value = contact_query(email, slack_user)
+        return await self._run(lambda c: self._identity_ops.principal_by_contact(c, field, value))
 
     async def get_principal(self, name: str) -> PrincipalRecord | None:
         """Return the principal named ``name`` (in normal form), or None."""

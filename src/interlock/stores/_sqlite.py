@@ -65,6 +65,7 @@ from ._checks import (
     check_write,
 )
 from ._lifecycle import StoreLifecycle
+from ._sql_channels import ChannelSql, SqlChannelMessages
 from ._sql_identities import SqlIdentities
 from ._worker import ThreadWorker
 
@@ -89,7 +90,7 @@ _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
 
 
-class SqliteStore(SqlIdentities, StoreLifecycle):
+class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
     """A `Store` in one SQLite file; several processes may share the file.
 
     The file and its parent directory are created on first use; the schema is created or
@@ -108,6 +109,7 @@ class SqliteStore(SqlIdentities, StoreLifecycle):
     """
 
     _identity_ops = _sqlite_identities
+    _channel_sql = ChannelSql.bound_to("?")
 
     def __init__(
         self,

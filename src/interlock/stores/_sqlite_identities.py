@@ -14,20 +14,30 @@ from typing import Final
 
 from .._errors import PrincipalExists, UnknownPrincipal, UnknownToken
 from ._identities import (
+    Contact,
     IdentityChange,
     PrincipalRecord,
     Role,
     TokenRecord,
+    email_key,
     revision_ahead,
     token_taken,
 )
-from ._identity_sql import IdentitySql, encode_names, principal_from_row, token_from_row
+from ._identity_sql import (
+    IdentitySql,
+    check_contacts_free,
+    contacts_after,
+    encode_names,
+    principal_from_row,
+    token_from_row,
+)
 
 __all__ = [
     "add_principal",
     "add_token",
     "changes",
     "get_principal",
+    "principal_by_contact",
     "principals",
     "revoke_tokens",
     "tokens",
@@ -63,16 +73,20 @@ def add_principal(
     role: Role,
     display_name: str,
     groups: tuple[str, ...],
+    contacts: tuple[str | None, str | None],
     now: float,
 ) -> PrincipalRecord:
-    """`Store.add_principal`."""
+    """`Store.add_principal`; ``contacts`` are its e-mail address and Slack user id."""
     with _write(conn) as rev:
         found = conn.execute(SQL.select_principal, (key,)).fetchone()
         if found is not None:
             raise PrincipalExists(name, found[1])
+        email, slack_user = contacts
+        check_contacts_free(conn, SQL, key, email, slack_user)
         row = (key, name, display_name, role, encode_names(groups), False, now, rev)
-        conn.execute(SQL.insert_principal, row)
-    return principal_from_row(row)
+        mail = (email, slack_user, None if email is None else email_key(email))
+        conn.execute(SQL.insert_principal, (*row, *mail))
+    return principal_from_row((*row, email, slack_user))
 
 
 def update_principal(
@@ -83,18 +97,23 @@ def update_principal(
     display_name: str | None,
     groups: tuple[str, ...] | None,
     disabled: bool | None,
+    contacts: tuple[str | None, str | None],
 ) -> PrincipalRecord:
-    """`Store.update_principal`."""
+    """`Store.update_principal`; ``contacts`` are the e-mail address and the Slack user id
+    (None: unchanged; ``""``: cleared)."""
     with _write(conn) as rev:
         found = conn.execute(SQL.select_principal, (key,)).fetchone()
         if found is None:
             raise UnknownPrincipal(name)
         old = principal_from_row(found)
+        email, slack_user = contacts
+        check_contacts_free(conn, SQL, key, email or None, slack_user or None)
         new = (
             old.role if role is None else role,
             old.display_name if display_name is None else display_name,
             encode_names(old.groups if groups is None else groups),
             old.disabled if disabled is None else disabled,
+            *contacts_after(old, email, slack_user),
             rev,
             key,
         )
@@ -105,6 +124,15 @@ def update_principal(
 def get_principal(conn: sqlite3.Connection, key: str) -> PrincipalRecord | None:
     """`Store.get_principal`."""
     row = conn.execute(SQL.select_principal, (key,)).fetchone()
+    return None if row is None else principal_from_row(row)
+
+
+def principal_by_contact(
+    conn: sqlite3.Connection, field: Contact, value: str
+) -> PrincipalRecord | None:
+    """`Store.principal_by_contact` (an e-mail address in the form of `email_key`)."""
+    query = SQL.principal_by_email if field == "email" else SQL.principal_by_slack_user
+    row = conn.execute(query, (value,)).fetchone()
     return None if row is None else principal_from_row(row)
 
 

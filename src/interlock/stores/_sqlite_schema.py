@@ -23,7 +23,7 @@ __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "
 APPLICATION_ID: Final = 0x494C4B31
 """``PRAGMA application_id`` of an interlock database (ASCII ``ILK1``)."""
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 """The version this code reads and writes: the number of the last file of ``sql/sqlite/``."""
 
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = migrations(

@@ -180,5 +180,6 @@ DELETE_THREAD: Final = (
     "DELETE FROM effects WHERE thread = ?",
     "DELETE FROM interrupts WHERE thread = ?",
     "DELETE FROM checkpoints WHERE thread = ?",
+    "DELETE FROM channel_messages WHERE thread = ?",
     "DELETE FROM threads WHERE thread = ?",
 )

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from ._arguments import ArgumentConformance
 from ._audit import AuditConformance
+from ._channel_messages import ChannelMessageConformance
 from ._checkpoints import CheckpointConformance
 from ._closing import ClosingConformance
 from ._concurrency import ConcurrencyConformance
+from ._contacts import ContactConformance
 from ._deletion import DeletionConformance
 from ._effects import EffectConformance
 from ._feed import FeedConformance
@@ -31,6 +33,8 @@ class StoreConformance(
     PauseConformance,
     FeedConformance,
     IdentityConformance,
+    ContactConformance,
+    ChannelMessageConformance,
     DeletionConformance,
     ArgumentConformance,
     ConcurrencyConformance,
