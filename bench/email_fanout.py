@@ -28,20 +28,10 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from interlock import END, START, Graph, SqliteStore, approve
 from interlock.server import Email, EmailLinks, Notifier, TokenAuth, create_app
-from interlock.stores import PrincipalRecord
 
 
 class State(TypedDict, total=False):
     ok: bool
-
-
-class Directory(SqliteStore):
-    """SQLite, with ``p<i>@example.com`` belonging to principal ``p<i>``."""
-
-    async def principal_by_contact(
-        self, *, email: str | None = None, slack_user: str | None = None
-    ) -> PrincipalRecord | None:
-        return await self.get_principal((email or "").partition("@")[0])
 
 
 class Inbox:
@@ -65,10 +55,10 @@ async def once(folder: Path, recipients: int, rep: int) -> list[float]:
 
     graph = Graph(State, name="fanout")
     graph.add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
-    app = graph.compile(store=Directory(folder / f"fanout-{rep}.db"))
+    app = graph.compile(store=SqliteStore(folder / f"fanout-{rep}.db"))
     addresses = [f"p{i}@example.com" for i in range(recipients)]
     for i in range(recipients):
-        await app.store.add_principal(f"p{i}", role="approver")
+        await app.store.add_principal(f"p{i}", role="approver", email=f"p{i}@example.com")
     inbox = Inbox(recipients)
     controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
     controller.start()

@@ -31,7 +31,6 @@ from interlock.agents import (
     require_approval,
 )
 from interlock.server import Email, EmailLinks, Notifier, TrustedProxy, create_app
-from interlock.stores import PrincipalRecord
 
 SECRET = "links-secret-" + "k" * 40
 SENDER = "interlock@example.com"
@@ -43,16 +42,6 @@ ADDRESSES = {
 """Whose address each is; zed@example.com belongs to nobody."""
 RECIPIENTS = [*ADDRESSES, "zed@example.com"]
 LINK = re.compile(r"^(Approve|Reject):\s+(\S+)", re.M)
-
-
-class ContactStore(SqliteStore):
-    """SQLite, with principals found by their e-mail address (`principal_by_contact`)."""
-
-    async def principal_by_contact(
-        self, *, email: str | None = None, slack_user: str | None = None
-    ) -> PrincipalRecord | None:
-        name = ADDRESSES.get((email or "").lower())
-        return None if name is None else await self.get_principal(name)
 
 
 def desk_agent(path: Path) -> App[Any]:
@@ -77,14 +66,16 @@ def desk_agent(path: Path) -> App[Any]:
     agent = ToolAgent(
         "desk", ScriptedModel(script, name="desk"), [refund, wipe_disk], policy=policy
     )
-    return agent.compile(store=ContactStore(path))
+    return agent.compile(store=SqliteStore(path))
 
 
 async def add_principals(app: App[Any]) -> None:
     store = app.store
+    email = {name: address for address, name in ADDRESSES.items()}
     for name, role in (("ana", "approver"), ("ben", "approver"), ("eve", "viewer")):
         if await store.get_principal(name) is None:
-            await store.add_principal(name, role=role)
+            # Addresses are kept as given and found whatever their case.
+            await store.add_principal(name, role=role, email=email[name].upper())
 
 
 @dataclass

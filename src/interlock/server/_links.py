@@ -36,7 +36,7 @@ import msgspec
 
 from .._principals import principal_key
 from ..runtime import Authority, Principal, Question
-from ..stores import PrincipalRecord
+from ..stores import PrincipalRecord, Store
 from ._deciding import find_question, principal_directory
 from ._errors import ApiError
 from ._events import ServerEvent
@@ -339,9 +339,8 @@ class Linker:
         return asks_confirmation(question.interrupt.info)
 
 
-async def _principal_by_email(directory: Any, address: str) -> PrincipalRecord | None:
-    found = await directory.principal_by_contact(email=address)
-    return found if isinstance(found, PrincipalRecord) else None
+async def _principal_by_email(directory: Store, address: str) -> PrincipalRecord | None:
+    return await directory.principal_by_contact(email=address)
 
 
 def _expiry(asked_at: float, ttl: float, deadline: float | None) -> float:
