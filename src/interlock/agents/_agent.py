@@ -504,12 +504,12 @@ class ToolAgent(Agent):
                 )
             previous, arguments = arguments, decision.arguments
             needed = again.approvals if again.action == "require_approval" else 1
-            if again.action == "require_approval" and again.authority not in (
-                None,
-                asking.authority,
+            if again.action == "require_approval" and (
+                again.authority not in (None, asking.authority)
+                or (again.confirm and not asking.confirm)
             ):
-                # The edited call falls under a rule that names other deciders: the person
-                # who edited it was not checked against them, so it is asked again.
+                # The edited call falls under a rule that names other deciders, or asks for
+                # a confirmation step the edit did not take: it is asked again.
                 quorum, asking = max(quorum, needed), again
                 continue
             if quorum < 2 and needed < 2:
@@ -642,7 +642,7 @@ class ToolAgent(Agent):
     ) -> dict[str, Any]:
         """What an approver is shown; ``previous``: the arguments an edit replaced."""
         shown = msgspec.json.encode(arguments).decode()
-        question = {
+        question: dict[str, Any] = {
             "type": APPROVAL,
             "question": verdict.message or f"Allow {self.name} to call {tool.name}({shown:.300})?",
             "agent": self.name,
@@ -656,6 +656,8 @@ class ToolAgent(Agent):
         }
         if previous is not None:
             question["edited_from"] = previous
+        if verdict.confirm:
+            question["confirm"] = True
         return question
 
     def _answer(self, call: ToolCall, content: str, status: ToolStatus) -> ToolMessage:

@@ -75,6 +75,8 @@ class Rule:
     """For ``require_approval``: how many distinct people must approve the call."""
     authority: Authority | None = None
     """For ``require_approval``: who may approve it (see `interlock.Authority`)."""
+    confirm: bool = False
+    """For ``require_approval``: an approval takes an explicit confirmation step."""
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -93,6 +95,10 @@ class Rule:
                 )
             if self.action != "require_approval":
                 raise ValueError(f"authority= needs a require_approval rule, not {self.action!r}")
+        if not isinstance(self.confirm, bool):
+            raise TypeError(f"a rule's confirm must be True or False, not {self.confirm!r}")
+        if self.confirm and self.action != "require_approval":
+            raise ValueError(f"confirm=True needs a require_approval rule, not {self.action!r}")
         if self.when is not None and not callable(self.when):
             raise TypeError(f"a rule's when= must be callable, not {type(self.when).__name__}")
         if self.message is not None and not isinstance(self.message, str):
@@ -120,6 +126,7 @@ def require_approval(
     name: str | None = None,
     approvals: int = 1,
     authority: Authority | None = None,
+    confirm: bool = False,
 ) -> Rule:
     """A rule that makes the call wait for a person (when ``when`` holds).
 
@@ -132,8 +139,13 @@ def require_approval(
     when=over_1000, authority=Authority(groups=("finance",)))``. It is stored with the
     question and checked by `App.decide` on every surface. An edit into arguments a rule
     with another authority covers is asked again under that authority.
+
+    ``confirm=True`` makes approving the call a two-step act on every surface of the approval
+    server (the web inbox, Slack, e-mail links, the CLI and the HTTP API, which refuses an
+    approval sent without ``confirmed``): for calls that cannot be undone, such as
+    ``require_approval(when=matches("command", r"\brm\b"), confirm=True)``.
     """
-    return Rule("require_approval", when, question, name, approvals, authority)
+    return Rule("require_approval", when, question, name, approvals, authority, confirm)
 
 
 def deny(message: str = _DENIED, *, when: Predicate | None = None, name: str | None = None) -> Rule:
@@ -192,6 +204,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """For ``require_approval``: how many distinct people must approve the call."""
     authority: Authority | None = None
     """For ``require_approval``: who may approve the call."""
+    confirm: bool = False
+    """For ``require_approval``: an approval takes an explicit confirmation step."""
 
 
 RuleSpec: TypeAlias = (
@@ -246,18 +260,18 @@ class ApprovalPolicy:
         if spec is None:
             return _verdict(self._default, "default")
         if callable(spec):
-            # Failing closed asks for at least the quorum the default would.
-            quorum = _quorum([self._default])
+            # Failing closed asks for at least what the default would.
+            known = [self._default]
             try:
                 out = spec(dict(arguments))
             except Exception as exc:
-                return _closed(tool, f"its rule raised {type(exc).__name__}: {exc}", quorum)
+                return _closed(tool, f"its rule raised {type(exc).__name__}: {exc}", known)
             if out is None:
                 return _verdict(self._default, "default")
             if isinstance(out, str) and out in ACTIONS:
                 out = Rule(out)  # type: ignore[arg-type]
             if not isinstance(out, Rule):
-                return _closed(tool, f"its rule returned {out!r:.60}, which is no action", quorum)
+                return _closed(tool, f"its rule returned {out!r:.60}, which is no action", known)
             return _verdict(out, tool)
         for rule in spec:
             if rule.when is not None:
@@ -265,10 +279,10 @@ class ApprovalPolicy:
                     hit = rule.when(dict(arguments))
                 except Exception as exc:
                     why = f"{rule.describe(tool)} raised {type(exc).__name__}: {exc}"
-                    return _closed(tool, why, _quorum([*spec, self._default]))
+                    return _closed(tool, why, [*spec, self._default])
                 if not isinstance(hit, bool):
                     why = f"{rule.describe(tool)} returned {hit!r:.40}, not a bool"
-                    return _closed(tool, why, _quorum([*spec, self._default]))
+                    return _closed(tool, why, [*spec, self._default])
                 if not hit:
                     continue
             return _verdict(rule, tool)
@@ -278,7 +292,11 @@ class ApprovalPolicy:
 def strictest(verdicts: Sequence[Verdict]) -> Verdict:
     """The strictest of several policies' verdicts (deny over approval over allow; of two
     approvals, the one that needs more people)."""
-    return max(verdicts, key=lambda v: (_STRICTNESS[v.action], v.approvals))
+    strict = max(verdicts, key=lambda v: (_STRICTNESS[v.action], v.approvals))
+    confirms = any(v.confirm for v in verdicts if v.action == "require_approval")
+    if strict.action == "require_approval" and confirms and not strict.confirm:
+        strict = msgspec.structs.replace(strict, confirm=True)
+    return strict
 
 
 def _verdict(rule: Rule, tool: str) -> Verdict:
@@ -291,19 +309,19 @@ def _verdict(rule: Rule, tool: str) -> Verdict:
         message=message,
         approvals=rule.approvals,
         authority=rule.authority,
+        confirm=rule.confirm,
     )
 
 
-def _quorum(rules: Sequence[Rule]) -> int:
-    """The largest quorum any of ``rules`` asks for (1 when none asks for approval)."""
-    return max((r.approvals for r in rules if r.action == "require_approval"), default=1)
-
-
-def _closed(tool: str, why: str, approvals: int = 1) -> Verdict:
+def _closed(tool: str, why: str, rules: Sequence[Rule]) -> Verdict:
     """The verdict of a policy that could not decide: wait for approval, by as many people as
-    the rules it could not read might have asked for."""
+    the rules it could not read might have asked for, confirmed if any of them asks it."""
+    asking = [r for r in rules if r.action == "require_approval"]
     return Verdict(
-        action="require_approval", rule=f"{tool}: fail closed: {why}", approvals=approvals
+        action="require_approval",
+        rule=f"{tool}: fail closed: {why}",
+        approvals=max((r.approvals for r in asking), default=1),
+        confirm=any(r.confirm for r in asking),
     )
 
 

@@ -341,6 +341,7 @@ def approve(
     deadline: float | datetime | None = None,
     approvals: int = 1,
     authority: Authority | None = None,
+    confirm: bool = False,
 ) -> bool:
     """Ask a person to approve; return True for approve, False for reject.
 
@@ -355,9 +356,16 @@ def approve(
     ``authority`` says who may answer (see `interrupt`): ``approvals=2,
     authority=Authority(groups=("sre",), not_starter=True)`` needs two SREs who did not start
     the run.
+
+    ``confirm=True`` asks the people who decide for a confirmation step before an approval
+    (the approval server's surfaces show what will happen, and approve only once the person
+    confirms): for an action that cannot be undone.
     """
+    info: dict[str, Any] = {"type": "approval", "question": question, "details": details}
+    if confirm:
+        info["confirm"] = True
     answer = approval_interrupt(
-        {"type": "approval", "question": question, "details": details},
+        info,
         approvals=approvals,
         approving={"anyOf": [{"const": True}, {"enum": list(_YES)}]},
         key=key,

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -27,19 +27,15 @@ from .._errors import (
     CheckpointNotFound,
     GraphChanged,
     InterlockError,
-    InterruptAlreadyResolved,
-    InvalidResume,
     InvalidUpdate,
-    NotAuthorized,
     RunError,
     StoreClosed,
     ThreadBusy,
-    UnknownInterrupt,
 )
-from .._principals import is_principal, principal_key
-from ..runtime import Authority, Decision, Interrupt, Question
+from ..runtime import Interrupt
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
+from ._deciding import background, decide_as, find_question
 from ._errors import ApiError, json_response
 from ._events import EVENT_TYPES, FAILED_SUMMARY, ServerEvent
 from ._params import (
@@ -65,7 +61,7 @@ from ._scopes import (
 )
 from ._served import Served
 from ._signin import authenticate
-from ._state import FailureRecorder, ServerState
+from ._state import ServerState
 from ._store_auth import StoreAuth
 from ._views import (
     AuditItem,
@@ -115,8 +111,6 @@ T = TypeVar("T")
 
 _MAX_PAGE: Final = MAX_PAGE
 _RECENT_MESSAGES: Final = 20
-FOUR_EYES: Final = Authority(not_starter=True)
-"""The rule ``four_eyes=True`` adds to every decision made through the server."""
 MAX_BODY_DEPTH: Final = 64
 """The deepest nesting of arrays and objects a request body may have (the body's own object is
 1 deep). A store's codec keeps at most 100 levels of a value, of which the records around an
@@ -216,29 +210,6 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _require_started(state: ServerState) -> None:
-    """Refuse (503) what needs the background while the server's lifespan is not running."""
-    if not state.ready:
-        raise ApiError(
-            503,
-            "not_started",
-            "the interlock server's lifespan is not running: when you mount it, pass its "
-            "lifespan to your app (see interlock.server.create_app)",
-            headers={"Retry-After": "5"},
-        )
-
-
-def _background(
-    state: ServerState,
-    call: Callable[[], Coroutine[Any, Any, Any]],
-    thread: str,
-    app: FailureRecorder,
-) -> bool:
-    """``state.runs.submit``, refused (503) while the server's lifespan is not running."""
-    _require_started(state)
-    return state.runs.submit(call, thread, app)
-
-
 def _b64(value: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
@@ -254,33 +225,6 @@ def _unb64(text: str, name: str) -> Any:
 
 def _tool_of(interrupt: Interrupt) -> str | None:
     return next((s.name for s in reversed(interrupt.address) if s.kind == "tool"), None)
-
-
-async def _find(
-    state: ServerState, identity: Identity, interrupt_id: str
-) -> tuple[Served, Question]:
-    """The question with this id and the app that asked it, in ``identity``'s scope.
-
-    A question outside the scope is not this identity's to hear of: it is answered as an
-    unknown id is (the same 404), and so is a damaged one outside the scope.
-    """
-    for served in state.served.values():
-        try:
-            question = await served.question(interrupt_id)
-        except CheckpointCorrupt as exc:
-            row = await served.row(interrupt_id)
-            if row is not None and not identity.sees(row.thread, row.tool):
-                continue
-            raise ApiError(
-                500, "damaged_record", f"{exc}; restore the store from a backup"
-            ) from exc
-        if question is not None and identity.sees(question.thread, question.tool):
-            return served, question
-    raise ApiError(
-        404,
-        "unknown_interrupt",
-        f"no interrupt {interrupt_id}; list pending ones at /v1/interrupts",
-    )
 
 
 def _served_for(state: ServerState, name: str | None) -> Served:
@@ -442,7 +386,7 @@ async def _visible_page(
 async def get_interrupt(request: Request) -> Response:
     state = _state(request)
     identity = _identity(request, "viewer")
-    served, question = await _find(state, identity, _path(request, "id"))
+    served, question = await find_question(state, identity, _path(request, "id"))
     row, interrupt, decided = question.record, question.interrupt, question.decision
     status: str | None = None
     values: Any = None
@@ -499,11 +443,11 @@ def _context(values: dict[str, Any], identity: Identity) -> tuple[Any, list[Any]
 # -- decisions -----------------------------------------------------------------------------------
 
 
-def _nonce(identity: Identity, key: str, body: bytes) -> tuple[str, str]:
+def _nonce(identity: Identity, key: str, body: bytes) -> str:
     """The nonce a decision is recorded with: who and which key, then which body."""
     who = hashlib.sha256(f"{identity.name}\0{key}".encode(errors="surrogatepass")).hexdigest()
     what = hashlib.sha256(body).hexdigest()
-    return who[:24], f"{who[:24]}.{what[:16]}"
+    return f"{who[:24]}.{what[:16]}"
 
 
 async def post_decision(request: Request) -> Response:
@@ -520,170 +464,28 @@ async def post_decision(request: Request) -> Response:
         )
     raw = await request.body()
     body = await _body(request, DecisionRequest)
-    wait = state.limiter.take(identity.name)
-    if wait > 0:
-        state.metrics.decisions.labels("rate_limited").inc()
-        raise ApiError(
-            429,
-            "rate_limited",
-            f"{identity.name} sent too many decisions; retry in {wait:.1f} s",
-            headers={"Retry-After": str(max(1, round(wait)))},
-        )
-    served, question = await _find(state, identity, interrupt_id)
-    row = question.record
-    mine, nonce = _nonce(identity, key, raw)
-    if row.status != "pending":
-        vote = await _vote_resolved_since(served, row, identity, nonce, body)
-        if vote is not None:
-            return _replayed(state, vote)
-        return _refused(state, served, row, mine, nonce)
-    interrupt = question.interrupt
-    # The runtime refuses a second vote by one person on a quorum question, and gives back the
-    # vote itself for the same request sent again: a success now, after this identity has
-    # voted, is that vote.
-    voted = interrupt.approvals > 1 and _among(identity, interrupt.approved_by)
-    if question.payload_hash != body.payload_hash:
-        state.metrics.decisions.labels("stale").inc()
-        raise ApiError(
-            412,
-            "question_changed",
-            "the question is not the one you were shown (its payload hash differs); "
-            "read it again and decide on what it says now",
-        )
-    if state.continue_runs and not body.wait:
-        # Checked before the decision is recorded: it would be continued by nobody.
-        _require_started(state)
-    starter = question.meta.get("started_by")
-    try:
-        # Who may decide is the runtime's to check (the question's authority, the App's, and
-        # this server's four eyes as one more rule): the same check as on every surface.
-        decisions = await served.app.decide(
-            row.thread,
-            {interrupt_id: body.answer},
-            actor=identity.principal(),
-            require=FOUR_EYES if state.four_eyes else None,
-            override=body.override,
-            reason=body.reason,
-            nonce=nonce,
-            seen={interrupt_id: body.payload_hash},
-        )
-    except InterruptAlreadyResolved:
-        fresh = await served.row(interrupt_id)
-        assert fresh is not None
-        return _refused(state, served, fresh, mine, nonce)
-    except NotAuthorized as exc:
-        # Separation of duties keeps its old name; any other rule is "not_authorized".
-        error = "four_eyes" if exc.rule == "starter" else "not_authorized"
-        state.metrics.decisions.labels(error).inc()
-        raise ApiError(403, error, str(exc)) from exc
-    except InvalidResume as exc:
-        state.metrics.decisions.labels("invalid").inc()
-        raise ApiError(422, "invalid_answer", str(exc)) from exc
-    except UnknownInterrupt as exc:
-        raise ApiError(404, "unknown_interrupt", str(exc)) from exc
-    except ThreadBusy as exc:
-        state.metrics.decisions.labels("busy").inc()
-        raise ApiError(
-            409, "thread_busy", f"{exc}; try again in a moment", headers={"Retry-After": "1"}
-        ) from exc
-    decision = decisions[0]
-    if voted:
-        return _replayed(state, decision)
-    final = decision.final
-    state.metrics.decisions.labels("recorded" if final else "approval").inc()
-    continued = False
+    decided = await decide_as(
+        state,
+        identity,
+        interrupt_id,
+        body.answer,
+        nonce=_nonce(identity, key, raw),
+        payload_hash=body.payload_hash,
+        reason=body.reason,
+        override=body.override,
+        confirmed=body.confirmed,
+        wait=body.wait,
+    )
     view: ThreadView | None = None
-    metadata = {"started_by": starter, "continued_by": identity.name}
-    if final and body.wait:
-        # The decision is recorded; the continuation's refusal (a run elsewhere took the
-        # thread) is not this request's failure: the view says where the thread is.
-        try:
-            await served.app.resume(row.thread, metadata=metadata)
-            continued = True
-        except ThreadBusy:
-            pass
-        except InterlockError as exc:
-            # One that running again would meet again leaves the thread failed, as the view
-            # shows; anything else is this request's error.
-            if await served.app.record_failure(row.thread, exc) is None:
-                raise
-            log.info("continuing thread %r failed: %s", row.thread, exc)
-            continued = True
-        view = await _thread_view(served, row.thread, identity)
-    elif final and state.continue_runs and await served.app.continued_by() == "caller":
-        continued = _background(
-            state, lambda: served.app.resume(row.thread, metadata=metadata), row.thread, served.app
-        )
+    if body.wait and not decided.replayed and decided.decision.final:
+        view = await _thread_view(decided.served, decided.decision.thread, identity)
     result = DecisionResult(
-        decision=decision_body(decision), replayed=False, continued=continued, thread_view=view
+        decision=decision_body(decided.decision),
+        replayed=decided.replayed,
+        continued=decided.continued,
+        thread_view=view,
     )
-    return json_response(result, 201)
-
-
-def _replayed(state: ServerState, decision: Decision) -> Response:
-    """The answer to a decision sent again (the same Idempotency-Key and body)."""
-    state.metrics.decisions.labels("replayed").inc()
-    result = DecisionResult(decision=decision_body(decision), replayed=True, continued=False)
-    return json_response(result, 200)
-
-
-async def _vote_resolved_since(
-    served: Served, row: InterruptRecord, identity: Identity, nonce: str, body: DecisionRequest
-) -> Decision | None:
-    """This identity's vote sent with ``nonce`` on a quorum question others have resolved
-    since (the runtime gives it back, and nothing else, for a question no longer pending)."""
-    decided = served.decision(row)
-    if decided is None or decided.nonce == nonce or not _among(identity, decided.approved_by):
-        return None
-    try:
-        votes = await served.app.decide(
-            row.thread,
-            {row.id: body.answer},
-            actor=identity.principal(),
-            reason=body.reason,
-            nonce=nonce,
-            seen={row.id: body.payload_hash},
-        )
-    except (InterruptAlreadyResolved, InvalidResume, UnknownInterrupt, NotAuthorized):
-        return None
-    return votes[0]
-
-
-def _among(identity: Identity, names: Iterable[str]) -> bool:
-    """Whether ``identity`` is one of ``names``, compared as principals are (normal form)."""
-    key = principal_key(identity.name)
-    return any(is_principal(name, key) for name in names)
-
-
-def _refused(
-    state: ServerState, served: Served, row: InterruptRecord, mine: str, nonce: str
-) -> Response:
-    """The answer to a decision on an interrupt that is no longer pending."""
-    decided = served.decision(row)
-    if decided is not None and decided.nonce == nonce:
-        return _replayed(state, decided)
-    view = decision_body(decided) if decided is not None else None
-    if decided is not None and (decided.nonce or "").split(".")[0] == mine:
-        state.metrics.decisions.labels("key_reused").inc()
-        raise ApiError(
-            422,
-            "idempotency_key_reused",
-            "this Idempotency-Key was used for a different decision on this interrupt; "
-            "use a new key for a new request",
-            decision=view,
-        )
-    state.metrics.decisions.labels("conflict").inc()
-    if decided is None:
-        raise ApiError(
-            409, "not_pending", f"interrupt {row.id} is {row.status}; there is nothing to decide"
-        )
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(decided.decided_at))
-    raise ApiError(
-        409,
-        "already_decided",
-        f"already decided by {decided.actor or 'someone'} at {when}",
-        decision=view,
-    )
+    return json_response(result, 200 if decided.replayed else 201)
 
 
 # -- threads -------------------------------------------------------------------------------------
@@ -847,7 +649,7 @@ async def post_run(request: Request) -> Response:
         return json_response(
             RunAccepted(thread=thread, app=served.name, action=action, thread_view=view)
         )
-    if not _background(state, call, thread, app):
+    if not background(state, call, thread, app):
         raise ApiError(
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )

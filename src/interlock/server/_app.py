@@ -89,7 +89,9 @@ def create_app(
             (False: leave it to workers or ``App.resume``). An App whose database has
             workers installed (`interlock.workers.Workers.install`) is left to them anyway:
             their trigger queues each continuation, and one owner runs it.
-        notifier: A `Notifier` to give every event to (webhooks, email).
+        notifier: A `Notifier` to give every event to (webhooks, email). A channel of it
+            with an ``attach(state)`` method (Slack, e-mail links) is given the server and
+            mounts the routes that method returns.
         public_url: This server's URL as people reach it, for links in notifications.
         max_body_bytes: Larger request bodies are refused (413).
         decisions_per_second: Each identity's sustained rate of decisions (429 beyond it).
@@ -169,6 +171,12 @@ def create_app(
         )
         for route in ROUTES
     ]
+    for channel in getattr(notifier, "channels", ()):
+        # A channel people answer through (Slack's buttons, e-mail links) brings its own
+        # routes, and keeps the server to read questions and decide (`_deciding`).
+        attach = getattr(channel, "attach", None)
+        if callable(attach):
+            routes += list(attach(state))
     inputs = {name: s.app.plan.schema.names for name, s in served.items()}
     document = openapi("interlock", _version(), inputs=inputs)
     routes += [

@@ -33,6 +33,7 @@ __all__ = [
     "ThreadPage",
     "ThreadView",
     "ToolCount",
+    "asks_confirmation",
     "decision_body",
     "interrupt_view",
     "plain",
@@ -63,6 +64,9 @@ class InterruptView(msgspec.Struct, kw_only=True):
     """Who has approved it so far."""
     authority: AuthorityView | None = None
     """Who may decide it (None: anyone with the approver role in scope)."""
+    confirm: bool = False
+    """Approving it takes a confirmation step: show what will run, and send the decision
+    with ``confirmed`` once the person confirms."""
 
 
 class AuthorityView(msgspec.Struct, kw_only=True):
@@ -157,6 +161,9 @@ class DecisionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     override: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TEXT)] | None = None
     """An admin's reason for deciding outside the question's authority (admin tokens only;
     recorded with the decision and in the audit log)."""
+    confirmed: bool = False
+    """The person went through the question's confirmation step (needed to approve a
+    question whose view has ``confirm``)."""
 
 
 class DecisionResult(msgspec.Struct, kw_only=True):
@@ -391,7 +398,13 @@ def interrupt_view(
         approvals=interrupt.approvals,
         approved_by=list(interrupt.approved_by),
         authority=authority_view(authority, interrupt.started_by),
+        confirm=asks_confirmation(interrupt.info),
     )
+
+
+def asks_confirmation(info: Any) -> bool:
+    """Whether a question's info asks for a confirmation step before it is let through."""
+    return isinstance(info, dict) and info.get("confirm") is True
 
 
 def decision_body(decision: Decision) -> DecisionBody:
