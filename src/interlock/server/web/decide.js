@@ -351,7 +351,7 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     );
     actions.append(opener("Respond…", respondPane));
   } else if (info.type === "approval") {
-    actions.append(approveButton(true, () => ["Approve ", h("q", {}, info.question ?? item.summary ?? "this question"), "?"]));
+    actions.append(approveButton(true, () => `Approve “${info.question ?? item.summary ?? "this question"}”?`));
     actions.append(opener("Reject…", rejectPane("Kept in the audit trail.", () => false)));
   } else {
     const answer = textArea("Answer (JSON)", "The server checks it against the schema below.");
@@ -359,7 +359,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     answer.input.rows = 6;
     const why = h("input", { type: "text", id: `why-${++counter}` });
     const error = h("p", { className: "error", role: "alert" });
-    const sendIt = button("Send the answer", null, "primary", "submit");
+    const sendButton = button(risky ? "Send the answer…" : "Send the answer", null, "primary", "submit");
+    const answerBox = confirmBox();
+    controls.push(answerBox.yes);
     const form = h(
       "form",
       {
@@ -373,7 +375,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
             error.textContent = `This is not JSON: ${problem.message}. Text goes in double quotes.`;
             return;
           }
-          send(value, why.value.trim(), error);
+          const sendIt = (confirmed) => send(value, why.value.trim(), error, { confirmed, confirm: () => askAnswer(value, sendIt) });
+          if (risky) askAnswer(value, sendIt);
+          else sendIt(false);
         },
       },
       answer.field,
@@ -382,8 +386,13 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
         : null,
       h("div", { className: "field" }, h("label", { for: why.id }, "Reason (optional, kept in the audit trail)"), why),
       error,
-      h("div", { className: "buttons" }, sendIt),
+      h("div", { className: "buttons" }, sendButton),
+      answerBox.element,
     );
+    function askAnswer(value, sendIt) {
+      answerBox.ask(["Send ", h("code", { className: "run" }, JSON.stringify(value)), "?"], "Yes, send it", () => sendIt(true), sendButton);
+    }
+    answer.input.addEventListener("input", () => answerBox.close());
     panes.append(form);
   }
 
