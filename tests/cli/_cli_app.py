@@ -130,7 +130,11 @@ def finance(state: State) -> dict[str, Any]:
     return {"refunded": approve("Refund 1,200 EUR?", authority=Authority(groups=("finance",)))}
 
 
-KINDS = ("refund", "plan", "ops", "typed", "quorum", "payout", "finance")
+def drop(state: State) -> dict[str, Any]:
+    return {"refunded": approve("Drop the orders table?", confirm=True)}
+
+
+KINDS = ("refund", "plan", "ops", "typed", "quorum", "payout", "finance", "drop")
 
 
 def build() -> Graph[State]:
@@ -142,6 +146,7 @@ def build() -> Graph[State]:
     g.add_node("quorum", quorum)
     g.add_node("payout", payout)
     g.add_node("finance", finance)
+    g.add_node("drop", drop)
     g.add_conditional_edges(START, lambda s: s["kind"], list(KINDS))
     for name in KINDS:
         g.add_edge(name, END)

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 from _cli_run import APP, Approvers
+from click.testing import CliRunner
 
 from interlock.agents import AssistantMessage
+from interlock.cli import _decide
+from interlock.cli import cli as cli_main
 
 
 @pytest.fixture
@@ -326,3 +329,34 @@ def test_the_command_line_decides_as_the_stores_principal_and_overrides_with_a_r
     again = cli.start("finance", "fin-2")
     member = cli.decide("approve", again, "--actor", "fay")
     assert member.exit_code == 0, member.output
+
+
+def test_a_question_that_asks_for_confirmation_is_confirmed_or_nothing_is_recorded(
+    cli: Approvers,
+) -> None:
+    asked = cli.start("drop", "drop-1")
+    # No terminal to ask at: refused, and told how to confirm.
+    result = cli.decide("approve", asked)
+    assert result.exit_code == 1
+    assert "asks for a confirmation step" in result.output and "--yes" in result.output
+    assert cli.interrupt(asked).status == "pending"
+    # A rejection lets nothing run: no step.
+    other = cli.start("drop", "drop-2")
+    assert cli.decide("reject", other, "--reason", "no").exit_code == 0
+    result = cli.decide("approve", asked, "--yes")
+    assert result.exit_code == 0, result.output
+    assert cli.values("drop-1")["refunded"] is True
+
+
+def test_the_confirmation_is_asked_at_a_terminal(
+    cli: Approvers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = cli.start("drop", "drop-3")
+    monkeypatch.setattr(_decide, "_at_a_terminal", lambda: True)
+    declined = CliRunner().invoke(cli_main, ["approve", asked, "--app", APP], input="n\n")
+    assert declined.exit_code == 1 and "Not confirmed" in declined.output
+    assert "Drop the orders table?" in declined.output
+    assert cli.interrupt(asked).status == "pending"
+    confirmed = CliRunner().invoke(cli_main, ["approve", asked, "--app", APP], input="y\n")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert cli.values("drop-3")["refunded"] is True

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -33,9 +34,9 @@ from rich.markup import escape
 from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
 from .._principals import principal_key
-from ..runtime import App, Decision, Interrupt, Principal, RunResult
+from ..runtime import App, Decision, Interrupt, Principal, RunResult, needs_confirmation
 from ._load import Target, open_target, target_options
-from ._output import Refused, out_console, run
+from ._output import Refused, err_console, out_console, run
 from ._read import QuestionForm, form_of, question, question_hash
 from ._views import again, describe_answer, describe_decision, print_outcome
 
@@ -54,6 +55,15 @@ def _decision_options(fn: _F) -> _F:
         "continue_",
         default=True,
         help="Continue the thread here once the decision is recorded (default), or only record it.",
+    )(fn)
+    fn = click.option(
+        "--yes",
+        "confirmed",
+        is_flag=True,
+        help=(
+            "Confirm without being asked, for a question that asks for a confirmation step "
+            "before it is approved (a script that has shown the question)."
+        ),
     )(fn)
     fn = click.option(
         "--nonce",
@@ -93,6 +103,7 @@ class _Request:
     nonce: str | None = None
     continue_: bool = True
     override: str | None = None
+    confirmed: bool = False
 
 
 @click.command()
@@ -171,7 +182,7 @@ def answer(interrupt_id: str, value_json: str, reason: str | None, **options: An
 
 def _own(options: dict[str, Any]) -> dict[str, Any]:
     """The shared options a `_Request` keeps (``--app``/``--store`` stay in the context)."""
-    return {k: options[k] for k in ("actor", "nonce", "continue_", "override")}
+    return {k: options[k] for k in ("actor", "nonce", "continue_", "override", "confirmed")}
 
 
 def _json(text: str, hint: str) -> Any:
@@ -233,6 +244,8 @@ def _decide(request: _Request) -> None:
         try:
             interrupt, row = await question(target, request.interrupt_id)
             value = _answer_for(request, interrupt)
+            if needs_confirmation(interrupt.info, value) and not request.confirmed:
+                _confirm(interrupt)
             who = await _principal(target, actor)
             decided = await _record(app, interrupt, value, request, who, target)
             done = _Outcome(
@@ -354,6 +367,30 @@ async def _principal(target: Target, actor: str) -> Principal:
             f"(`interlock principal enable {record.name}` enables it again)"
         )
     return Principal(name=record.name, groups=record.groups, roles=(record.role,))
+
+
+def _at_a_terminal() -> bool:
+    """Whether a person can be asked: the command reads from a terminal."""
+    return sys.stdin.isatty()
+
+
+def _confirm(interrupt: Interrupt) -> None:
+    """Ask the person at the terminal to confirm an approval the question asks them to.
+
+    Raises:
+        Refused: They did not confirm, or nobody is at a terminal to ask (``--yes``).
+    """
+    info = interrupt.info
+    asked = info.get("question") if isinstance(info, dict) else None
+    if not _at_a_terminal():
+        raise Refused(
+            f"interrupt {interrupt.id} asks for a confirmation step before it is approved; "
+            f"read it with {again('show', interrupt.id)}, then run this command again with "
+            "--yes. Nothing was recorded."
+        )
+    err_console().print(f"This question asks you to confirm: {escape(str(asked or interrupt.id))}")
+    if not click.confirm("Approve it?", default=False, err=True):
+        raise Refused("Not confirmed; nothing was recorded.")
 
 
 def _sentence(exc: Exception) -> str:

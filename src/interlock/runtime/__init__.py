@@ -7,6 +7,7 @@ server, the command line, the workers) import from here, never from its private 
 
 - reading for people: `Question`, `Reader` (`App.question`, `App.reader`), and `Continuer`
   (`App.continued_by`: who continues a thread after a recorded decision);
+- deciding: `needs_confirmation` (a question's confirmation step);
 - building agents: `approval_interrupt`, `check_approvals`, `current_address`, `new_id`,
   `register_answer_details`, `run_graph`, `schema_problem`, `stored_schema`.
 """
@@ -49,6 +50,7 @@ from ._interrupts import emit_event as emit_event
 from ._interrupts import gather_children as gather_children
 from ._interrupts import interrupt as interrupt
 from ._interrupts import interrupt_state as interrupt_state
+from ._interrupts import needs_confirmation as needs_confirmation
 from ._interrupts import resume_context as resume_context
 from ._interrupts import run_graph as run_graph
 from ._interrupts import step as step
@@ -125,6 +127,7 @@ __all__ = [
     "gather_children",
     "interrupt",
     "interrupt_state",
+    "needs_confirmation",
     "new_id",
     "register_answer_details",
     "resume_context",

@@ -46,6 +46,7 @@ __all__ = [
     "gather_children",
     "interrupt",
     "interrupt_state",
+    "needs_confirmation",
     "resume_context",
     "run_graph",
     "step",
@@ -378,6 +379,27 @@ def approve(
     if isinstance(answer, str):
         return answer.lower() in _YES
     return bool(answer)
+
+
+def needs_confirmation(info: Any, answer: Any) -> bool:
+    """Whether ``answer`` to a question with ``info`` must come through a confirmation step.
+
+    A question asks for one with ``"confirm": true`` in its info (``approve(confirm=True)``,
+    an agent's ``require_approval(confirm=True)``). It applies to the answers that let the
+    gated action go ahead: ``True``, an approving word (``approve``, ``yes``, ``ok``...,
+    any case), and a tool decision whose ``action`` is ``approve`` or ``edit``. Surfaces
+    people decide on (the approval server, the command line) show the step; the runtime
+    records what it is given.
+    """
+    if not (isinstance(info, dict) and info.get("confirm") is True):
+        return False
+    if answer is True:
+        return True
+    if isinstance(answer, str):
+        return answer.strip().lower() in _YES
+    if isinstance(answer, dict):
+        return answer.get("action") in ("approve", "edit")
+    return False
 
 
 def choose(

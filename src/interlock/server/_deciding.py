@@ -29,14 +29,14 @@ from .._errors import (
     UnknownInterrupt,
 )
 from .._principals import is_principal, principal_key
-from ..runtime import Authority, Decision, Question
+from ..runtime import Authority, Decision, Question, needs_confirmation
 from ..stores import InterruptRecord, PrincipalRecord, Store
 from ._auth import Identity
 from ._errors import ApiError
 from ._served import Served
 from ._state import FailureRecorder, ServerState
 from ._store_auth import StoreAuth
-from ._views import asks_confirmation, decision_body
+from ._views import decision_body
 
 __all__ = [
     "FOUR_EYES",
@@ -45,7 +45,6 @@ __all__ = [
     "decide_as",
     "find_question",
     "identity_of",
-    "lets_the_call_run",
     "principal_directory",
     "require_started",
 ]
@@ -54,9 +53,6 @@ log = logging.getLogger("interlock.server")
 
 FOUR_EYES: Final = Authority(not_starter=True)
 """The rule ``four_eyes=True`` adds to every decision made through the server."""
-
-_APPROVING_WORDS: Final = frozenset({"approve", "yes", "y", "ok"})
-_RUNNING_ACTIONS: Final = frozenset({"approve", "edit"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,22 +141,6 @@ def identity_of(principal: PrincipalRecord) -> Identity:
     return Identity(name=principal.name, role=principal.role, groups=principal.groups)
 
 
-def lets_the_call_run(answer: Any) -> bool:
-    """Whether ``answer`` lets the action a question gates go ahead (approves or edits it).
-
-    ``True``, an approving word (``approve``, ``yes``, ``y``, ``ok``, any case) and a
-    decision object whose ``action`` is ``approve`` or ``edit`` do; a rejection, an answer
-    in place of the tool, and anything else do not.
-    """
-    if answer is True:
-        return True
-    if isinstance(answer, str):
-        return answer.strip().lower() in _APPROVING_WORDS
-    if isinstance(answer, dict):
-        return answer.get("action") in _RUNNING_ACTIONS
-    return False
-
-
 async def decide_as(
     state: ServerState,
     identity: Identity,
@@ -230,7 +210,7 @@ async def decide_as(
             "the question is not the one you were shown (its payload hash differs); "
             "read it again and decide on what it says now",
         )
-    if asks_confirmation(interrupt.info) and lets_the_call_run(answer) and not confirmed:
+    if needs_confirmation(interrupt.info, answer) and not confirmed:
         state.metrics.decisions.labels("unconfirmed").inc()
         raise ApiError(
             428,
