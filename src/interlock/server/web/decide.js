@@ -68,11 +68,7 @@ function confirmBox() {
   return {
     element,
     yes,
-    cancel,
     close,
-    get open() {
-      return !element.hidden;
-    },
     ask(what, yesText, action, from) {
       fill(question, what);
       yes.textContent = yesText;
