@@ -2,7 +2,8 @@
 
 Run from the repository's root, in its venv (the dev extras and Playwright installed)::
 
-    python docs/screenshots.py
+    python docs/screenshots.py          # all of them
+    python docs/screenshots.py phone    # only the phone's (or: desktop)
 
 It needs Debian's Chromium at /usr/bin/chromium (the ``chromium`` package). It serves the test
 suite's two apps (an order graph with an approve() question, a mail agent whose send_email
@@ -11,6 +12,13 @@ calls wait for approval) on loopback, asks a few questions of each and saves:
 - ``docs/images/inbox.png``: the pending list, at 1280x800;
 - ``docs/images/detail.png``: one send_email call, its edit form filled in and the diff of
   the edit, the whole page at 1280 wide.
+
+and, in a phone's browser context (390x844 CSS pixels, touch, 3 pixels a CSS pixel), with a
+shell agent beside them whose ``rm`` commands ask for a confirmation step:
+
+- ``docs/images/phone-list.png``: the pending list;
+- ``docs/images/phone-detail.png``: a send_email call, scrolled to the decision's buttons;
+- ``docs/images/phone-confirm.png``: the confirmation step of an ``rm`` command.
 """
 
 from __future__ import annotations
@@ -24,12 +32,20 @@ IMAGES = ROOT / "docs" / "images"
 sys.path.insert(0, str(ROOT / "tests" / "server"))  # the test apps and the browser set-up
 
 from _serving import serving  # noqa: E402
-from _web_page import Api, inbox_server, launch, open_question, opened, sign_in  # noqa: E402
+from _web_page import (  # noqa: E402
+    Api,
+    inbox_server,
+    launch,
+    open_question,
+    opened,
+    phone_server,
+    sign_in,
+)
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 
-def main() -> None:
-    IMAGES.mkdir(parents=True, exist_ok=True)
+def desktop() -> None:
+    """The desktop's pictures: the list and a question's page, 1280 wide."""
     with tempfile.TemporaryDirectory() as folder, serving(lambda: inbox_server(Path(folder))) as s:
         api = Api(s.url)
         api.order("order-1042", n=1041, wait=True)
@@ -59,6 +75,51 @@ def main() -> None:
                 page.screenshot(path=str(IMAGES / "detail.png"), full_page=True)
             browser.close()
     print(f"wrote {IMAGES / 'inbox.png'} and {IMAGES / 'detail.png'}")
+
+
+def phone() -> None:
+    """The phone's pictures: the list, a question's page and the confirmation step."""
+    names = ["phone-list.png", "phone-detail.png", "phone-confirm.png"]
+    with tempfile.TemporaryDirectory() as folder, serving(lambda: phone_server(Path(folder))) as s:
+        api = Api(s.url)
+        api.mail("invoice-march", "Dear Dana, the March invoice is attached. Kind regards, Sam")
+        api.order("order-1042", n=1041, wait=True)
+        api.shell("cleanup-tmp", "rm -rf /tmp/build-cache")
+        with sync_playwright() as playwright:
+            browser = launch(playwright)
+            with opened(browser, s.url, phone=True) as page:
+                sign_in(page, "ana")
+                expect(page.locator("tr[data-id]")).to_have_count(3)
+                page.screenshot(path=str(IMAGES / names[0]))
+
+                open_question(page, "the March invoice")
+                decide = page.locator(".card.decide")
+                expect(decide.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+                # The call, then the decision's buttons under it.
+                page.evaluate("document.querySelector('.main-column .card').scrollIntoView()")
+                page.screenshot(path=str(IMAGES / names[1]))
+
+                page.get_by_role("link", name="← Pending questions").tap()
+                open_question(page, "rm -rf /tmp/build-cache")
+                page.get_by_role("button", name="Approve…").tap()
+                step = page.get_by_role("alertdialog")
+                expect(step).to_be_visible()
+                page.evaluate("document.querySelector('.card.decide').scrollIntoView()")
+                page.screenshot(path=str(IMAGES / names[2]))
+            browser.close()
+    print("wrote " + ", ".join(str(IMAGES / name) for name in names))
+
+
+def main() -> None:
+    """Make the pictures named on the command line (desktop, phone), or all of them."""
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    makers = {"desktop": desktop, "phone": phone}
+    wanted = sys.argv[1:] or list(makers)
+    unknown = [name for name in wanted if name not in makers]
+    if unknown:
+        sys.exit(f"no such pictures: {', '.join(unknown)}; choose from {', '.join(makers)}")
+    for name in wanted:
+        makers[name]()
 
 
 if __name__ == "__main__":
