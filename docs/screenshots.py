@@ -3,7 +3,7 @@
 Run from the repository's root, in its venv (the dev extras and Playwright installed)::
 
     python docs/screenshots.py          # all of them
-    python docs/screenshots.py phone    # only the phone's (or: desktop)
+    python docs/screenshots.py phone    # only the phone's (or: desktop, email)
 
 It needs Debian's Chromium at /usr/bin/chromium (the ``chromium`` package). It serves the test
 suite's two apps (an order graph with an approve() question, a mail agent whose send_email
@@ -18,20 +18,25 @@ shell agent beside them whose ``rm`` commands ask for a confirmation step:
 
 - ``docs/images/phone-list.png``: the pending list;
 - ``docs/images/phone-detail.png``: a send_email call, scrolled to the decision's buttons;
-- ``docs/images/phone-confirm.png``: the confirmation step of an ``rm`` command.
+- ``docs/images/phone-confirm.png``: the confirmation step of an ``rm`` command;
+- ``docs/images/email-link.png``: the page an e-mail's approve link opens (a desk agent's
+  refund, its mail caught by an aiosmtpd mailbox on loopback).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
 sys.path.insert(0, str(ROOT / "tests" / "server"))  # the test apps and the browser set-up
 
-from _serving import serving  # noqa: E402
+from _links_server import link_server, links_of  # noqa: E402
+from _serving import TOKENS, serving  # noqa: E402
 from _web_page import (  # noqa: E402
     Api,
     inbox_server,
@@ -110,10 +115,39 @@ def phone() -> None:
     print("wrote " + ", ".join(str(IMAGES / name) for name in names))
 
 
+def email() -> None:
+    """The page an e-mail's approve link opens, at a phone's viewport."""
+    with tempfile.TemporaryDirectory() as tmp, link_server(Path(tmp)) as server:
+        body = {"input": {"messages": [{"role": "user", "content": "refund 40"}]}, "wait": True}
+        request = urllib.request.Request(
+            f"{server.url}/v1/threads/order-1842/runs",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {TOKENS['root'][0]}",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            [question] = json.loads(answer.read())["thread_view"]["interrupts"]
+        links = links_of(server.mail_to("ana@example.com", question["id"]))
+        with sync_playwright() as playwright:
+            browser = launch(playwright)
+            context = browser.new_context(
+                viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+            )
+            page = context.new_page()
+            page.goto(links["Approve"])
+            expect(page.get_by_role("button", name="Approve")).to_be_visible()
+            page.screenshot(path=str(IMAGES / "email-link.png"))
+            browser.close()
+    print(f"wrote {IMAGES / 'email-link.png'}")
+
+
 def main() -> None:
-    """Make the pictures named on the command line (desktop, phone), or all of them."""
+    """Make the pictures named on the command line (desktop, phone, email), or all of them."""
     IMAGES.mkdir(parents=True, exist_ok=True)
-    makers = {"desktop": desktop, "phone": phone}
+    makers = {"desktop": desktop, "phone": phone, "email": email}
     wanted = sys.argv[1:] or list(makers)
     unknown = [name for name in wanted if name not in makers]
     if unknown:
