@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from _links_server import LinkServer, link_server, links_of
-from _web_page import Api, ChromiumMissing, launch
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from _web_page import Api
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from interlock.server._links import LinkClaims
 from interlock.server._redact import RedactTokens
@@ -31,19 +31,6 @@ PHONE: dict[str, Any] = {
     "has_touch": True,
     "device_scale_factor": 3,
 }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        try:
-            started = launch(playwright)
-        except ChromiumMissing as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield started
-        finally:
-            started.close()
 
 
 @pytest.fixture(scope="module")

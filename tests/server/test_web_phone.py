@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from _serving import TOKENS, serving
-from _web_page import Api, ChromiumMissing, launch, opened, phone_server
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from _web_page import Api, opened, phone_server
+from playwright.sync_api import Browser, Page, Route, expect
 
 pytestmark = pytest.mark.slow  # a real browser: run on the main Python only
 
@@ -40,19 +40,6 @@ LONG_BODY = (
 
 MEASURE = (Path(__file__).parent / "_phone_measure.js").read_text(encoding="utf-8")
 """The script that measures a page (`fits`)."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        try:
-            started = launch(playwright)
-        except ChromiumMissing as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield started
-        finally:
-            started.close()
 
 
 @pytest.fixture
