@@ -138,3 +138,64 @@ def test_serve_refuses_a_tokens_file_with_a_key_it_does_not_have(tmp_path: Path)
     refused = run("serve", "--app", "x:y", "--tokens", str(bad))
     assert refused.exit_code == 2
     assert "unknown key 'thread'" in refused.output and "line 4" in refused.output
+
+
+def test_a_principal_gets_its_contact_addresses_and_changes_them(store_url: str) -> None:
+    ok(
+        "principal", "add", "Ana", "--email", " Ana@Example.com", "--slack-user", "U024BE7LH",
+        "--store", store_url,
+    )  # fmt: skip
+    ok("principal", "add", "ben", "--group", "ops", "--store", store_url)
+    table = ok("principal", "list", "--store", store_url).stdout
+    assert "Ana@Example.com, slack U024BE7LH" in table
+    listed = json.loads(ok("principal", "list", "--json", "--store", store_url).stdout)
+    assert [(p["name"], p["email"], p["slack_user"]) for p in listed] == [
+        ("Ana", "Ana@Example.com", "U024BE7LH"),
+        ("ben", None, None),
+    ]
+    taken = run("principal", "update", "ben", "--email", "ana@EXAMPLE.com", "--store", store_url)
+    assert taken.exit_code == 1
+    assert "belongs to principal 'Ana' already" in taken.stderr
+    taken = run("principal", "add", "carla", "--slack-user", "U024BE7LH", "--store", store_url)
+    assert taken.exit_code == 1 and "Slack user 'U024BE7LH'" in taken.stderr
+    moved = ok(
+        "principal", "update", "ana", "--email", "", "--role", "admin", "--store", store_url
+    )  # fmt: skip
+    assert "updated Ana (admin; Slack user U024BE7LH)" in moved.stderr
+    ok(
+        "principal", "update", "BEN", "--email", "ana@example.com", "--slack-user", "W0BEN",
+        "--no-groups", "--display-name", "Ben B.", "--store", store_url,
+    )  # fmt: skip
+    listed = json.loads(ok("principal", "list", "--json", "--store", store_url).stdout)
+    assert [
+        (p["name"], p["role"], p["email"], p["slack_user"], p["groups"], p["display_name"])
+        for p in listed
+    ] == [
+        ("Ana", "admin", None, "U024BE7LH", [], ""),
+        ("ben", "approver", "ana@example.com", "W0BEN", [], "Ben B."),
+    ]
+
+    async def lookup() -> None:
+        async with SqliteStore(store_url.removeprefix("sqlite:///")) as store:
+            found = await store.principal_by_contact(email="ANA@example.com")
+            assert found is not None and found.name == "ben"
+
+    anyio.run(lookup)
+
+
+def test_contact_options_refuse_what_is_not_one(store_url: str) -> None:
+    ok("principal", "add", "ana", "--store", store_url)
+    bad_mail = run("principal", "add", "ben", "--email", "ben at example", "--store", store_url)
+    assert bad_mail.exit_code == 2 and "one e-mail address such as" in bad_mail.stderr
+    bad_slack = run("principal", "update", "ana", "--slack-user", "ana", "--store", store_url)
+    assert bad_slack.exit_code == 2 and "Slack user id" in bad_slack.stderr
+    nothing = run("principal", "update", "ana", "--store", store_url)
+    assert nothing.exit_code == 2 and "nothing to change" in nothing.stderr
+    both = run(
+        "principal", "update", "ana", "--group", "ops", "--no-groups", "--store", store_url
+    )  # fmt: skip
+    assert both.exit_code == 2 and "not both" in both.stderr
+    unknown = run("principal", "update", "carla", "--email", "c@example.com", "--store", store_url)
+    assert unknown.exit_code == 1 and "no principal 'carla'" in unknown.stderr
+    listed = json.loads(ok("principal", "list", "--json", "--store", store_url).stdout)
+    assert [(p["name"], p["email"], p["slack_user"]) for p in listed] == [("ana", None, None)]

@@ -27,6 +27,7 @@ from interlock.agents import (
     ToolMessage,
     UserMessage,
     call,
+    matches,
     require_approval,
     tool,
 )
@@ -213,6 +214,49 @@ def ops_agent(path: Path) -> App[Any]:
     model = ScriptedModel(script, name="ops")
     agent = ToolAgent("ops", model, [wipe_disk, refund], policy=policy, tool_errors="raise")
     return agent.compile(store=SqliteStore(path))
+
+
+@tool
+def execute(command: str) -> str:
+    """Run a shell command.
+
+    Args:
+        command: The command line.
+    """
+    return f"ran: {command}"
+
+
+def shell_agent(path: Path) -> App[Any]:
+    """An agent that runs the command it is told ("run ls /tmp"); each call waits for a person,
+    and a command that removes files (``rm``) asks for a confirmation step too."""
+
+    def script(messages: Any, tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, UserMessage):
+            return call("execute", {"command": last.content.removeprefix("run ")})
+        return f"Done: {last.content}"
+
+    policy = ApprovalPolicy(
+        {
+            "execute": [
+                require_approval(when=matches("command", r"\brm\b"), name="removes", confirm=True),
+                require_approval(name="shell"),
+            ]
+        }
+    )
+    agent = ToolAgent("shell", ScriptedModel(script, name="shell"), [execute], policy=policy)
+    return agent.compile(store=SqliteStore(path))
+
+
+def release_app(path: Path) -> App[Any]:
+    """One approve() question that asks for a confirmation step: publish a release."""
+
+    def publish(state: Order) -> Order:
+        return {"approved": approve(f"Publish release {state['n']}?", confirm=True)}
+
+    g = Graph(Order, name="releases")
+    g.add_node("publish", publish).add_edge(START, "publish").add_edge("publish", END)
+    return g.compile(store=SqliteStore(path))
 
 
 @dataclass

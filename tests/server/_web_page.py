@@ -14,7 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypedDict
 
-from _serving import TOKENS, auth, failing_update_graph, mail_agent, ops_agent, order_app
+from _serving import (
+    TOKENS,
+    auth,
+    failing_update_graph,
+    mail_agent,
+    ops_agent,
+    order_app,
+    release_app,
+    shell_agent,
+)
 from playwright.sync_api import Browser, Page, Playwright, expect
 from starlette.types import ASGIApp
 
@@ -91,6 +100,19 @@ def shipping_server(folder: Path) -> ASGIApp:
     return create_app(apps, auth=auth())
 
 
+def phone_server(folder: Path) -> ASGIApp:
+    """The approval server for the order graph (``orders``), the mail agent (``mailer``), the
+    shell agent (``shell``: a command with ``rm`` asks for a confirmation step) and the release
+    graph (``releases``: its approve() question asks for one)."""
+    apps = {
+        "orders": order_app(folder / "orders.db"),
+        "mailer": mail_agent(folder / "mail.db"),
+        "shell": shell_agent(folder / "shell.db"),
+        "releases": release_app(folder / "releases.db"),
+    }
+    return create_app(apps, auth=auth())
+
+
 def ops_server(folder: Path) -> ASGIApp:
     """The approval server for the ops agent alone (it wipes disks and refunds)."""
     return create_app({"ops": ops_agent(folder / "ops.db")}, auth=auth())
@@ -150,6 +172,18 @@ class Api:
         status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
         assert status == 202, answer
 
+    def shell(self, thread: str, command: str, who: str = "ana") -> None:
+        """Start the shell agent on ``thread`` and wait until it asks to run ``command``."""
+        body = {"input": {"messages": [f"run {command}"]}, "app": "shell", "wait": True}
+        status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
+        assert status == 200, answer
+
+    def release(self, thread: str, n: int, who: str = "ana") -> None:
+        """Start the release graph on ``thread`` and wait until it asks to publish ``n``."""
+        body = {"input": {"n": n}, "app": "releases", "wait": True}
+        status, answer = self.call("POST", f"/v1/threads/{thread}/runs", who, body)
+        assert status == 200, answer
+
     def refund(self, thread: str, amount: int, who: str = "ana") -> None:
         """Start the refund graph on ``thread`` and wait until it asks."""
         body = {"input": {"amount": amount}, "app": "refunds", "wait": True}
@@ -182,14 +216,28 @@ class Api:
         return items
 
 
+PHONE: dict[str, Any] = {
+    "viewport": {"width": 390, "height": 844},
+    "is_mobile": True,
+    "has_touch": True,
+    "device_scale_factor": 3,
+}
+"""A phone's browser context: 390x844 CSS pixels (an iPhone 12 to 15), touch, 3 pixels a CSS
+pixel."""
+
+
 @contextmanager
-def opened(browser: Browser, url: str, *, width: int = 1280, height: int = 800) -> Iterator[Page]:
+def opened(
+    browser: Browser, url: str, *, width: int = 1280, height: int = 800, phone: bool = False
+) -> Iterator[Page]:
     """A page of the inbox in a browser context of its own (its own session storage).
 
-    On leaving, fails if the page threw an uncaught error or broke its Content Security
-    Policy (an inline script or style would).
+    With ``phone``, the context is a phone's (`PHONE`) instead of a ``width`` x ``height``
+    window. On leaving, fails if the page threw an uncaught error or broke its Content
+    Security Policy (an inline script or style would).
     """
-    context = browser.new_context(viewport={"width": width, "height": height})
+    options = PHONE if phone else {"viewport": {"width": width, "height": height}}
+    context = browser.new_context(**options)
     problems: list[str] = []
     try:
         page = context.new_page()

@@ -15,8 +15,9 @@ import anyio
 import httpx2
 import msgspec
 import pytest
+import standardwebhooks
 from _notify_events import event
-from _notify_receiver import Answer, Receiver, closed_port, serve
+from _notify_receiver import Answer, Received, Receiver, closed_port, serve
 
 from interlock import InterlockError
 from interlock.server import _notify
@@ -33,16 +34,26 @@ from interlock.server._notify import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cret-for-tests"
+WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def outcomes(log: DeliveryLog, event_id: str, channel: str | None = None) -> list[str]:
     return [e.outcome for e in log.entries(event_id=event_id, channel=channel)]
 
 
-# --- signatures ------------------------------------------------------------------------------
+def verified(request: Received, secret: str | bytes = SECRET) -> None:
+    """Check a request's Standard Webhooks signature as a receiver does (raises if wrong)."""
+    key = secret.encode() if isinstance(secret, str) else secret  # a plain secret: its bytes
+    standardwebhooks.Webhook(key).verify(request.body, request.headers)
+
+
+# --- the deprecated Interlock-Signature (sent until 0.3.0) ----------------------------------
+
+legacy = pytest.mark.filterwarnings("ignore:.*Interlock-Signature header are deprecated")
 
 
 @pytest.mark.anyio
+@legacy
 async def test_a_delivery_is_the_signed_event_and_verifies() -> None:
     with Receiver() as receiver:
         notifier = Notifier([Webhook(receiver.url, secret=SECRET)])
@@ -86,6 +97,7 @@ async def test_a_delivery_is_the_signed_event_and_verifies() -> None:
     assert caught.value.reason == "expired"
 
 
+@legacy
 def test_signature_headers_that_cannot_be_checked_are_malformed() -> None:
     body = b'{"id":"1"}'
     for header in (None, "", "v1=abc", "t=12", "t=soon,v1=abc", "garbage"):
@@ -128,8 +140,9 @@ async def test_server_errors_are_retried_with_backoff_until_delivered(
     assert first.body == second.body == third.body
     assert {r.headers["interlock-event-id"] for r in (first, second, third)} == {"7"}
     assert [r.headers["interlock-attempt"] for r in (first, second, third)] == ["1", "2", "3"]
+    assert {r.headers["webhook-id"] for r in (first, second, third)} == {"7"}
     for request in (first, second, third):
-        verify_signature(SECRET, request.body, request.headers["interlock-signature"])
+        verified(request)
 
     levels = [(r.levelname, "retrying" in r.getMessage()) for r in caplog.records]
     assert levels == [("WARNING", True), ("WARNING", True), ("INFO", False)]
@@ -207,8 +220,9 @@ async def test_a_redirect_is_not_followed() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("form", ["seconds", "date"])
 async def test_retry_after_is_honoured(form: str) -> None:
-    # An HTTP date has whole seconds: two seconds from now is one to two seconds away.
-    when = "1" if form == "seconds" else formatdate(time.time() + 2, usegmt=True)
+    # An HTTP date has whole seconds: three seconds from now is two to three seconds away,
+    # which leaves the first attempt a second to be made on a busy machine.
+    when = "1" if form == "seconds" else formatdate(time.time() + 3, usegmt=True)
     busy = Answer(status=429, headers={"retry-after": when})
     with Receiver(busy, Answer(status=408)) as receiver:
         notifier = Notifier([Webhook(receiver.url, secret=SECRET, backoff=0.01)])
@@ -349,7 +363,7 @@ async def test_the_slack_format_is_a_message_for_people() -> None:
             await notifier.wait_idle()
         # Deliveries run concurrently: they may arrive in either order.
         got = {r.headers["interlock-event-id"]: r for r in receiver.requests}
-        verify_signature(SECRET, got["8"].body, got["8"].headers["interlock-signature"])
+        verified(got["8"])
         with_link, bare = json.loads(got["8"].body), json.loads(got["9"].body)
 
     assert set(with_link) == {"text", "blocks"}
@@ -429,7 +443,7 @@ def test_webhook_and_notifier_arguments_are_checked() -> None:
         Webhook("https://example.com/hook", secret=SECRET, events=["interrupt.made"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="not the string"):
         Webhook("https://example.com/hook", secret=SECRET, events="run.failed")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'json' or 'slack'"):
+    with pytest.raises(ValueError, match="'json', 'slack' or 'teams'"):
         Webhook("https://example.com/hook", secret=SECRET, format="xml")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="set by the webhook itself"):
         Webhook("https://example.com/hook", secret=SECRET, headers={"Interlock-Event-Id": "x"})
@@ -476,35 +490,39 @@ def test_the_guides_setup_builds_a_notifier() -> None:
     assert [c.name for c in notifier.channels] == [
         "webhook ops.example.com",
         "slack #approvals",
+        "teams approvals",
         "email smtp.example.com:587",
     ]
 
 
 @pytest.mark.anyio
 @pytest.mark.usefixtures("server_names")
+@pytest.mark.parametrize("secret", [WHSEC, SECRET], ids=["whsec", "plain"])
 async def test_the_guides_receiver_checks_signatures_and_deduplicates(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    secret: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("INTERLOCK_WEBHOOK_SECRET", SECRET)
-    receiver = guide_blocks()[1]
+    monkeypatch.setenv("INTERLOCK_WEBHOOK_SECRET", secret)
+    (receiver,) = [block for block in guide_blocks() if "Starlette(" in block]
     scope: dict[str, Any] = {}
     exec(compile(receiver, "notifications.md", "exec"), scope)
     with serve(scope["app"]) as port:
         url = f"http://127.0.0.1:{port}/hooks/interlock"
-        notifier = Notifier([Webhook(url, secret=SECRET)])
+        notifier = Notifier([Webhook(url, secret=secret)])
         async with notifier:
             await notifier.publish(event("1842"))
             await notifier.publish(event("1842"))  # a duplicate, as a retry would be
             await notifier.wait_idle()
+        other = Notifier([Webhook(url, secret="whsec_" + "A" * 32, max_attempts=1)])
+        async with other:
+            await other.publish(event("1843"))  # signed with another secret
+            await other.wait_idle()
         async with httpx2.AsyncClient() as client:
-            body = Webhook(url, secret=SECRET).body(event("1843"))
+            body = Webhook(url, secret=secret).body(event("1843"))
             unsigned = await client.post(url, content=body)
-            forged = await client.post(
-                url, content=body, headers={"Interlock-Signature": sign("guess", body)}
-            )
     assert [(e.outcome, e.status) for e in notifier.log.entries()] == [("delivered", 204)] * 2
     assert scope["handled"] == {"1842"}
     assert capsys.readouterr().out == "interrupt.created on order-42: Refund ¥5000 to ada?\n"
-    assert unsigned.status_code == forged.status_code == 400
-    assert "no Interlock-Signature header" in unsigned.text
-    assert "does not match" in forged.text
+    (forged,) = other.log.entries()
+    assert (forged.outcome, forged.status) == ("failed", 400)
+    assert forged.error is not None and "No matching signature" in forged.error
+    assert unsigned.status_code == 400 and "Missing required headers" in unsigned.text

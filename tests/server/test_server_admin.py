@@ -86,6 +86,8 @@ def test_an_admin_manages_principals_and_tokens_while_the_server_runs(
         "role": "approver",
         "groups": ["finance"],
         "disabled": False,
+        "email": None,
+        "slack_user": None,
         "created_at": 0,
     }
     again = client.post("/v1/principals", json={"name": "ANA"}, headers=admin)
@@ -174,6 +176,68 @@ def test_a_token_narrows_its_principal_and_refusals_name_what_is_wrong(
     everything = client.post("/v1/principals/vic/tokens/revoke", headers=admin)
     assert [t["principal"] for t in everything.json()["items"]] == ["vic"]
     assert client.get("/v1/me", headers=header(viewer)).status_code == 401
+
+
+def test_an_admin_gives_principals_contact_addresses_and_only_an_admin(
+    client: httpx.Client, root: str, db: Path
+) -> None:
+    admin = header(root)
+    made = client.post(
+        "/v1/principals",
+        json={"name": "ana", "email": " Ana@Example.com ", "slack_user": "U024BE7LH"},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    assert (made.json()["email"], made.json()["slack_user"]) == ("Ana@Example.com", "U024BE7LH")
+    ben = client.post("/v1/principals", json={"name": "ben", "role": "approver"}, headers=admin)
+    assert ben.status_code == 201 and ben.json()["email"] is None
+    taken = client.post("/v1/principals/ben", json={"email": "ANA@example.com"}, headers=admin)
+    assert taken.status_code == 409, taken.text
+    assert taken.json()["error"] == "contact_taken" and "'ana'" in taken.json()["message"]
+    taken = client.post(
+        "/v1/principals", json={"name": "carla", "slack_user": "U024BE7LH"}, headers=admin
+    )
+    assert taken.status_code == 409 and taken.json()["error"] == "contact_taken"
+    for wrong in (
+        {"email": "ana"},
+        {"slack_user": "u024"},
+        {"email": 42},
+        {"slack_user": "U" * 30},
+    ):
+        bad = client.post("/v1/principals/ben", json=wrong, headers=admin)
+        assert bad.status_code == 422, (wrong, bad.text)
+    cleared = client.post("/v1/principals/ana", json={"email": ""}, headers=admin)
+    assert cleared.status_code == 200, cleared.text
+    assert (cleared.json()["email"], cleared.json()["slack_user"]) == (None, "U024BE7LH")
+    moved = client.post(
+        "/v1/principals/ben",
+        json={"email": "ana@example.com", "slack_user": "W0BEN"},
+        headers=admin,
+    )
+    assert moved.status_code == 200, moved.text
+    listed = client.get("/v1/principals", headers=admin).json()["items"]
+    assert [(p["name"], p["email"], p["slack_user"]) for p in listed] == [
+        ("ana", None, "U024BE7LH"),
+        ("ben", "ana@example.com", "W0BEN"),
+        ("root", None, None),
+    ]
+    # Who acts in Slack is read from slack_user: an approver may not point it at itself.
+    ben_token = client.post("/v1/tokens", json={"principal": "ben"}, headers=admin).json()["token"]
+    for path, body in (
+        ("/v1/principals/ben", {"slack_user": "U024BE7LH"}),
+        ("/v1/principals/ana", {"slack_user": ""}),
+        ("/v1/principals", {"name": "eve", "slack_user": "U9EVE"}),
+    ):
+        refused = client.post(path, json=body, headers=header(ben_token))
+        assert refused.status_code == 403, refused.text
+
+    async def lookup() -> None:
+        async with SqliteStore(db) as store:
+            found = await store.principal_by_contact(slack_user="U024BE7LH")
+            assert found is not None and found.name == "ana"
+            assert await store.principal_by_contact(slack_user="U9EVE") is None
+
+    anyio.run(lookup)
 
 
 def test_a_server_with_a_tokens_file_answers_the_admin_routes_409(tmp_path: Path) -> None:

@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from click.testing import CliRunner
 
-from interlock import SqliteStore
 from interlock.cli import cli
 from interlock.server import Slack, SlackConfigError
 from interlock.server._slack_blocks import edited_arguments, question_message
@@ -217,35 +215,3 @@ def test_an_edit_keeps_what_the_modal_does_not_show_and_checks_the_schema() -> N
     missing = {"account": {"value": {"value": "acct-2"}}, "amount": {"value": {"value": None}}}
     arguments, errors = edited_arguments(view, missing)
     assert arguments is None and "amount" in errors
-
-
-def test_a_principal_is_mapped_to_a_slack_user_from_the_command_line(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'app.db'}"
-
-    def run(*args: str) -> Any:
-        return CliRunner().invoke(cli, ["principal", *args, "--store", url])
-
-    assert run("add", "ana").exit_code == 0
-    assert run("add", "ben").exit_code == 0
-    mapped = run("update", "ana", "--slack-user", "U0123ABCD", "--email", "ana@example.com")
-    assert mapped.exit_code == 0, mapped.output
-    assert "Slack user U0123ABCD" in mapped.output and "ana@example.com" in mapped.output
-    taken = run("update", "ben", "--slack-user", "U0123ABCD")
-    assert taken.exit_code != 0 and "U0123ABCD" in taken.output, taken.output
-    nothing = run("update", "ana")
-    assert nothing.exit_code == 2 and "--slack-user" in nothing.output
-    cleared = run("update", "ana", "--slack-user", "")
-    assert cleared.exit_code == 0 and "Slack user (none)" in cleared.output
-
-    async def found() -> Any:
-        store = SqliteStore(tmp_path / "app.db")
-        try:
-            return (
-                await store.principal_by_contact(slack_user="U0123ABCD"),
-                await store.principal_by_contact(email="ANA@example.com"),
-            )
-        finally:
-            await store.close()
-
-    by_slack, by_email = anyio.run(found)
-    assert by_slack is None and by_email is not None and by_email.name == "ana"

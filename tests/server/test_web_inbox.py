@@ -17,9 +17,7 @@ import pytest
 from _serving import TOKENS, WIPE_SECRETS, serving
 from _web_page import (
     Api,
-    ChromiumMissing,
     inbox_server,
-    launch,
     open_question,
     opened,
     ops_server,
@@ -27,25 +25,12 @@ from _web_page import (
     shipping_server,
     sign_in,
 )
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect
 
 LIVE_MS = 3000
 
 pytestmark = pytest.mark.slow  # a real browser: run on the main Python only
 """How long a change may take to reach an open page through the event stream."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        try:
-            started = launch(playwright)
-        except ChromiumMissing as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield started
-        finally:
-            started.close()
 
 
 @pytest.fixture

@@ -16,26 +16,13 @@ from typing import Any
 import pytest
 from _serving import auth, order_app
 from _sso import Provider, oidc_provider, serving_at
-from _web_page import Api, ChromiumMissing, launch, opened
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from _web_page import Api, opened
+from playwright.sync_api import Browser, Page, expect
 from starlette.types import ASGIApp
 
 from interlock.server import GroupAccess, OIDCConfig, create_app
 
 LIVE_MS = 3000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        try:
-            started = launch(playwright)
-        except ChromiumMissing as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield started
-        finally:
-            started.close()
 
 
 @pytest.fixture(scope="module")

@@ -93,12 +93,20 @@ def principal() -> None:
 @click.option("--role", type=_ROLES, default="approver", show_default=True)
 @click.option("--display-name", default="", help="How people see it (default: its name).")
 @click.option("--group", "groups", multiple=True, help="A group it belongs to (repeatable).")
+@click.option("--email", help="Its e-mail address, for e-mail links (unique among principals).")
+@click.option(
+    "--slack-user",
+    metavar="ID",
+    help="Its Slack user id (U024BE7LH), which maps who acts in Slack to it (unique).",
+)
 @target_options
 def add(
     name: str,
     role: Role,
     display_name: str,
     groups: tuple[str, ...],
+    email: str | None,
+    slack_user: str | None,
     app_spec: str | None,
     store_url: str | None,
 ) -> None:
@@ -106,13 +114,19 @@ def add(
 
     \b
     Example:
-      interlock principal add ana --role approver --group finance --store sqlite:///app.db
+      interlock principal add ana --role approver --group finance \\
+        --email ana@example.com --slack-user U024BE7LH --store sqlite:///app.db
     """
     added: PrincipalRecord = _on_store(
         app_spec,
         store_url,
         lambda store: store.add_principal(
-            name, role=role, display_name=display_name, groups=groups
+            name,
+            role=role,
+            display_name=display_name,
+            groups=groups,
+            email=email,
+            slack_user=slack_user,
         ),
         new_ok=True,
     )
@@ -120,6 +134,73 @@ def add(
         f"added {added.name} ({added.role}); make it a token with: interlock token create "
         f"{_quoted(added.name)}",
         err=True,
+    )
+
+
+@principal.command("update")
+@click.argument("name")
+@click.option("--role", type=_ROLES, help="Its new role.")
+@click.option("--display-name", help="How people see it ('' for its name).")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    help="A group it belongs to (repeatable): the groups given replace its groups.",
+)
+@click.option("--no-groups", is_flag=True, help="Take it out of every group.")
+@click.option("--email", help="Its e-mail address ('' clears it); unique among principals.")
+@click.option("--slack-user", metavar="ID", help="Its Slack user id ('' clears it); unique.")
+@target_options
+def update(
+    name: str,
+    role: Role | None,
+    display_name: str | None,
+    groups: tuple[str, ...],
+    no_groups: bool,
+    email: str | None,
+    slack_user: str | None,
+    app_spec: str | None,
+    store_url: str | None,
+) -> None:
+    """Change what is given of the principal NAME; the rest stays as it is.
+
+    Every running server that follows the store takes the change within a second. The
+    e-mail address is where e-mail links go; the Slack user id says which principal clicked
+    a button in Slack.
+
+    \b
+    Example:
+      interlock principal update ana --email ana@example.com --slack-user U024BE7LH \\
+        --store sqlite:///app.db
+    """
+    if groups and no_groups:
+        raise click.UsageError("give --group or --no-groups, not both")
+    if (role, display_name, email, slack_user) == (None, None, None, None) and not (
+        groups or no_groups
+    ):
+        raise click.UsageError(
+            "nothing to change: give --role, --display-name, --group, --no-groups, --email "
+            "or --slack-user"
+        )
+    changed: PrincipalRecord = _on_store(
+        app_spec,
+        store_url,
+        lambda store: store.update_principal(
+            name,
+            role=role,
+            display_name=display_name,
+            groups=() if no_groups else groups or None,
+            email=email,
+            slack_user=slack_user,
+        ),
+    )
+    contacts = ", ".join(
+        f"{what} {value}"
+        for what, value in (("e-mail", changed.email), ("Slack user", changed.slack_user))
+        if value
+    )
+    click.echo(
+        f"updated {changed.name} ({changed.role}{'; ' + contacts if contacts else ''})", err=True
     )
 
 
@@ -143,60 +224,20 @@ def list_principals(as_json: bool, app_spec: str | None, store_url: str | None) 
         out_console().print("No principal yet: add one with `interlock principal add NAME`.")
         return
     table = new_table()
-    for column in ("name", "role", "groups", "status", "added"):
-        table.add_column(column, no_wrap=column != "groups")
+    for column in ("name", "role", "groups", "contact", "status", "added"):
+        table.add_column(column, no_wrap=column not in ("groups", "contact"))
     for p in found:
         shown = escape(p.name) + (f" ({escape(p.display_name)})" if p.display_name else "")
+        contact = [p.email or "", f"slack {p.slack_user}" if p.slack_user else ""]
         table.add_row(
             shown,
             p.role,
             escape(", ".join(p.groups)) or "-",
+            escape(", ".join(c for c in contact if c)) or "-",
             "disabled" if p.disabled else "enabled",
             ago(p.created_at),
         )
     out_console().print(table)
-
-
-@principal.command("update")
-@click.argument("name")
-@click.option("--email", default=None, help='Its e-mail address ("" clears it); unique to it.')
-@click.option(
-    "--slack-user",
-    default=None,
-    metavar="U…",
-    help='Its Slack user id, e.g. U0123ABCD ("" clears it): a Slack decision made by that '
-    "account is this principal's.",
-)
-@target_options
-def update(
-    name: str,
-    email: str | None,
-    slack_user: str | None,
-    app_spec: str | None,
-    store_url: str | None,
-) -> None:
-    """Change how NAME is reached: its e-mail address and its Slack user id.
-
-    \b
-    Example:
-      interlock principal update ana --slack-user U0123ABCD --store sqlite:///app.db
-    """
-    if email is None and slack_user is None:
-        raise click.UsageError("give --email or --slack-user (an empty value clears it)")
-    changed: PrincipalRecord = _on_store(
-        app_spec,
-        store_url,
-        lambda store: store.update_principal(name, email=email, slack_user=slack_user),
-    )
-    shown = ", ".join(
-        f"{label} {value or '(none)'}"
-        for label, value, given in (
-            ("e-mail", changed.email, email is not None),
-            ("Slack user", changed.slack_user, slack_user is not None),
-        )
-        if given
-    )
-    click.echo(f"updated {changed.name}: {shown}", err=True)
 
 
 @principal.command("disable")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import click
@@ -15,11 +16,18 @@ from ._load import APP_VARIABLE, STORE_VARIABLE, open_target
 from ._output import Refused
 from ._startup import Startup, listen, refusal, where
 
+if TYPE_CHECKING:
+    from ..server import Webhook
+
 __all__ = ["serve"]
 
 TOKENS_VARIABLE = "INTERLOCK_TOKENS"
 SSO_VARIABLE = "INTERLOCK_SSO"
 SECRET_VARIABLE = "INTERLOCK_OIDC_CLIENT_SECRET"
+WEBHOOK_SECRET_VARIABLE = "INTERLOCK_WEBHOOK_SECRET"
+WebhookFormat = Literal["json", "slack", "teams"]
+WEBHOOK_FORMATS: tuple[WebhookFormat, ...] = ("json", "slack", "teams")
+"""The bodies ``--webhook`` sends: the event as signed JSON, a Slack message, a Teams card."""
 
 
 @click.command()
@@ -67,8 +75,10 @@ SECRET_VARIABLE = "INTERLOCK_OIDC_CLIENT_SECRET"
     "--webhook",
     "webhooks",
     multiple=True,
-    metavar="URL",
-    help="Send interrupt events to this URL, signed with $INTERLOCK_WEBHOOK_SECRET (repeatable).",
+    metavar="[FORMAT:]URL",
+    help="Send interrupt events to this URL (repeatable): as JSON signed with "
+    f"${WEBHOOK_SECRET_VARIABLE} (json:, the default), or as a message for people in a Slack "
+    "(slack:URL) or Microsoft Teams (teams:URL) channel.",
 )
 @click.option(
     "--cors-origin", "cors", multiple=True, metavar="ORIGIN", help="Allow a browser origin."
@@ -152,13 +162,7 @@ def serve(
             )
     channels: list[Any] = []
     if webhooks:
-        secret = os.environ.get("INTERLOCK_WEBHOOK_SECRET", "")
-        if not secret:
-            raise click.UsageError(
-                "--webhook needs a signing secret: set INTERLOCK_WEBHOOK_SECRET (receivers check "
-                "the Interlock-Signature header with it)"
-            )
-        channels += [Webhook(url, secret=secret) for url in webhooks]
+        channels += _webhooks(Webhook, webhooks)
     if slack_file is not None:
         channels.append(_slack(slack_file))
     notifier = Notifier(channels) if channels else None
@@ -214,6 +218,48 @@ def _slack(path: Path) -> Any:
         return Slack.from_file(path)
     except SlackConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="'--slack'") from exc
+
+
+def _webhooks(factory: type[Webhook], specs: tuple[str, ...]) -> list[Webhook]:
+    """The webhooks of the ``--webhook [FORMAT:]URL`` options, made with ``factory``."""
+    chosen: list[tuple[WebhookFormat, str]] = []
+    for spec in specs:
+        form, sep, rest = spec.partition(":")
+        if sep and form in WEBHOOK_FORMATS:
+            chosen.append((form, rest))
+        elif sep and form.lower() in ("http", "https"):
+            chosen.append(("json", spec))
+        else:
+            raise click.BadParameter(
+                f"{spec!r} is not [FORMAT:]URL: write an http(s) URL, optionally after one of "
+                f"{', '.join(f + ':' for f in WEBHOOK_FORMATS)} (e.g. teams:https://...)",
+                param_hint="'--webhook'",
+            )
+    secret = os.environ.get(WEBHOOK_SECRET_VARIABLE, "")
+    if not secret:
+        if any(form == "json" for form, _ in chosen):
+            raise click.UsageError(
+                f"--webhook needs a signing secret: set {WEBHOOK_SECRET_VARIABLE} (receivers "
+                "check the webhook-signature header with it; a whsec_ secret or any long random "
+                "string)"
+            )
+        # Slack and Teams check no signature: a key nobody knows signs their requests.
+        secret = secrets.token_urlsafe(32)
+    made: list[Webhook] = []
+    names: set[str] = set()
+    for form, url in chosen:
+        try:
+            hook = factory(url, secret=secret, format=form)
+            if hook.name in names:  # two webhooks on one host: numbered in the log
+                hook = factory(
+                    url, secret=secret, format=form, name=f"{hook.name} #{len(made) + 1}"
+                )
+        except ValueError as exc:
+            where = f"${WEBHOOK_SECRET_VARIABLE}" if "secret" in str(exc) else repr(url)
+            raise click.BadParameter(f"{where}: {exc}", param_hint="'--webhook'") from exc
+        names.add(hook.name)
+        made.append(hook)
+    return made
 
 
 def _sso_tables(path: Path) -> dict[str, dict[str, Any]]:

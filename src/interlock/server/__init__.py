@@ -26,6 +26,7 @@ from ._access import GroupAccess
 from ._app import create_app
 from ._auth import ROLES, Identity, Role, TokenAuth, hash_token, new_token
 from ._events import EVENT_TYPES, EventType, ServerEvent
+from ._links import EmailLinks
 from ._notify import (
     INTERRUPT_EVENTS,
     Channel,
@@ -60,6 +61,7 @@ __all__ = [
     "DeliveryLog",
     "DeliveryRecord",
     "Email",
+    "EmailLinks",
     "EventType",
     "GroupAccess",
     "Identity",

@@ -22,7 +22,13 @@ from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._errors import InterlockError, PrincipalExists, UnknownPrincipal, UnknownToken
+from .._errors import (
+    ContactTaken,
+    InterlockError,
+    PrincipalExists,
+    UnknownPrincipal,
+    UnknownToken,
+)
 from .._principals import MAX_PRINCIPAL
 from ..stores import PrincipalRecord, Role, TokenRecord
 from ._api import _body, _identity, _path, _state
@@ -69,6 +75,26 @@ _Name = Annotated[
 _Scope = Annotated[list[Annotated[str, Meta(max_length=512)]], Meta(min_length=1, max_length=100)]
 _Groups = Annotated[list[Annotated[str, Meta(max_length=MAX_PRINCIPAL)]], Meta(max_length=100)]
 _Display = Annotated[str, Meta(max_length=MAX_PRINCIPAL, description="How people see it.")]
+_Email = Annotated[
+    str,
+    Meta(
+        max_length=300,
+        description=(
+            "Its e-mail address, for e-mail links: unique among principals, compared "
+            'case-insensitively ("" clears it).'
+        ),
+    ),
+]
+_SlackUser = Annotated[
+    str,
+    Meta(
+        max_length=22,
+        description=(
+            "Its Slack user id (such as U024BE7LH), which maps who acts in Slack to it: unique "
+            'among principals ("" clears it).'
+        ),
+    ),
+]
 
 
 class PrincipalView(msgspec.Struct, kw_only=True):
@@ -79,6 +105,10 @@ class PrincipalView(msgspec.Struct, kw_only=True):
     role: Role
     groups: list[str]
     disabled: bool
+    email: str | None
+    """Its e-mail address (null: none)."""
+    slack_user: str | None
+    """Its Slack user id (null: none)."""
     created_at: float
 
 
@@ -96,6 +126,8 @@ class NewPrincipal(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     role: Role = "viewer"
     display_name: _Display = ""
     groups: _Groups = msgspec.field(default_factory=list)
+    email: _Email | None = None
+    slack_user: _SlackUser | None = None
 
 
 class PrincipalChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -106,6 +138,8 @@ class PrincipalChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     groups: _Groups | None = None
     disabled: bool | None = None
     """True refuses every token of the principal until it is false again."""
+    email: _Email | None = None
+    slack_user: _SlackUser | None = None
 
 
 class TokenView(msgspec.Struct, kw_only=True):
@@ -193,6 +227,8 @@ async def _refused(call: Awaitable[T], status: int, error: str) -> T:
         return await call
     except PrincipalExists as exc:
         raise ApiError(409, "principal_exists", str(exc)) from exc
+    except ContactTaken as exc:
+        raise ApiError(409, "contact_taken", str(exc)) from exc
     except UnknownPrincipal as exc:
         raise ApiError(404, "unknown_principal", str(exc)) from exc
     except UnknownToken as exc:
@@ -211,6 +247,8 @@ def principal_view(record: PrincipalRecord) -> PrincipalView:
         role=record.role,
         groups=list(record.groups),
         disabled=record.disabled,
+        email=record.email,
+        slack_user=record.slack_user,
         created_at=record.created_at,
     )
 
@@ -259,7 +297,12 @@ async def create_principal(request: Request) -> Response:
     added = await _changed(
         auth,
         auth.store.add_principal(
-            body.name, role=body.role, display_name=body.display_name, groups=body.groups
+            body.name,
+            role=body.role,
+            display_name=body.display_name,
+            groups=body.groups,
+            email=body.email,
+            slack_user=body.slack_user,
         ),
     )
     return json_response(principal_view(added), 201)
@@ -278,6 +321,8 @@ async def change_principal(request: Request) -> Response:
             display_name=body.display_name,
             groups=body.groups,
             disabled=body.disabled,
+            email=body.email,
+            slack_user=body.slack_user,
         ),
     )
     return json_response(principal_view(changed))

@@ -1,4 +1,4 @@
-"""The notification channels: webhooks (signed JSON or a Slack message) and email (SMTP).
+"""The notification channels: webhooks (signed JSON, a Slack or a Teams message) and email (SMTP).
 
 A channel says which events it wants, how it retries, and how it sends one event; the
 `Notifier` (in ``_notify``) queues and retries deliveries for it.
@@ -13,7 +13,8 @@ import smtplib
 import ssl
 import time
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,14 +28,18 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
+from starlette.routing import BaseRoute
 
 from ._events import EVENT_TYPES, EventType, ServerEvent
+from ._link_routes import link_routes
+from ._links import EmailLinks, Linker, PersonalLinks, when_text
+from ._state import ServerState
 
 try:
     import httpx2
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("webhook notifications need httpx2: pip install 'interlock[server]'") from exc
-from ._signing import sign
+from ._signing import legacy_header, signing_key, standard_headers
 
 __all__ = [
     "INTERRUPT_EVENTS",
@@ -232,6 +237,77 @@ def _mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+_TEAMS_HEADLINE = 1000
+"""The longest headline a Teams card shows, in characters; a summary runs that long at most."""
+_TEAMS_FACT = 200
+"""The longest thread, tool or app name a Teams card shows, in characters."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text_run(text: str, **style: object) -> dict[str, object]:
+    # Text from a run goes in TextRuns only: Adaptive Cards render no Markdown in them, so a
+    # summary like "[Approve](https://elsewhere)" shows as typed instead of as a link.
+    return {"type": "TextRun", "text": text, **style}
+
+
+def _teams_message(event: ServerEvent) -> dict[str, object]:
+    """The Microsoft Teams message for an event: an Adaptive Card 1.4 in a message envelope."""
+    headline = _cut(_headline(event), _TEAMS_HEADLINE)
+    facts = [("Thread", _one_line(event.thread))]
+    if event.tool:
+        facts.append(("Tool", _one_line(event.tool)))
+    if event.app:
+        facts.append(("App", _one_line(event.app)))
+    body: list[dict[str, object]] = [
+        {
+            "type": "RichTextBlock",
+            "inlines": [_text_run(headline, weight="bolder", size="medium")],
+        }
+    ]
+    for label, value in facts:
+        inlines = [
+            _text_run(f"{label}: ", weight="bolder"),
+            _text_run(_cut(value, _TEAMS_FACT), fontType="monospace"),
+        ]
+        body.append({"type": "RichTextBlock", "spacing": "small", "inlines": inlines})
+    body.append(
+        {
+            "type": "RichTextBlock",
+            "inlines": [
+                _text_run(
+                    f"{event.type} · {_when(event)} · event {_cut(event.id, _TEAMS_FACT)}",
+                    isSubtle=True,
+                    size="small",
+                )
+            ],
+        }
+    )
+    card: dict[str, object] = {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        # What a client that cannot show the card shows, and the notification's text.
+        "fallbackText": headline,
+        "body": body,
+        "msteams": {"width": "Full"},
+    }
+    if event.url:
+        card["actions"] = [{"type": "Action.OpenUrl", "title": "Open", "url": event.url}]
+    return {
+        "type": "message",
+        "attachments": [
+            {
+                "contentType": "application/vnd.microsoft.card.adaptive",
+                "contentUrl": None,
+                "content": card,
+            }
+        ],
+    }
+
+
 def _slack_message(event: ServerEvent) -> dict[str, object]:
     """The Slack-compatible message for an event: ``{"text": ..., "blocks": [...]}``."""
     headline = _headline(event)
@@ -266,13 +342,23 @@ def _slack_message(event: ServerEvent) -> dict[str, object]:
     return {"text": text, "blocks": blocks}
 
 
+_Format = Literal["json", "slack", "teams"]
+_FORMATS: tuple[_Format, ...] = ("json", "slack", "teams")
+
+
 class Webhook:
     """An HTTP endpoint that is POSTed each event, signed with a shared secret.
 
-    The body is the event as JSON (``format="json"``) or a message a Slack-compatible
-    incoming webhook shows to people (``format="slack"``). Every request carries
-    ``Interlock-Signature``, ``Interlock-Event-Id``, ``Interlock-Event-Type`` and
-    ``Interlock-Attempt`` headers; see docs/notifications.md for the scheme.
+    The body is the event as JSON (``format="json"``), a message a Slack-compatible
+    incoming webhook shows to people (``format="slack"``), or a message with an Adaptive
+    Card for a Microsoft Teams incoming webhook or workflow (``format="teams"``). Every
+    request is signed per Standard Webhooks (``webhook-id``, ``webhook-timestamp``,
+    ``webhook-signature``) and carries ``Interlock-Event-Id``, ``Interlock-Event-Type``,
+    ``Interlock-Attempt`` and, until 0.3.0, the deprecated ``Interlock-Signature``; see
+    docs/notifications.md.
+
+    The secret is a ``whsec_<base64>`` string (the Standard Webhooks form, whose decoded
+    bytes are the key) or any other string or bytes (used as the key as they are).
 
     Connection errors, timeouts, 408, 429 and 5xx answers are retried with exponential
     backoff (honouring ``Retry-After``); other answers outside 2xx fail at once.
@@ -284,7 +370,7 @@ class Webhook:
         *,
         secret: str | bytes,
         events: Iterable[EventType] = INTERRUPT_EVENTS,
-        format: Literal["json", "slack"] = "json",
+        format: _Format = "json",
         timeout: float = 5.0,
         max_attempts: int = 6,
         backoff: float = 1.0,
@@ -295,23 +381,23 @@ class Webhook:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"a webhook URL must be http:// or https:// with a host, not {url!r}")
-        if not secret:
-            raise ValueError(
-                "a webhook needs a non-empty secret to sign its requests with; share it with "
-                "the receiver, which checks it with verify_signature()"
-            )
-        if format not in ("json", "slack"):
-            raise ValueError(f"format must be 'json' or 'slack', not {format!r}")
+        if not isinstance(secret, str | bytes):
+            raise TypeError(f"secret must be a string or bytes, not {type(secret).__name__}")
+        key = signing_key(secret)
+        if format not in _FORMATS:
+            raise ValueError(f"format must be 'json', 'slack' or 'teams', not {format!r}")
         extra = dict(headers or {})
         clashes = sorted(
-            k for k in extra if k.lower() in _RESERVED_HEADERS or k.lower().startswith("interlock-")
+            k
+            for k in extra
+            if k.lower() in _RESERVED_HEADERS or k.lower().startswith(("interlock-", "webhook-"))
         )
         if clashes:
             raise ValueError(
                 f"headers {clashes} are set by the webhook itself; leave them out of headers="
             )
         self.url = url
-        self.format: Literal["json", "slack"] = format
+        self.format: _Format = format
         self.timeout = _positive("timeout", timeout)
         self.headers: Mapping[str, str] = extra
         self.events = _event_types(events)
@@ -322,6 +408,7 @@ class Webhook:
         # which goes to logs, shows the host only.
         self.name = name or f"webhook {parts.hostname}"
         self._secret = secret
+        self._key = key
 
     def __repr__(self) -> str:
         return f"<Webhook {self.name!r} {self.format} events={sorted(self.events)}>"
@@ -330,6 +417,8 @@ class Webhook:
         """The bytes POSTed for ``event`` (the same on every attempt)."""
         if self.format == "slack":
             return msgspec.json.encode(_slack_message(event))
+        if self.format == "teams":
+            return msgspec.json.encode(_teams_message(event))
         return msgspec.json.encode(event)
 
     @asynccontextmanager
@@ -344,14 +433,19 @@ class Webhook:
 
     async def _post(self, client: httpx2.AsyncClient, event: ServerEvent, attempt: int) -> Receipt:
         body = self.body(event)
+        # Each attempt is signed anew (a fresh timestamp), over the same id and body: a retry
+        # minutes later is not refused as a replay, and is still recognised as a duplicate.
+        now = int(time.time())
         headers = {
             **self.headers,
             "Content-Type": "application/json",
             "User-Agent": "interlock",
+            **standard_headers(self._key, event.id, body, timestamp=now),
             "Interlock-Event-Id": event.id,
             "Interlock-Event-Type": event.type,
             "Interlock-Attempt": str(attempt),
-            "Interlock-Signature": sign(self._secret, body),
+            # Deprecated, sent until 0.3.0 so receivers can move to webhook-signature.
+            "Interlock-Signature": legacy_header(self._secret, body, timestamp=now),
         }
         # httpx's timeout bounds each phase; this bounds the whole attempt, so a receiver
         # that trickles its answer cannot hold it longer.
@@ -400,6 +494,9 @@ class Email:
     The message is plain text: what happened, the thread, the tool, and a link to the
     inbox when the server knows its URL. Refusals with a 4xx reply code, lost connections
     and timeouts are retried with exponential backoff; 5xx refusals fail at once.
+
+    With ``links`` (`EmailLinks`), the mail of a new question goes to each recipient alone,
+    with their own links to approve or reject it (see docs/how-to/email-links.md).
     """
 
     def __init__(
@@ -421,6 +518,7 @@ class Email:
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         name: str | None = None,
+        links: EmailLinks | None = None,
     ) -> None:
         if not host:
             raise ValueError("host must name the SMTP server, e.g. 'smtp.example.com'")
@@ -452,14 +550,28 @@ class Email:
             max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff
         )
         self.name = name or f"email {host}:{self.port}"
+        if links is not None and not isinstance(links, EmailLinks):
+            raise TypeError(f"links must be an EmailLinks, not {links!r}")
+        self.links = links
         self._password = password
         self._ssl_context = ssl_context
+        self._linker: Linker | None = None
+        # Who got each recent event's mail: a retry after a partial failure sends only
+        # to the others.
+        self._sent: OrderedDict[str, set[str]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"<Email {self.name!r} to {len(self.recipients)} events={sorted(self.events)}>"
 
-    def message(self, event: ServerEvent) -> EmailMessage:
-        """The email sent for ``event``."""
+    def attach(self, state: ServerState) -> Sequence[BaseRoute]:
+        """Mount the links' pages in the server that runs this channel (with ``links``)."""
+        if self.links is None:
+            return []
+        self._linker = Linker(self.links, state)
+        return link_routes(self.links, state)
+
+    def message(self, event: ServerEvent, personal: PersonalLinks | None = None) -> EmailMessage:
+        """The email sent for ``event`` (to one recipient, with their links, if given)."""
         headline = _headline(event)
         subject = f"{self.subject_prefix} {headline}".strip()
         if len(subject) > 150:
@@ -477,16 +589,28 @@ class Email:
             rows.append(("Open", event.url))
         width = max(len(k) for k, _ in rows) + 1
         lines = [headline, "", *(f"{k + ':':<{width}} {v}" for k, v in rows), ""]
+        if personal is not None and personal.approve and personal.reject:
+            assert personal.expires is not None
+            lines += [
+                f"Approve: {personal.approve}",
+                "",
+                f"Reject:  {personal.reject}",
+                "",
+                f"These links are for {personal.principal} alone, work once, and expire at "
+                f"{when_text(personal.expires)}. Each opens a page to confirm on.",
+                "",
+            ]
         lines.append(f"{event.type} at {_when(event)} (event {event.id})")
         message = EmailMessage()
         message["Subject"] = subject
         message["From"] = self.sender
-        message["To"] = ", ".join(self.recipients)
+        message["To"] = personal.address if personal else ", ".join(self.recipients)
         message["Date"] = formatdate(usegmt=True)
         # The same event always gets the same Message-ID: mail systems that deduplicate
         # on it drop a retry that follows a delivery whose answer was lost.
         domain = self.sender.rpartition("@")[2] or "interlock.invalid"
-        digest = hashlib.sha256(f"{event.id}\0{event.type}".encode()).hexdigest()[:32]
+        seed = f"{event.id}\0{event.type}" + (f"\0{personal.address}" if personal else "")
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:32]
         message["Message-ID"] = f"<interlock.{digest}@{domain}>"
         message["Interlock-Event-Id"] = " ".join(event.id.split())
         message["Interlock-Event-Type"] = event.type
@@ -499,12 +623,34 @@ class Email:
         yield self._send
 
     async def _send(self, event: ServerEvent, attempt: int) -> Receipt:
+        if self._linker is not None and event.type == "interrupt.created":
+            return await self._send_personal(event)
         message = self.message(event)
         # smtplib blocks; its socket timeout bounds the thread. Abandoned on cancellation,
         # the thread ends by that timeout.
         return await anyio.to_thread.run_sync(self._send_blocking, message, abandon_on_cancel=True)
 
-    def _send_blocking(self, message: EmailMessage) -> Receipt:
+    async def _send_personal(self, event: ServerEvent) -> Receipt:
+        """One message per recipient, each with their own links; a retry skips those who
+        got theirs."""
+        assert self._linker is not None
+        sent = self._sent.setdefault(event.id, set())
+        self._sent.move_to_end(event.id)
+        while len(self._sent) > 1000:
+            self._sent.popitem(last=False)
+        left = tuple(r for r in self.recipients if r not in sent)
+        receipt = Receipt(outcome="delivered", status=250)
+        for personal in await self._linker.personal(event, left):
+            message = self.message(event, personal)
+            receipt = await anyio.to_thread.run_sync(
+                partial(self._send_blocking, message, [personal.address]), abandon_on_cancel=True
+            )
+            if receipt.outcome != "delivered":
+                return receipt
+            sent.add(personal.address)
+        return receipt
+
+    def _send_blocking(self, message: EmailMessage, to: list[str] | None = None) -> Receipt:
         context = self._ssl_context or (
             ssl.create_default_context() if self.starttls or self.use_tls else None
         )
@@ -520,7 +666,7 @@ class Email:
                 if self.username is not None and self._password is not None:
                     smtp.login(self.username, self._password)
                 refused = smtp.send_message(
-                    message, from_addr=self.sender, to_addrs=list(self.recipients)
+                    message, from_addr=self.sender, to_addrs=to or list(self.recipients)
                 )
         except smtplib.SMTPRecipientsRefused as exc:
             codes = [code for code, _ in exc.recipients.values()]

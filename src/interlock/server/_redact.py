@@ -5,7 +5,8 @@ may still put one in a query string (an ``EventSource``, which cannot send heade
 ``?access_token=...``); the request is refused, but uvicorn's access log prints the path with
 its query string, and a log outlives the token's secrecy. While the server runs, a filter on
 the ``uvicorn.access`` logger masks, in every logged path, the value of a parameter named like
-a credential (`SECRET_NAMES`) and any value the server would accept as a token.
+a credential (`SECRET_NAMES`) and any value the server would accept as a token, and the path
+segment after one of `SECRET_SEGMENTS` (an e-mail link's token: ``/links/<token>``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Final
 from urllib.parse import unquote_plus
 
-__all__ = ["ACCESS_LOGGER", "REDACTED", "SECRET_NAMES", "RedactTokens"]
+__all__ = ["ACCESS_LOGGER", "REDACTED", "SECRET_NAMES", "SECRET_SEGMENTS", "RedactTokens"]
 
 ACCESS_LOGGER: Final = "uvicorn.access"
 """The logger uvicorn (and gunicorn's uvicorn workers) write one line per request to."""
@@ -36,6 +37,8 @@ SECRET_NAMES: Final = frozenset(
     }
 )
 """Query parameters whose value is masked whatever it is (compared in lower case)."""
+SECRET_SEGMENTS: Final = frozenset({"links"})
+"""Path segments whose next segment is a credential (``/links/<token>``), masked."""
 
 
 class RedactTokens(logging.Filter):
@@ -51,17 +54,18 @@ class RedactTokens(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         # uvicorn logs '%s - "%s %s HTTP/%s" %d' with the path and query as one argument.
-        if isinstance(record.args, tuple) and any(
-            isinstance(a, str) and "?" in a for a in record.args
-        ):
+        if isinstance(record.args, tuple) and any(_secretive(a) for a in record.args):
             record.args = tuple(
-                self.redact(a) if isinstance(a, str) and "?" in a else a for a in record.args
+                self.redact(a) if isinstance(a, str) and _secretive(a) else a for a in record.args
             )
         return True
 
     def redact(self, target: str) -> str:
         """``target`` (a path and its query string) with credentials masked."""
-        path, _, query = target.partition("?")
+        path, mark, query = target.partition("?")
+        path = _mask_segments(path)
+        if not mark:
+            return path
         parts = []
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")
@@ -82,3 +86,19 @@ class RedactTokens(logging.Filter):
         except Exception:
             # A logging filter must not fail the request it logs; mask what it cannot judge.
             return True
+
+
+def _secretive(arg: object) -> bool:
+    """Whether a log argument is a request target that may hold a credential."""
+    if not isinstance(arg, str):
+        return False
+    return "?" in arg or any(f"/{name}/" in arg for name in SECRET_SEGMENTS)
+
+
+def _mask_segments(path: str) -> str:
+    """``path`` with the segment after each of `SECRET_SEGMENTS` masked."""
+    parts = path.split("/")
+    for i in range(len(parts) - 1):
+        if parts[i] in SECRET_SEGMENTS and parts[i + 1]:
+            parts[i + 1] = REDACTED
+    return "/".join(parts)

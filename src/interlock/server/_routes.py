@@ -334,18 +334,25 @@ ROUTES: Final[tuple[Route, ...]] = (
         body_required=True,
         answers={
             201: _json(PrincipalView, "Added."),
-            409: _error("A principal has that name (compared case-folded), or: " + _IN_FILE),
-            422: _error("The body is not valid."),
+            409: _error(
+                "A principal has that name (compared case-folded), or another has that "
+                "e-mail address or Slack user (contact_taken), or: " + _IN_FILE
+            ),
+            422: _error("The body is not valid (an e-mail address or Slack user id too)."),
         },
     ),
     Route(
         path="/v1/principals/{name}",
         method="POST",
         handler=change_principal,
-        summary="Change a principal: its role, groups, display name; disable or enable it (admin)",
+        summary=(
+            "Change a principal: its role, groups, display name, e-mail address, Slack user; "
+            "disable or enable it (admin)"
+        ),
         description=(
-            "What the body leaves out stays. A disabled principal's tokens are refused by "
-            "every server that follows the store, until it is enabled again."
+            "What the body leaves out stays; an empty email or slack_user clears it. A "
+            "disabled principal's tokens are refused by every server that follows the store, "
+            "until it is enabled again."
         ),
         path_params=(_PRINCIPAL,),
         body=PrincipalChange,
@@ -353,8 +360,11 @@ ROUTES: Final[tuple[Route, ...]] = (
         answers={
             200: _json(PrincipalView, "Changed."),
             404: _error("No such principal."),
-            409: _error(_IN_FILE),
-            422: _error("The body is not valid."),
+            409: _error(
+                "Another principal has that e-mail address or Slack user (contact_taken), "
+                "or: " + _IN_FILE
+            ),
+            422: _error("The body is not valid (an e-mail address or Slack user id too)."),
         },
     ),
     Route(

@@ -3,12 +3,85 @@
 // A tool call (info.type "tool_approval") can be approved, rejected, run with edited arguments
 // or answered instead of the tool; an approve() question approved or rejected; any other
 // question answered with JSON, which only the server checks.
+//
+// A question marked `confirm` is not approved in one tap: Approve (and an edit, which runs the
+// tool too) opens a second step that names what will run, and only its "Yes" sends the
+// decision, with `confirmed: true`. The server refuses such an approval without it (428
+// confirmation_required); should a page that did not know send one, the refusal opens the step.
 
 import * as api from "./api.js";
 import { ArgumentsEditor, diff, diffList } from "./args.js";
 import { h, fill, jsonBlock, uuid, when } from "./dom.js";
 
 let counter = 0;
+
+/** A value as a person reads it in a call: text as it is, anything else as JSON. */
+function shown(value) {
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** The call that will run, as one line: `execute(rm -rf /tmp/x)`, `send_email(to="a", body="b")`. */
+export function callText(tool, args) {
+  const name = tool ?? "the tool";
+  if (args === null || typeof args !== "object" || Array.isArray(args)) return `${name}(${JSON.stringify(args ?? null)})`;
+  const entries = Object.entries(args);
+  if (entries.length === 1) return `${name}(${shown(entries[0][1])})`;
+  return `${name}(${entries.map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")})`;
+}
+
+/**
+ * The second step before a risky approval: a box that says what will run, with "Yes" and
+ * "Cancel". `ask(what, yes, onYes, back)` shows it (`what`: nodes naming the action, `yes`:
+ * the label of the button that sends, `back`: the control focused again on Cancel).
+ */
+function confirmBox() {
+  const id = `confirm-${++counter}`;
+  const heading = h("h3", { id: `${id}-title` }, "Confirm before it runs");
+  const question = h("p", { className: "lead", id: `${id}-what` });
+  const yes = h("button", { type: "button", className: "danger" }, "Yes");
+  const cancel = h("button", { type: "button", className: "secondary" }, "Cancel");
+  const element = h(
+    "div",
+    { className: "pane confirm", id, role: "alertdialog", "aria-labelledby": heading.id, "aria-describedby": question.id, hidden: true },
+    heading,
+    question,
+    h("p", { className: "hint" }, "This question asks for a second step. Nothing is sent until you say yes."),
+    h("div", { className: "buttons" }, yes, cancel),
+  );
+  let back = null;
+  let onYes = null;
+  function expanded(flag) {
+    if (back?.hasAttribute("aria-controls")) back.setAttribute("aria-expanded", String(flag));
+  }
+  function close() {
+    element.hidden = true;
+    expanded(false);
+  }
+  yes.addEventListener("click", () => {
+    close();
+    onYes?.();
+  });
+  cancel.addEventListener("click", () => {
+    close();
+    back?.focus();
+  });
+  return {
+    element,
+    yes,
+    close,
+    ask(what, yesText, action, from) {
+      fill(question, what);
+      yes.textContent = yesText;
+      onYes = action;
+      back = from;
+      element.hidden = false;
+      expanded(true);
+      // Cancel first: a second tap where Approve was must not approve.
+      cancel.focus({ preventScroll: true });
+      element.scrollIntoView?.({ block: "nearest" });
+    },
+  };
+}
 
 function textArea(label, hint) {
   const id = `text-${++counter}`;
@@ -47,7 +120,11 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
 
   const generalError = h("p", { className: "error", role: "alert" });
 
-  async function send(answer, reason, errorEl = generalError) {
+  /**
+   * Send `answer`; `confirmed` when the person went through the second step. `confirm()`
+   * opens that step, should the server ask for it (428).
+   */
+  async function send(answer, reason, errorEl = generalError, { confirmed = false, confirm = null } = {}) {
     if (busy) return;
     busy = true;
     sending(true);
@@ -55,7 +132,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     errorEl.textContent = "";
     generalError.textContent = "";
     report(null);
-    const body = JSON.stringify({ answer, payload_hash: item.payload_hash, reason: reason || null });
+    const fields = { answer, payload_hash: item.payload_hash, reason: reason || null };
+    if (confirmed) fields.confirmed = true;
+    const body = JSON.stringify(fields);
     const key = unanswered?.body === body ? unanswered.key : uuid();
     try {
       const result = await api.decide(item.id, body, key, (n) =>
@@ -65,7 +144,7 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
       recorded(result);
     } catch (error) {
       unanswered = error.status === 0 ? { key, body } : null;
-      refused(error, errorEl);
+      refused(error, errorEl, confirm);
     } finally {
       busy = false;
       sending(false);
@@ -74,9 +153,14 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     }
   }
 
-  function refused(error, errorEl) {
+  function refused(error, errorEl, confirm) {
     const b = error.body ?? {};
-    if (error.status === 422) {
+    if (error.status === 428 || b.error === "confirmation_required") {
+      errorEl.textContent =
+        "Not recorded: this question must be confirmed before it is approved. " +
+        (confirm ? "Check what will run below, then say yes." : `The server said: ${b.message ?? error.message}`);
+      confirm?.();
+    } else if (error.status === 422) {
       errorEl.textContent = `The server refused this answer: ${b.message ?? error.message}`;
     } else if (error.status === 409 && b.error === "already_decided") {
       const d = b.decision ?? {};
@@ -152,8 +236,33 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
   let refreshEdit = null;
   const info = item.info && typeof item.info === "object" ? item.info : {};
 
+  const risky = item.confirm === true;
+  // The approval's second step (used for a question marked `confirm`, or when the server asks).
+  const approveBox = confirmBox();
+  controls.push(approveBox.yes);
+
+  /** An Approve button: one tap, or with `confirm` the second step naming `what` first. */
+  function approveButton(answer, what) {
+    const approveIt = (confirmed) =>
+      send(answer, null, generalError, { confirmed, confirm: () => askApproval() });
+    const b = button(risky ? "Approve…" : "Approve", () => (risky ? askApproval() : approveIt(false)), "primary");
+    function askApproval() {
+      for (const p of panes.children) if (p !== approveBox.element) p.hidden = true;
+      for (const other of actions.querySelectorAll("[aria-controls]")) other.setAttribute("aria-expanded", "false");
+      approveBox.ask(what(), "Yes, approve", () => approveIt(true), b);
+    }
+    if (risky) {
+      b.setAttribute("aria-controls", approveBox.element.id);
+      b.setAttribute("aria-expanded", "false");
+    }
+    panes.append(approveBox.element);
+    return b;
+  }
+
   if (info.type === "tool_approval") {
-    actions.append(button("Approve", () => send({ action: "approve" }, null), "primary"));
+    actions.append(
+      approveButton({ action: "approve" }, () => ["Run ", h("code", { className: "run" }, callText(info.tool, info.arguments)), "?"]),
+    );
     actions.append(
       opener(
         "Reject…",
@@ -168,7 +277,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     const changes = h("div", { className: "changes", "aria-live": "polite" });
     const editError = h("p", { className: "error", role: "alert" });
     const editWhy = h("input", { type: "text", id: `why-${++counter}` });
-    const submit = button("Run with the edited arguments", null, "primary", "submit");
+    const submit = button(risky ? "Run with the edited arguments…" : "Run with the edited arguments", null, "primary", "submit");
+    const editBox = confirmBox();
+    controls.push(editBox.yes);
     const editor = new ArgumentsEditor(info.schema, original, () => refreshEdit());
     refreshEdit = () => {
       const now = editor.value();
@@ -189,7 +300,12 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
         onsubmit: (e) => {
           e.preventDefault();
           const now = editor.value();
-          if (now.ok) send({ action: "edit", arguments: now.arguments }, editWhy.value.trim(), editError);
+          if (!now.ok) return;
+          const edited = { action: "edit", arguments: now.arguments };
+          const sendIt = (confirmed) =>
+            send(edited, editWhy.value.trim(), editError, { confirmed, confirm: () => askEdit(now.arguments, sendIt) });
+          if (risky) askEdit(now.arguments, sendIt);
+          else sendIt(false);
         },
       },
       h("h3", {}, `Arguments for ${info.tool ?? "the tool"}`),
@@ -199,7 +315,13 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
       h("div", { className: "field" }, h("label", { for: editWhy.id }, "Reason (optional, kept in the audit trail)"), editWhy),
       editError,
       h("div", { className: "buttons" }, submit),
+      editBox.element,
     );
+    function askEdit(args, sendIt) {
+      editBox.ask(["Run ", h("code", { className: "run" }, callText(info.tool, args)), "?"], "Yes, run it", () => sendIt(true), submit);
+    }
+    // An edit made after the step opened is not the one the step names.
+    editor.element.addEventListener("input", () => editBox.close());
     refreshEdit();
     actions.append(opener("Edit…", editPane));
 
@@ -225,7 +347,7 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     );
     actions.append(opener("Respond…", respondPane));
   } else if (info.type === "approval") {
-    actions.append(button("Approve", () => send(true, null), "primary"));
+    actions.append(approveButton(true, () => `Approve “${info.question ?? item.summary ?? "this question"}”?`));
     actions.append(opener("Reject…", rejectPane("Kept in the audit trail.", () => false)));
   } else {
     const answer = textArea("Answer (JSON)", "The server checks it against the schema below.");
@@ -233,7 +355,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
     answer.input.rows = 6;
     const why = h("input", { type: "text", id: `why-${++counter}` });
     const error = h("p", { className: "error", role: "alert" });
-    const sendIt = button("Send the answer", null, "primary", "submit");
+    const sendButton = button(risky ? "Send the answer…" : "Send the answer", null, "primary", "submit");
+    const answerBox = confirmBox();
+    controls.push(answerBox.yes);
     const form = h(
       "form",
       {
@@ -247,7 +371,9 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
             error.textContent = `This is not JSON: ${problem.message}. Text goes in double quotes.`;
             return;
           }
-          send(value, why.value.trim(), error);
+          const sendIt = (confirmed) => send(value, why.value.trim(), error, { confirmed, confirm: () => askAnswer(value, sendIt) });
+          if (risky) askAnswer(value, sendIt);
+          else sendIt(false);
         },
       },
       answer.field,
@@ -256,8 +382,13 @@ export function decisionPanel(item, { me, report, recorded, sending, reload }) {
         : null,
       h("div", { className: "field" }, h("label", { for: why.id }, "Reason (optional, kept in the audit trail)"), why),
       error,
-      h("div", { className: "buttons" }, sendIt),
+      h("div", { className: "buttons" }, sendButton),
+      answerBox.element,
     );
+    function askAnswer(value, sendIt) {
+      answerBox.ask(["Send ", h("code", { className: "run" }, JSON.stringify(value)), "?"], "Yes, send it", () => sendIt(true), sendButton);
+    }
+    answer.input.addEventListener("input", () => answerBox.close());
     panes.append(form);
   }
 
