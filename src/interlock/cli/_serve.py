@@ -93,6 +93,15 @@ WEBHOOK_FORMATS: tuple[WebhookFormat, ...] = ("json", "slack", "teams")
     f"${SECRET_VARIABLE}) and/or a [proxy] table (a trusted reverse proxy that names people "
     "in headers). Tokens keep working beside it.",
 )
+@click.option(
+    "--slack",
+    "slack_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Post each question to Slack and take decisions there (the slack extra): a TOML file "
+    "with the channel, routes by tool, and the names of the environment variables that hold "
+    "the bot token and the signing secret. Slack's Interactivity Request URL is "
+    "<public URL>/slack/interactions.",
+)
 def serve(
     app_spec: str,
     store_url: str | None,
@@ -106,6 +115,7 @@ def serve(
     webhooks: tuple[str, ...],
     cors: tuple[str, ...],
     sso_file: Path | None,
+    slack_file: Path | None,
 ) -> None:
     """Serve the HTTP API, its event stream and the web inbox (at /inbox) for your app.
 
@@ -150,9 +160,12 @@ def serve(
                 "provider, .../auth/callback), or give --public-url",
                 param_hint="'--sso'",
             )
-    notifier = None
+    channels: list[Any] = []
     if webhooks:
-        notifier = Notifier(_webhooks(Webhook, webhooks))
+        channels += _webhooks(Webhook, webhooks)
+    if slack_file is not None:
+        channels.append(_slack(slack_file))
+    notifier = Notifier(channels) if channels else None
     # Bound first: a taken port is refused before anything opens, and the banner can name
     # the port the system picked for --port 0.
     with listen(host, port) as sock:
@@ -191,6 +204,20 @@ def serve(
         if refused is None:
             raise api.error
         raise refused from api.error
+
+
+def _slack(path: Path) -> Any:
+    """The Slack channel an ``--slack`` file describes (its secrets from the environment)."""
+    try:
+        from ..server import Slack, SlackConfigError
+    except ImportError as exc:
+        raise Refused(
+            f"--slack needs the slack extra ({exc.name} is missing): pip install 'interlock[slack]'"
+        ) from exc
+    try:
+        return Slack.from_file(path)
+    except SlackConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--slack'") from exc
 
 
 def _webhooks(factory: type[Webhook], specs: tuple[str, ...]) -> list[Webhook]:

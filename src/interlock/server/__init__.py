@@ -19,6 +19,8 @@ Run alone with ``interlock serve --app module:app --tokens tokens.toml``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._public import publish
 from ._access import GroupAccess
 from ._app import create_app
@@ -71,6 +73,8 @@ __all__ = [
     "Role",
     "ServerEvent",
     "SignatureError",
+    "Slack",
+    "SlackConfigError",
     "StoreAuth",
     "TokenAuth",
     "TrustedProxy",
@@ -86,3 +90,21 @@ __all__ = [
 ]
 
 publish(__name__, globals(), __all__)
+
+if TYPE_CHECKING:
+    # Imported when first named (below): the slack extra's libraries load only then.
+    from ._slack import Slack, SlackConfigError
+
+_SLACK = ("Slack", "SlackConfigError")
+
+
+def __getattr__(name: str) -> Any:
+    # The Slack channel is the slack extra's (slack_sdk, aiohttp): imported when first named.
+    if name in _SLACK:
+        from . import _slack
+
+        found = {n: getattr(_slack, n) for n in _SLACK}
+        publish(__name__, found, _SLACK)
+        globals().update(found)
+        return found[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
