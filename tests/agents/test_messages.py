@@ -16,14 +16,17 @@ from interlock.agents import (
     ToolAgent,
     ToolCall,
     ToolMessage,
+    Usage,
     UserMessage,
     conversation,
     from_openai,
     to_messages,
     to_openai,
 )
+from interlock.agents._agent import AGENT_TYPES
 from interlock.agents._messages import message_from_chunks
 from interlock.graph._chunks import MessageChunk, ToolCallChunk
+from interlock.serde import Codec
 
 pytestmark = pytest.mark.anyio
 
@@ -122,6 +125,20 @@ def test_chunks_join_into_one_message_with_split_tool_calls() -> None:
         ToolCall(id="c1", name="add", arguments={"a": 1}),
         ToolCall(id="c2", name="echo", arguments={"t": "x"}),
     )
+
+
+def test_usage_reported_in_pieces_adds_up_and_survives_a_checkpoint() -> None:
+    # A provider may report the request's tokens first and the reply's at the end.
+    chunks = [
+        MessageChunk(role="assistant", content="Hi", usage=Usage(input_tokens=12, cached_tokens=4)),
+        MessageChunk(content="!", finish_reason="stop", usage=Usage(output_tokens=3)),
+    ]
+    message = message_from_chunks(chunks)
+    assert message.usage == Usage(input_tokens=12, output_tokens=3, cached_tokens=4)
+    assert message_from_chunks([MessageChunk(content="x")]).usage is None
+    codec = Codec(types=AGENT_TYPES)
+    assert codec.decode(codec.encode(message)) == message
+    assert "usage" not in to_openai(message)  # not sent back to the model
 
 
 async def test_a_conversation_checkpoints_as_deltas(tmp_path: Path) -> None:

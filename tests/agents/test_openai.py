@@ -601,3 +601,12 @@ async def test_a_client_and_its_settings_cannot_both_be_given(fake: FakeOpenAI) 
             OpenAIChatModel("m", client=client, base_url=fake.base_url, max_retries=3)
     finally:
         await client.close()
+
+
+async def test_a_reply_carries_the_tokens_its_call_used(llmock: LLMock) -> None:
+    llmock.add(Reply(text="The weather in Paris is sunny."))
+    async with mock_model(llmock) as model:
+        reply = await model.generate(HELLO, [SEARCH])
+    assert reply.usage is not None
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+    assert reply.usage.cached_tokens == 0

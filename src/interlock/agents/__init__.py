@@ -21,6 +21,7 @@ from ._messages import ReplaceMessage as ReplaceMessage
 from ._messages import SystemMessage as SystemMessage
 from ._messages import ToolCall as ToolCall
 from ._messages import ToolMessage as ToolMessage
+from ._messages import Usage as Usage
 from ._messages import UserMessage as UserMessage
 from ._messages import conversation as conversation
 from ._messages import from_openai as from_openai
@@ -134,6 +135,7 @@ __all__ = [
     "SystemMessage",
     "ToolCall",
     "ToolMessage",
+    "Usage",
     "UserMessage",
     "conversation",
     "from_openai",

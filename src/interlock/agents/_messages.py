@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ..graph import FinishReason, MessageChunk, join_message_chunks
+from ..graph import FinishReason, MessageChunk, Usage, join_message_chunks
 
 __all__ = [
     "AssistantMessage",
@@ -29,6 +29,7 @@ __all__ = [
     "SystemMessage",
     "ToolCall",
     "ToolMessage",
+    "Usage",
     "UserMessage",
     "conversation",
     "from_openai",
@@ -100,6 +101,9 @@ class AssistantMessage(
     finish_reason: FinishReason | None = None
     """Why the model stopped writing (``length``: the reply is cut short); None when the
     model did not say (a scripted reply, a message stored before this was recorded). Not sent
+    back to the model."""
+    usage: Usage | None = None
+    """The tokens the call that wrote it used, when its provider reported them. Not sent
     back to the model."""
 
 
@@ -449,5 +453,8 @@ def message_from_chunks(chunks: Sequence[MessageChunk]) -> AssistantMessage:
             )
         )
     return AssistantMessage(
-        content=joined.content, tool_calls=tuple(calls), finish_reason=joined.finish_reason
+        content=joined.content,
+        tool_calls=tuple(calls),
+        finish_reason=joined.finish_reason,
+        usage=joined.usage,
     )

@@ -54,7 +54,7 @@ import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
-from ..graph import MessageChunk, ToolCallChunk
+from ..graph import MessageChunk, ToolCallChunk, Usage
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -454,6 +454,9 @@ class OpenAIChatModel:
         finish = _finish_reason(choices[0].get("finish_reason"), refused=refused)
         if finish is not None:
             message = msgspec.structs.replace(message, finish_reason=finish)
+        usage = _usage(data.get("usage"))
+        if usage is not None:
+            message = msgspec.structs.replace(message, usage=usage)
         if any(not call.id for call in message.tool_calls):
             calls = tuple(
                 call if call.id else msgspec.structs.replace(call, id=f"call_{i}")
@@ -474,7 +477,8 @@ class OpenAIChatModel:
             None,
         )
         if choice is None:  # a chunk for another choice, or the closing usage report
-            return None, False, refused
+            usage = _usage(data.get("usage"))
+            return (None if usage is None else MessageChunk(usage=usage)), False, refused
         delta = choice.get("delta") or {}
         if not isinstance(delta, Mapping):
             self._malformed_chunk(data)
@@ -612,6 +616,19 @@ _FINISH_REASONS: Mapping[object, FinishReason] = {
     "function_call": "tool_calls",  # the deprecated single-function form
 }
 """The ``finish_reason`` values of the chat-completions API, as a message records them."""
+
+
+def _usage(raw: object) -> Usage | None:
+    """The tokens a completion reports (``usage``), or None when it reports none."""
+    if not isinstance(raw, Mapping):
+        return None
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    counts = [raw.get("prompt_tokens"), raw.get("completion_tokens"), cached]
+    if not any(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        return None
+    whole = [n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0 for n in counts]
+    return Usage(input_tokens=whole[0], output_tokens=whole[1], cached_tokens=whole[2])
 
 
 def _finish_reason(raw: object, *, refused: bool) -> FinishReason | None:

@@ -18,6 +18,7 @@ from ._channels import merge as merge
 from ._chunks import FinishReason as FinishReason
 from ._chunks import MessageChunk as MessageChunk
 from ._chunks import ToolCallChunk as ToolCallChunk
+from ._chunks import Usage as Usage
 from ._chunks import join_message_chunks as join_message_chunks
 from ._concat import concat as concat
 from ._concat import register_concat as register_concat
@@ -34,6 +35,7 @@ __all__ = [
     "Reducer",
     "Subgraph",
     "ToolCallChunk",
+    "Usage",
     "append",
     "concat",
     "join_message_chunks",

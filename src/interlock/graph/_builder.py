@@ -17,11 +17,11 @@ from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtim
 
 from .._errors import GraphDefinitionError
 from ..serde import Codec, collect_types
-from ._chunks import MessageChunk, ToolCallChunk
+from ._chunks import MessageChunk, ToolCallChunk, Usage
 from ._schema import StateSchema
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
-STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk)
+STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk, Usage)
 
 __all__ = [
     "END",

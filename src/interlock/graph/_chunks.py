@@ -9,12 +9,35 @@ import msgspec
 
 from ._concat import register_concat
 
-__all__ = ["FinishReason", "MessageChunk", "ToolCallChunk", "join_message_chunks"]
+__all__ = ["FinishReason", "MessageChunk", "ToolCallChunk", "Usage", "join_message_chunks"]
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
 """Why a model's reply ended: it was finished (``stop``), it hit the token limit (``length``:
 the reply is cut short), it calls tools (``tool_calls``), the provider's filter withheld
 content (``content_filter``), or the model refused (``refusal``, the text says why)."""
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The tokens one model call used, as its provider reported them."""
+
+    __interlock_name__ = "interlock.Usage"  # its stable name in checkpoints
+
+    input_tokens: int = 0
+    """Tokens of the request: the conversation, the tools, the system prompt."""
+    output_tokens: int = 0
+    """Tokens the model wrote."""
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those the provider read from its prompt cache (0 when it does
+    not say)."""
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
 
 
 class ToolCallChunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,6 +68,8 @@ class MessageChunk(msgspec.Struct, frozen=True, kw_only=True):
     """Pieces of tool calls."""
     finish_reason: FinishReason | None = None
     """Why the reply ended (on the last chunk, when the model says)."""
+    usage: Usage | None = None
+    """Tokens used, on the chunk that reports them (pieces of usage add up when joined)."""
 
 
 def join_message_chunks(chunks: Sequence[MessageChunk]) -> MessageChunk:
@@ -65,11 +90,14 @@ def join_message_chunks(chunks: Sequence[MessageChunk]) -> MessageChunk:
         for index, pieces in sorted(calls.items())
     )
     finish = next((c.finish_reason for c in reversed(chunks) if c.finish_reason), None)
+    reported = [c.usage for c in chunks if c.usage is not None]
+    usage = sum(reported[1:], reported[0]) if reported else None
     return MessageChunk(
         role=role,
         content="".join(texts) if texts else None,
         tool_calls=joined,
         finish_reason=finish,
+        usage=usage,
     )
 
 
