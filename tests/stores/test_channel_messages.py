@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _processes import released
 
 import interlock.stores
 from interlock.stores import PostgresStore, SqliteStore, Store
@@ -68,25 +69,7 @@ def test_processes_claiming_one_sqlite_file_each_message_is_won_once(tmp_path: P
         )
         for n in range(WORKERS)
     ]
-    won: list[int] = []
-    try:
-        for worker in workers:  # a barrier: all are ready before any claims
-            assert worker.stdout is not None
-            assert worker.stdout.readline() == "ready\n"
-        for worker in workers:
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-        for worker in workers:
-            out, err = worker.communicate(timeout=120)
-            assert worker.returncode == 0, err
-            assert err == ""
-            won.extend(json.loads(out))
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.communicate()
+    won = [n for out in released(workers) for n in json.loads(out)]
     assert sorted(won) == list(range(MESSAGES))
     anyio.run(_check_rows, path)
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import anyio
+from _processes import released
 
 import interlock.stores
 from interlock.stores import SqliteStore
@@ -112,26 +113,8 @@ def test_processes_share_one_file_without_lock_errors(tmp_path: Path) -> None:
         )
         for n in range(WORKERS)
     ]
-    reports = []
-    try:
-        # A barrier: every worker has imported everything before any starts writing.
-        for worker in workers:
-            assert worker.stdout is not None
-            assert worker.stdout.readline() == "ready\n"
-        for worker in workers:
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-        for worker in workers:
-            out, err = worker.communicate(timeout=120)
-            assert worker.returncode == 0, err
-            assert err == ""
-            reports.append(json.loads(out))
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.communicate()
+    # A barrier: every worker has imported everything before any starts writing.
+    reports = [json.loads(out) for out in released(workers)]
 
     anyio.run(check_file, path, reports)
 

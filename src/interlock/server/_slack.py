@@ -27,6 +27,7 @@ import os
 import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs
@@ -520,18 +521,16 @@ class Slack:
             return Response(status_code=200)  # a button of another kind (Open: a link)
         if action_id == APPROVE:
             # ``True`` approves any question: a tool call's and a plain ``approve()``'s.
-            answer: Any = True
-            self._group.start_soon(
-                self._decide_logged,
-                user,
-                channel,
-                interrupt_id,
-                shown,
-                answer,
-                key,
-                None,
-                bool(value.get("c")),
+            press = _Press(
+                user=user,
+                channel=channel,
+                interrupt_id=interrupt_id,
+                shown=shown,
+                answer=True,
+                key=key,
+                confirmed=bool(value.get("c")),
             )
+            self._group.start_soon(self._decide_logged, press)
             return Response(status_code=200)
         if action_id not in (REJECT, EDIT, RESPOND):
             return Response(status_code=200)
@@ -597,57 +596,48 @@ class Slack:
                 return _errors({CONFIRM_BLOCK: "tick the box: the call runs once you approve"})
         else:
             return Response(status_code=200)
-        self._group.start_soon(
-            self._decide_logged, user, channel, interrupt_id, shown, answer, key, reason, confirmed
+        press = _Press(
+            user=user,
+            channel=channel,
+            interrupt_id=interrupt_id,
+            shown=shown,
+            answer=answer,
+            key=key,
+            reason=reason,
+            confirmed=confirmed,
         )
+        self._group.start_soon(self._decide_logged, press)
         return Response(status_code=200)
 
-    async def _decide_logged(
-        self,
-        user: str,
-        channel: str,
-        interrupt_id: str,
-        shown: str,
-        answer: Any,
-        key: str,
-        reason: str | None,
-        confirmed: bool,
-    ) -> None:
+    async def _decide_logged(self, press: _Press) -> None:
         try:
-            await self._decide(user, channel, interrupt_id, shown, answer, key, reason, confirmed)
+            await self._decide(press)
         except _Refusal as refusal:
-            await self._tell(channel, user, str(refusal))
+            await self._tell(press.channel, press.user, str(refusal))
         except Exception:
-            _logger.exception("a Slack decision on interrupt %s failed", interrupt_id)
+            _logger.exception("a Slack decision on interrupt %s failed", press.interrupt_id)
             await self._tell(
-                channel, user, "The server failed to record your decision; its log has the details."
+                press.channel,
+                press.user,
+                "The server failed to record your decision; its log has the details.",
             )
 
-    async def _decide(
-        self,
-        user: str,
-        channel: str,
-        interrupt_id: str,
-        shown: str,
-        answer: Any,
-        key: str,
-        reason: str | None,
-        confirmed: bool,
-    ) -> None:
+    async def _decide(self, press: _Press) -> None:
         assert self._state is not None
-        principal = await self._principal(user)
+        interrupt_id = press.interrupt_id
+        principal = await self._principal(press.user)
         identity = identity_of(principal)
-        nonce = _nonce(user, key, interrupt_id, answer)
+        nonce = _nonce(press.user, press.key, interrupt_id, press.answer)
         try:
             decided = await decide_as(
                 self._state,
                 identity,
                 interrupt_id,
-                answer,
+                press.answer,
                 nonce=nonce,
-                payload_hash=shown,
-                reason=reason,
-                confirmed=confirmed,
+                payload_hash=press.shown,
+                reason=press.reason,
+                confirmed=press.confirmed,
             )
         except ApiError as refusal:
             if refusal.body.error in ("already_decided", "not_pending"):
@@ -719,6 +709,24 @@ class Slack:
             await self._client.chat_postEphemeral(channel=channel, user=user, text=text)
         except (SlackApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             _logger.warning("telling %s in Slack failed (%s): %s", user, exc, text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Press:
+    """One person's answer in Slack, as the interaction carried it."""
+
+    user: str
+    """The Slack user id."""
+    channel: str
+    """Where the message is (refusals are told there, to the user alone)."""
+    interrupt_id: str
+    shown: str
+    """The payload hash of the question as the message showed it."""
+    answer: Any
+    key: str
+    """What identifies the interaction (a retried delivery has the same)."""
+    reason: str | None = None
+    confirmed: bool = False
 
 
 def _nonce(user: str, key: str, interrupt_id: str, answer: Any) -> str:
