@@ -197,7 +197,7 @@ class ChatModelContract:
     async def test_a_rate_limit_is_retried_after_the_time_the_server_asks(
         self, llmock: LLMock, make_model: ModelFactory
     ) -> None:
-        llmock.rate_limit(times=1, retry_after=0.4)
+        llmock.rate_limit(times=1, retry_after=1.0)  # longer than any backoff of its own
         llmock.add(Reply(text="Done."))
         model = make_model(max_retries=1)
         try:
@@ -207,7 +207,7 @@ class ChatModelContract:
         finally:
             await close(model)
         assert reply.content == "Done."
-        assert waited >= 0.4
+        assert waited >= 1.0
         assert [r.status for r in llmock.requests] == [429, 200]
 
     async def test_a_rate_limit_still_there_after_the_retries_is_a_model_error(
@@ -540,15 +540,15 @@ async def test_a_rate_limit_is_retried_as_long_as_the_server_asks(
     fake: FakeGemini, how: str
 ) -> None:
     if how == "header":
-        limited = gemini_error(429, "RESOURCE_EXHAUSTED", "quota", headers={"retry-after": "0.3"})
+        limited = gemini_error(429, "RESOURCE_EXHAUSTED", "quota", headers={"retry-after": "1"})
     else:
-        limited = gemini_error(429, "RESOURCE_EXHAUSTED", "quota", retry_delay="0.3s")
+        limited = gemini_error(429, "RESOURCE_EXHAUSTED", "quota", retry_delay="1s")
     fake.script(limited, whole(response(TEXT)))
     async with model_for(fake, max_retries=1) as model:
         started = time.monotonic()
         reply = await model.generate(HELLO, [])
     assert reply.content == "Hi."
-    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - started >= 1.0  # longer than any backoff of its own
     assert len(fake.requests) == 2
 
 
