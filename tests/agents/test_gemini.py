@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -599,6 +600,33 @@ async def test_a_stalled_server_times_out(fake: FakeGemini) -> None:
     async with model_for(fake, timeout=0.3) as model:
         with pytest.raises(ModelError, match=r"did not answer in time \(timeout 0.3s, tried once"):
             await model.generate(HELLO, [])
+
+
+SDK_LEAVES_GENERATORS = (
+    "the google-genai SDK does not close its inner async generator when a stream is closed "
+    "early, and leaves it to the garbage collector, which trio reports as a ResourceWarning"
+)
+
+
+@pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)
+async def test_a_stream_closed_early_is_no_error_and_the_next_call_works(fake: FakeGemini) -> None:
+    fake.script(
+        streamed(*[response({"text": f"{n} "}, finish=None) for n in range(5)]),
+        whole(response(TEXT)),
+    )
+    async with model_for(fake) as model:
+        async with aclosing(model.stream(HELLO, [])) as chunks:
+            first = await anext(chunks)
+        assert first.content == "0 "
+        assert (await model.generate(HELLO, [])).content == "Hi."
+
+
+async def test_a_cancelled_request_is_cancelled_not_a_model_error(fake: FakeGemini) -> None:
+    fake.script(stall())
+    async with model_for(fake) as model:
+        with anyio.move_on_after(0.3) as scope:
+            await model.generate(HELLO, [])
+    assert scope.cancelled_caught
 
 
 async def test_a_closed_model_says_so(fake: FakeGemini) -> None:

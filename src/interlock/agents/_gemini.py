@@ -29,6 +29,10 @@ A client belongs to the event loop it is used in, so the model builds one for ea
 and closes it as that loop ends: ``app.run_sync(...)`` then ``app.resume_sync(...)``, each in a
 loop of its own, share one model (asyncio or trio).
 
+Under trio, a stream closed early leaves the SDK's inner async generator to the garbage
+collector; trio closes it and reports a ``ResourceWarning`` (seen only when such warnings are
+shown).
+
 Examples:
     Gemini, with the key in ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``)::
 
@@ -571,7 +575,7 @@ class _Guard:
             raise model._status_error(exc, tries) from exc
         if isinstance(exc, httpx2.TimeoutException | TimeoutError):
             raise ModelError(
-                f"{where} did not answer in time (timeout {model._timeout:g}s, tried "
+                f"{where} did not answer in time (timeout {_seconds(model._timeout)}, tried "
                 f"{_times(tries)}); the server may be overloaded: check it, or raise timeout=",
                 endpoint=model.endpoint,
             ) from exc
@@ -882,6 +886,10 @@ def _dump(response: Any) -> object:
 def _preview(value: object) -> str:
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _seconds(timeout: float | None) -> str:
+    return "the SDK's default" if timeout is None else f"{timeout:g}s"
 
 
 def _times(n: int) -> str:
