@@ -42,6 +42,7 @@ from interlock.agents import (
 )
 from interlock.agents._gemini import GeminiChatModel, gemini_schema
 from interlock.agents._messages import message_from_chunks
+from interlock.agents._openai import OpenAIChatModel
 from interlock.stores import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -368,18 +369,27 @@ async def test_the_request_carries_the_conversation_and_tools_in_gemini_shape(
     assert body["generationConfig"] == {"temperature": 0.0, "maxOutputTokens": 64}
 
 
+@pytest.mark.parametrize("first_model", ["scripted", "openai"])
 async def test_a_thread_switches_from_another_model_to_gemini_between_turns(
-    llmock: LLMock, tmp_path: Path
+    llmock: LLMock, tmp_path: Path, first_model: str
 ) -> None:
     shell = Shell()
     store = SqliteStore(tmp_path / "agent.db")
-    scripted = ScriptedModel([call("read_file", {"path": "/etc/hosts"}), "It lists localhost."])
+    earlier: ChatModel
+    if first_model == "scripted":
+        earlier = ScriptedModel([call("read_file", {"path": "/etc/hosts"}), "It lists localhost."])
+    else:
+        llmock.call_tool("read_file", {"path": "/etc/hosts"}).reply("It lists localhost.")
+        earlier = OpenAIChatModel(
+            "gpt-4o-mini", base_url=llmock.base_url(), api_key="sk-test", max_retries=0
+        )
     try:
         first = (
-            await ToolAgent("ops", scripted, shell.tools, policy=SHELL_POLICY)
+            await ToolAgent("ops", earlier, shell.tools, policy=SHELL_POLICY)
             .compile(store=store)
             .run({"messages": [UserMessage(content="What is in /etc/hosts?")]}, thread="t")
         )
+        await close(earlier)
         assert first.status == "done"
         llmock.add(Reply(text="It maps names to addresses."))
         gemini = gemini_at_llmock(llmock)()
@@ -392,7 +402,8 @@ async def test_a_thread_switches_from_another_model_to_gemini_between_turns(
         await store.close()
     assert second.status == "done"
     assert conversation(second.values["messages"])[-1].content == "It maps names to addresses."
-    [record] = llmock.requests
+    record = llmock.requests[-1]
+    assert record.provider == "gemini"
     contents = [types.Content.model_validate(c) for c in record.body["contents"]]
     assert [c.role for c in contents] == ["user", "model", "user", "model", "user"]
     call_part, answer_part = contents[1].parts or [], contents[2].parts or []
