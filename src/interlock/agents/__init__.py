@@ -93,20 +93,24 @@ from ._events import ToolResult as ToolResult
 from ._events import Transfer as Transfer
 
 if TYPE_CHECKING:
+    from ._langchain import LangChainChatModel as LangChainChatModel
+    from ._langchain import from_langchain as from_langchain
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
     from ._mcp import MCPTimeout as MCPTimeout
     from ._mcp import MCPToolFailed as MCPToolFailed
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-# Names whose modules need an extra (``openai``, ``mcp``): imported on first use, so that
-# `import interlock.agents` works without them, and the ImportError names the extra.
+# Names whose modules need an extra (``openai``, ``mcp``, ``langchain``): imported on first
+# use, so that `import interlock.agents` works without them, and the ImportError names the extra.
 _EXTRAS = {
     "OpenAIChatModel": "._openai",
     "MCPServer": "._mcp",
     "MCPError": "._mcp",
     "MCPTimeout": "._mcp",
     "MCPToolFailed": "._mcp",
+    "LangChainChatModel": "._langchain",
+    "from_langchain": "._langchain",
 }
 
 
@@ -191,6 +195,8 @@ __all__ = [
     "MCPTimeout",
     "MCPToolFailed",
     "OpenAIChatModel",
+    "LangChainChatModel",
+    "from_langchain",
 ]
 
 publish(__name__, globals(), __all__)
