@@ -700,6 +700,15 @@ async def test_a_cancelled_call_is_cancelled_in_the_models_loop() -> None:
     assert tasks == []
 
 
+async def test_in_the_callers_loop_it_runs_on_asyncio_only(anyio_backend: str) -> None:
+    model = LangChainChatModel(ScriptChat(replies=[ai("Hi.")]), own_loop=False)
+    if anyio_backend == "asyncio":
+        assert (await model.generate(HELLO, [])).content == "Hi."
+    else:
+        with pytest.raises(ModelError, match=r"own_loop=False.*LangChain runs only on asyncio"):
+            await model.generate(HELLO, [])
+
+
 async def test_context_variables_reach_the_model() -> None:
     chat = ScriptChat(replies=[ai("Hi.")], started=[])
     token = CALLER.set("agent-ops")

@@ -123,8 +123,8 @@ class LangChainChatModel:
         stream: Whether `generate` streams the reply (``astream``) and joins it, instead of
             asking for it whole (``ainvoke``). `stream` always streams.
         own_loop: Run the model in the loop LangChain models share (see above). False runs
-            it in the caller's loop, saving a hop between threads per call, for an application
-            that keeps one asyncio loop for its whole life.
+            it in the caller's loop (asyncio only), saving a hop between threads per call, for
+            an application that keeps one asyncio loop for its whole life.
         **tool_options: Keyword arguments for the model's ``bind_tools`` when tools are on
             offer (``tool_choice="any"``, ``parallel_tool_calls=False``, ``strict=True``: what
             the provider's class accepts).
@@ -183,13 +183,30 @@ class LangChainChatModel:
     ) -> None:
         await self.aclose()
 
-    def _loop_here(self) -> _OwnLoop:
+    def _loop_here(self) -> _OwnLoop | None:
+        """The loop to run the model in: the shared one, or None for the caller's.
+
+        Raises:
+            ModelError: The model was closed, or is to run in the caller's loop, which is not
+                asyncio's.
+        """
         if self._closed:
             raise ModelError(
                 f"{self._where} was closed (aclose()); create a new LangChainChatModel to go on",
                 endpoint=self.endpoint,
             )
-        return _shared_loop()
+        if self._own_loop:
+            return _shared_loop()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise ModelError(
+                f"{self._where} was made with own_loop=False, which runs it in the caller's "
+                "event loop, and LangChain runs only on asyncio: leave own_loop out to run it "
+                "under trio",
+                endpoint=self.endpoint,
+            ) from None
+        return None
 
     # -- what it is ------------------------------------------------------------------------
 
@@ -243,9 +260,10 @@ class LangChainChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         runnable, wire = self._request(messages, tools)
+        loop = self._loop_here()
         with self._guard():
-            if self._own_loop:
-                reply = await self._loop_here().call(lambda: runnable.ainvoke(wire))
+            if loop is not None:
+                reply = await loop.call(lambda: runnable.ainvoke(wire))
             else:
                 reply = await runnable.ainvoke(wire)
         return self._reply(reply)
@@ -263,9 +281,10 @@ class LangChainChatModel:
                 ``AIMessageChunk``.
         """
         runnable, wire = self._request(messages, tools)
+        loop = self._loop_here()
         pieces: AsyncIterator[Any]
-        if self._own_loop:
-            pieces = self._loop_here().iterate(lambda: runnable.astream(wire))
+        if loop is not None:
+            pieces = loop.iterate(lambda: runnable.astream(wire))
         else:
             pieces = runnable.astream(wire)
         reading = _Reading()
