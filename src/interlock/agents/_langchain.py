@@ -33,8 +33,12 @@ Examples:
 
         from langchain_community.tools import ShellTool
 
-        agent = ToolAgent(model, tools=[from_langchain(ShellTool())],
-                          policy=ApprovalPolicy([require_approval("terminal")]))
+        agent = ToolAgent(
+            "ops",
+            model,
+            [from_langchain(ShellTool())],
+            policy=ApprovalPolicy({"terminal": require_approval()}),
+        )
 """
 
 from __future__ import annotations
