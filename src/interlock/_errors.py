@@ -520,12 +520,22 @@ class ModelError(RunError):
     Attributes:
         endpoint: Where the model lives (a base URL, or the model's name for local models).
         status: The HTTP status the endpoint answered, if it answered one.
+        retry_after: The seconds the endpoint asked to wait before trying again (its
+            ``Retry-After``), if it asked.
     """
 
-    def __init__(self, message: str, *, endpoint: str, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.endpoint = endpoint
         self.status = status
+        self.retry_after = retry_after
 
 
 class ReplyCutShort(ModelError):

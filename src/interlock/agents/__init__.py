@@ -94,14 +94,17 @@ from ._events import Transfer as Transfer
 
 if TYPE_CHECKING:
     from ._gemini import GeminiChatModel as GeminiChatModel
+    from ._langchain import LangChainChatModel as LangChainChatModel
+    from ._langchain import from_langchain as from_langchain
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
     from ._mcp import MCPTimeout as MCPTimeout
     from ._mcp import MCPToolFailed as MCPToolFailed
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-# Names whose modules need an extra (``openai``, ``gemini``, ``mcp``): imported on first use,
-# so that `import interlock.agents` works without them, and the ImportError names the extra.
+# Names whose modules need an extra (``openai``, ``gemini``, ``langchain``, ``mcp``): imported
+# on first use, so that `import interlock.agents` works without them, and the ImportError names
+# the extra.
 _EXTRAS = {
     "OpenAIChatModel": "._openai",
     "GeminiChatModel": "._gemini",
@@ -109,6 +112,8 @@ _EXTRAS = {
     "MCPError": "._mcp",
     "MCPTimeout": "._mcp",
     "MCPToolFailed": "._mcp",
+    "LangChainChatModel": "._langchain",
+    "from_langchain": "._langchain",
 }
 
 
@@ -194,6 +199,8 @@ __all__ = [
     "MCPToolFailed",
     "OpenAIChatModel",
     "GeminiChatModel",
+    "LangChainChatModel",
+    "from_langchain",
 ]
 
 publish(__name__, globals(), __all__)
