@@ -93,16 +93,18 @@ from ._events import ToolResult as ToolResult
 from ._events import Transfer as Transfer
 
 if TYPE_CHECKING:
+    from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
     from ._mcp import MCPTimeout as MCPTimeout
     from ._mcp import MCPToolFailed as MCPToolFailed
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-# Names whose modules need an extra (``openai``, ``mcp``): imported on first use, so that
-# `import interlock.agents` works without them, and the ImportError names the extra.
+# Names whose modules need an extra (``openai``, ``anthropic``, ``mcp``): imported on first use,
+# so that `import interlock.agents` works without them, and the ImportError names the extra.
 _EXTRAS = {
     "OpenAIChatModel": "._openai",
+    "AnthropicChatModel": "._anthropic",
     "MCPServer": "._mcp",
     "MCPError": "._mcp",
     "MCPTimeout": "._mcp",
@@ -191,6 +193,7 @@ __all__ = [
     "MCPTimeout",
     "MCPToolFailed",
     "OpenAIChatModel",
+    "AnthropicChatModel",
 ]
 
 publish(__name__, globals(), __all__)
