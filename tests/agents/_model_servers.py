@@ -60,9 +60,17 @@ class LLMockServer:
         """The bodies received, each checked against the SDK's request type first."""
         bodies = [record.body for record in self.llmock.requests if record.method == "POST"]
         for body in bodies:
-            check = self._streamed if body.get("stream") else self._plain
-            _drain(check.validate_python(body))
+            check_request(self._streamed if body.get("stream") else self._plain, body)
         return bodies
+
+
+def check_request(check: TypeAdapter[Any], body: Any) -> None:
+    """Validate a request body against an SDK's request type, to the last nested item.
+
+    Raises:
+        pydantic.ValidationError: The body is not of that type.
+    """
+    _drain(check.validate_python(body))
 
 
 def _drain(value: Any) -> None:
