@@ -165,6 +165,7 @@ class ModelConformance:
 
     @pytest.mark.anyio
     async def test_a_text_reply(self, model_server: ModelServer) -> None:
+        """A text reply comes back as the message's content, finished with ``stop``."""
         model_server.script(ScriptedText("The weather in Paris is sunny."))
         reply = await _generate(model_server.model(), HELLO, [])
         assert isinstance(reply, AssistantMessage)
@@ -175,6 +176,7 @@ class ModelConformance:
     @pytest.mark.anyio
     @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
     async def test_one_tool_call(self, model_server: ModelServer, stream: bool) -> None:
+        """One tool call comes back with its name, its decoded arguments and an id."""
         model_server.script(ScriptedCalls((("lookup", {"word": "interlock"}),)))
         reply = await _generate(model_server.model(stream=stream), HELLO, [LOOKUP])
         assert [(c.name, c.arguments, c.raw_arguments) for c in reply.tool_calls] == [
@@ -188,6 +190,7 @@ class ModelConformance:
     async def test_parallel_tool_calls_come_back_in_order(
         self, model_server: ModelServer, stream: bool
     ) -> None:
+        """Parallel tool calls come back in their order, each with an id of its own."""
         words = ["alpha", "beta", "gamma"]
         model_server.script(ScriptedCalls(tuple(("lookup", {"word": w}) for w in words)))
         reply = await _generate(model_server.model(stream=stream), HELLO, [LOOKUP])
@@ -199,6 +202,7 @@ class ModelConformance:
     async def test_arguments_that_are_not_json_are_kept_raw(
         self, model_server: ModelServer
     ) -> None:
+        """Streamed arguments that are not JSON are kept raw, not lost."""
         model_server.script(ScriptedCalls((("lookup", {"word": "interlock"}),), broken=True))
         reply = await _generate(model_server.model(stream=True), HELLO, [LOOKUP])
         (call,) = reply.tool_calls
@@ -213,6 +217,7 @@ class ModelConformance:
     async def test_a_stream_joins_into_what_generate_returns(
         self, model_server: ModelServer
     ) -> None:
+        """A stream's chunks join into the message ``generate`` returns for the same reply."""
         for _ in range(2):
             model_server.script(
                 ScriptedCalls((("lookup", {"word": "a"}), ("lookup", {"word": "b"})), text="On it.")
@@ -235,6 +240,7 @@ class ModelConformance:
     async def test_a_reply_cut_at_its_token_limit_says_so(
         self, model_server: ModelServer, stream: bool
     ) -> None:
+        """A reply cut at its token limit ends with ``length``."""
         model_server.script(ScriptedText("The answer is", finish="length"))
         reply = await _generate(model_server.model(stream=stream), HELLO, [])
         assert (reply.content, reply.finish_reason) == ("The answer is", "length")
@@ -244,6 +250,7 @@ class ModelConformance:
     async def test_a_reply_carries_the_tokens_its_call_used(
         self, model_server: ModelServer, stream: bool
     ) -> None:
+        """A reply carries the tokens its call used."""
         model_server.script(ScriptedText("The weather in Paris is sunny."))
         reply = await _generate(model_server.model(stream=stream), HELLO, [LOOKUP])
         assert reply.usage is not None, "the provider reported the tokens: keep them"
@@ -258,6 +265,7 @@ class ModelConformance:
     async def test_an_error_status_is_a_model_error_with_the_status(
         self, model_server: ModelServer, status: int, stream: bool
     ) -> None:
+        """An HTTP error status is a `ModelError` carrying that status."""
         model_server.script(ScriptedError(status))
         with pytest.raises(ModelError) as caught:
             await _generate(model_server.model(stream=stream), HELLO, [])
@@ -269,6 +277,7 @@ class ModelConformance:
     async def test_a_rate_limit_is_retried_after_the_time_it_asks(
         self, model_server: ModelServer
     ) -> None:
+        """A rate limit is retried, after the time its ``Retry-After`` asks."""
         model_server.script(ScriptedError(429, retry_after=0.5), ScriptedText("Done."))
         started = time.monotonic()
         reply = await _generate(model_server.model(max_retries=1), HELLO, [])
@@ -280,6 +289,7 @@ class ModelConformance:
     async def test_a_rate_limit_once_the_retries_are_spent_is_a_model_error(
         self, model_server: ModelServer
     ) -> None:
+        """A rate limit, once the retries are spent, is a `ModelError` with status 429."""
         model_server.script(ScriptedError(429, retry_after=0.1))
         with pytest.raises(ModelError) as caught:
             await _generate(model_server.model(max_retries=0), HELLO, [])
@@ -287,6 +297,7 @@ class ModelConformance:
 
     @pytest.mark.anyio
     async def test_a_timeout_is_a_model_error(self, model_server: ModelServer) -> None:
+        """A server that does not answer in time is a `ModelError` without a status."""
         model_server.script(ScriptedDelay(3.0))
         started = time.monotonic()
         with pytest.raises(ModelError) as caught:
@@ -296,6 +307,7 @@ class ModelConformance:
 
     @pytest.mark.anyio
     async def test_a_malformed_reply_is_a_model_error(self, model_server: ModelServer) -> None:
+        """A reply not in the provider's format is a `ModelError`."""
         model_server.script(ScriptedMalformed())
         with pytest.raises(ModelError) as caught:
             await _generate(model_server.model(stream=True), HELLO, [])
@@ -306,6 +318,7 @@ class ModelConformance:
     def test_run_sync_then_resume_sync_with_an_approval(
         self, model_server: ModelServer, tmp_path: Path
     ) -> None:
+        """One model serves ``run_sync`` then ``resume_sync`` of an agent whose tool is gated."""
         desk = _Desk()
 
         @tool
@@ -344,6 +357,7 @@ class ModelConformance:
     async def test_a_conversation_goes_to_the_provider_whole(
         self, model_server: ModelServer
     ) -> None:
+        """A conversation reaches the provider whole: texts, calls and their results."""
         calls = (
             ToolCall(id="call_a", name="lookup", arguments={"word": "alpha"}),
             ToolCall(id="call_b", name="lookup", arguments={"word": "beta", "n": [1, 2]}),
