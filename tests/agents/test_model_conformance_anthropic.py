@@ -84,3 +84,43 @@ class TestAnthropicChatModel(ModelConformance):
     @pytest.fixture
     def model_server(self, llmock: LLMock) -> AnthropicServer:
         return AnthropicServer(llmock)
+
+
+# -- the suite has teeth ---------------------------------------------------------------------
+
+
+class CarelessClaude(AnthropicChatModel):
+    """An adapter with the faults the suite is there to catch."""
+
+    async def generate(self, messages: Any, tools: Any) -> AssistantMessage:
+        reply = await super().generate(messages[-1:], tools)  # forgets the conversation
+        return AssistantMessage(
+            content=reply.content, tool_calls=reply.tool_calls[::-1]
+        )  # reverses parallel calls; drops the finish reason and the usage
+
+
+class CarelessServer(AnthropicServer):
+    def model(
+        self, *, stream: bool = False, timeout: float | None = None, max_retries: int = 0
+    ) -> AnthropicChatModel:
+        return CarelessClaude(
+            "claude-sonnet-4-5", base_url=self.base_url, api_key="k", max_retries=max_retries
+        )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("check", "kwargs"),
+    [
+        ("test_a_text_reply", {}),
+        ("test_parallel_tool_calls_come_back_in_order", {"stream": False}),
+        ("test_a_reply_carries_the_tokens_its_call_used", {"stream": False}),
+        ("test_a_conversation_goes_to_the_provider_whole", {}),
+    ],
+)
+async def test_the_suite_fails_a_careless_adapter(
+    llmock: LLMock, check: str, kwargs: dict[str, Any]
+) -> None:
+    suite = TestAnthropicChatModel()
+    with pytest.raises(AssertionError):
+        await getattr(suite, check)(CarelessServer(llmock), **kwargs)
