@@ -96,17 +96,19 @@ if TYPE_CHECKING:
     from ._gemini import GeminiChatModel as GeminiChatModel
     from ._langchain import LangChainChatModel as LangChainChatModel
     from ._langchain import from_langchain as from_langchain
+    from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
     from ._mcp import MCPTimeout as MCPTimeout
     from ._mcp import MCPToolFailed as MCPToolFailed
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-# Names whose modules need an extra (``openai``, ``gemini``, ``langchain``, ``mcp``): imported
-# on first use, so that `import interlock.agents` works without them, and the ImportError names
-# the extra.
+# Names whose modules need an extra (``openai``, ``anthropic``, ``gemini``, ``langchain``,
+# ``mcp``): imported on first use, so that `import interlock.agents` works without them, and the
+# ImportError names the extra.
 _EXTRAS = {
     "OpenAIChatModel": "._openai",
+    "AnthropicChatModel": "._anthropic",
     "GeminiChatModel": "._gemini",
     "MCPServer": "._mcp",
     "MCPError": "._mcp",
@@ -201,6 +203,7 @@ __all__ = [
     "GeminiChatModel",
     "LangChainChatModel",
     "from_langchain",
+    "AnthropicChatModel",
 ]
 
 publish(__name__, globals(), __all__)

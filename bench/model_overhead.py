@@ -1,0 +1,225 @@
+"""What a model adapter costs per turn, over calling its provider's SDK directly.
+
+    python bench/model_overhead.py                 # every adapter, 400 turns each way
+    python bench/model_overhead.py --turns 1000 --only anthropic
+
+A local llmock server (a mock of OpenAI's, Anthropic's and Gemini's APIs, on a free loopback
+port, in this process) answers both sides. For each adapter, one turn is the same conversation
+(a system prompt, a user message, an assistant turn with two parallel tool calls, their two
+results, a follow-up) with the same two tools offered:
+
+- *direct*: the SDK's own call with the request already in the provider's shape, and the reply's
+  text and calls read from the SDK's object — the least a program calling the SDK does;
+- *adapter*: ``model.generate(messages, tools)`` on interlock's messages, which converts the
+  conversation, calls the same SDK, and checks and converts the reply into an
+  `AssistantMessage`.
+
+Turns alternate between the two sides (so drift in the server or the machine hits both), after a
+warm-up; the script prints the median per turn of each, and the adapter's overhead: the
+difference of the medians. The target is an overhead of at most 0.3 ms, or 5 % of the direct
+call, whichever is larger. Streaming is measured the same way (``stream=True`` on both sides).
+
+Another adapter is added by one more `Provider` in `PROVIDERS` (see the two there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llmock.scenarios import Reply
+from llmock.testing import LLMockServer
+
+from interlock.agents import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+
+TARGET_MS = 0.3
+TARGET_SHARE = 0.05
+
+TOOLS = [
+    ToolSpec(
+        name="lookup",
+        description="Look an order up.",
+        parameters={"type": "object", "properties": {"order": {"type": "string"}}},
+    ),
+    ToolSpec(
+        name="refund",
+        description="Refund part of an order.",
+        parameters={
+            "type": "object",
+            "properties": {"order": {"type": "string"}, "amount": {"type": "integer"}},
+        },
+    ),
+]
+CONVERSATION: list[Message] = [
+    SystemMessage(content="You are a support agent. Be brief."),
+    UserMessage(content="Where are orders A-17 and A-18?"),
+    AssistantMessage(
+        content="Looking both up.",
+        tool_calls=(
+            ToolCall(id="call_1", name="lookup", arguments={"order": "A-17"}),
+            ToolCall(id="call_2", name="lookup", arguments={"order": "A-18"}),
+        ),
+    ),
+    ToolMessage(content="A-17: shipped on Monday", tool_call_id="call_1"),
+    ToolMessage(content="A-18: waiting for stock", tool_call_id="call_2"),
+    UserMessage(content="Refund A-18 then."),
+]
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One adapter and its SDK, measured against the same llmock routes."""
+
+    name: str
+    """How the report names it, and ``--only`` selects it."""
+    route: str
+    """The llmock provider whose routes both sides call (``openai``, ``anthropic``...)."""
+    setup: Callable[[str, bool], tuple[Any, Callable[[], Awaitable[Any]], Any]]
+    """``setup(base_url, stream)``: the SDK client, a direct turn, and the adapter's model."""
+
+
+# -- OpenAI ------------------------------------------------------------------------------------
+
+
+def _openai(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable[Any]], Any]:
+    import openai
+
+    from interlock.agents import OpenAIChatModel, to_openai
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+    messages = [to_openai(m) for m in CONVERSATION]  # prepared once: the direct side's best case
+    tools = [t.to_openai() for t in TOOLS]
+
+    async def direct() -> Any:
+        if not stream:
+            reply = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=tools
+            )
+            message = reply.choices[0].message
+            return message.content, message.tool_calls
+        text = []
+        async with await client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=tools, stream=True
+        ) as chunks:
+            async for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    text.append(chunk.choices[0].delta.content)
+        return "".join(text)
+
+    model = OpenAIChatModel(
+        "gpt-4o-mini", base_url=base_url, api_key="sk-bench", max_retries=0, stream=stream
+    )
+    return client, direct, model
+
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+def _anthropic(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable[Any]], Any]:
+    import anthropic
+
+    from interlock.agents import AnthropicChatModel
+    from interlock.agents._anthropic import to_anthropic
+
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-bench", max_retries=0)
+    system, messages = to_anthropic(CONVERSATION)  # prepared once
+    tools = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in TOOLS
+    ]
+    request: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": system,
+        "messages": messages,
+        "tools": tools,
+    }
+
+    async def direct() -> Any:
+        if not stream:
+            reply = await client.messages.create(**request)
+            return [block for block in reply.content]
+        text = []
+        async with await client.messages.create(**request, stream=True) as events:
+            async for event in events:
+                if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    text.append(event.delta.text)
+        return "".join(text)
+
+    model = AnthropicChatModel(
+        "claude-sonnet-4-5", base_url=base_url, api_key="sk-bench", max_retries=0, stream=stream
+    )
+    return client, direct, model
+
+
+PROVIDERS = [
+    Provider("openai", "openai", _openai),
+    Provider("anthropic", "anthropic", _anthropic),
+    # Another adapter: Provider("gemini", "gemini", _gemini), with _gemini as the two above.
+]
+
+
+# -- the measure -------------------------------------------------------------------------------
+
+
+async def measure(server: LLMockServer, provider: Provider, stream: bool, turns: int) -> str:
+    """Time ``turns`` turns each way; return the report's line."""
+    server.state.scenarios.add(Reply(text="Refunding A-18 now.", times=None))
+    client, direct, model = provider.setup(server.base_url(provider.route), stream)
+    try:
+        for _ in range(max(20, turns // 10)):  # warm-up: connections, caches, imports
+            await direct()
+            await model.generate(CONVERSATION, TOOLS)
+        sides: dict[str, list[float]] = {"direct": [], "adapter": []}
+        for _ in range(turns):
+            started = time.perf_counter()
+            await direct()
+            sides["direct"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await model.generate(CONVERSATION, TOOLS)
+            sides["adapter"].append(time.perf_counter() - started)
+    finally:
+        server.state.scenarios.clear()
+        await model.aclose()
+        await client.close()
+    base = statistics.median(sides["direct"]) * 1000
+    mine = statistics.median(sides["adapter"]) * 1000
+    overhead = mine - base
+    allowed = max(TARGET_MS, TARGET_SHARE * base)
+    verdict = "ok" if overhead <= allowed else "OVER"
+    mode = "stream" if stream else "generate"
+    return (
+        f"{provider.name:<10} {mode:<9} {base:8.3f} {mine:8.3f} {overhead:+9.3f} "
+        f"{100 * overhead / base:+6.1f}%  (target <= {allowed:.3f} ms) {verdict}"
+    )
+
+
+async def main(turns: int, only: set[str] | None) -> None:
+    with LLMockServer() as server:
+        print(f"{turns} turns each way, medians in ms per turn")
+        print(f"{'adapter':<10} {'mode':<9} {'direct':>8} {'adapter':>8} {'overhead':>9}")
+        for provider in PROVIDERS:
+            if only and provider.name not in only:
+                continue
+            for stream in (False, True):
+                print(await measure(server, provider, stream, turns), flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=400, help="turns per side and mode")
+    parser.add_argument("--only", action="append", help="an adapter's name (repeatable)")
+    args = parser.parse_args()
+    asyncio.run(main(args.turns, set(args.only) if args.only else None))
