@@ -93,10 +93,10 @@ from ._events import ToolResult as ToolResult
 from ._events import Transfer as Transfer
 
 if TYPE_CHECKING:
+    from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._gemini import GeminiChatModel as GeminiChatModel
     from ._langchain import LangChainChatModel as LangChainChatModel
     from ._langchain import from_langchain as from_langchain
-    from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._mcp import MCPError as MCPError
     from ._mcp import MCPServer as MCPServer
     from ._mcp import MCPTimeout as MCPTimeout
