@@ -73,7 +73,7 @@ from ._messages import (
     UserMessage,
     message_from_chunks,
 )
-from ._models import ToolSpec
+from ._models import ToolSpec, check_endpoint
 
 try:
     import httpx2
@@ -141,34 +141,21 @@ class GeminiChatModel:
         stream: bool = False,
         **params: Any,
     ) -> None:
-        if not isinstance(model, str):
-            raise TypeError(f"model must be the model's name as a str, not {type(model).__name__}")
-        if not model.strip():
-            raise ValueError("model must name the model to ask (for example 'gemini-2.5-flash')")
-        if base_url is not None:
-            if not isinstance(base_url, str):
-                raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
-            if not base_url.startswith(("http://", "https://")):
-                raise ValueError(
-                    f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, not {base_url!r}"
-                )
-        if api_key is not None and not isinstance(api_key, str):
-            raise TypeError(f"api_key must be a str, not {type(api_key).__name__}")
+        if max_retries is None:
+            raise TypeError("max_retries must be an int, not None")
+        check_endpoint(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            stream=stream,
+            examples=("'gemini-2.5-flash'", DEFAULT_BASE_URL),
+        )
         if not isinstance(api_version, str) or not api_version:
             raise ValueError(
                 f"api_version must name a version such as 'v1beta', not {api_version!r}"
             )
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-                raise TypeError(f"timeout must be a number of seconds, not {timeout!r}")
-            if not timeout > 0:
-                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
-            raise TypeError(f"max_retries must be an int, not {max_retries!r}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, not {max_retries}")
-        if not isinstance(stream, bool):
-            raise TypeError(f"stream must be True or False, not {stream!r}")
         reserved = sorted(_RESERVED.intersection(params))
         if reserved:
             raise ValueError(

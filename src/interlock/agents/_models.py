@@ -26,6 +26,7 @@ __all__ = [
     "ScriptedModel",
     "ToolSpec",
     "call",
+    "check_endpoint",
 ]
 
 
@@ -243,3 +244,45 @@ class ScriptedModel:
         if self.name is not None and message.name is None:
             message = msgspec.structs.replace(message, name=self.name)
         return message
+
+
+def check_endpoint(
+    model: object,
+    *,
+    base_url: object,
+    api_key: object,
+    timeout: object,
+    max_retries: object,
+    stream: object,
+    examples: tuple[str, str],
+) -> None:
+    """Refuse a model adapter's endpoint settings that are of the wrong type or out of range.
+
+    ``examples`` are a model name and a base URL of the provider, for the messages. None
+    leaves ``base_url``, ``api_key``, ``timeout`` and ``max_retries`` to their defaults.
+    """
+    if not isinstance(model, str):
+        raise TypeError(f"model must be the model's name as a str, not {type(model).__name__}")
+    if not model.strip():
+        raise ValueError(f"model must name the model to ask (for example {examples[0]})")
+    if base_url is not None:
+        if not isinstance(base_url, str):
+            raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url must be an http(s) URL such as {examples[1]}, not {base_url!r}"
+            )
+    if api_key is not None and not isinstance(api_key, str):
+        raise TypeError(f"api_key must be a str, not {type(api_key).__name__}")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"timeout must be a number of seconds, not {timeout!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if max_retries is not None:
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
+            raise TypeError(f"max_retries must be an int, not {max_retries!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, not {max_retries}")
+    if not isinstance(stream, bool):
+        raise TypeError(f"stream must be True or False, not {stream!r}")

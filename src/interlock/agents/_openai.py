@@ -63,7 +63,7 @@ from ._messages import (
     message_from_chunks,
     to_openai,
 )
-from ._models import ToolSpec
+from ._models import ToolSpec, check_endpoint
 
 try:
     import openai
@@ -129,34 +129,15 @@ class OpenAIChatModel:
         stream: bool = False,
         **params: Any,
     ) -> None:
-        if not isinstance(model, str):
-            raise TypeError(f"model must be the model's name as a str, not {type(model).__name__}")
-        if not model.strip():
-            raise ValueError(
-                "model must name the model to ask (for example 'gpt-4o-mini' or 'llama3.1')"
-            )
-        if base_url is not None:
-            if not isinstance(base_url, str):
-                raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
-            if not base_url.startswith(("http://", "https://")):
-                raise ValueError(
-                    f"base_url must be an http(s) URL such as http://localhost:11434/v1, "
-                    f"not {base_url!r}"
-                )
-        if api_key is not None and not isinstance(api_key, str):
-            raise TypeError(f"api_key must be a str, not {type(api_key).__name__}")
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-                raise TypeError(f"timeout must be a number of seconds, not {timeout!r}")
-            if not timeout > 0:
-                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        if max_retries is not None:
-            if isinstance(max_retries, bool) or not isinstance(max_retries, int):
-                raise TypeError(f"max_retries must be an int, not {max_retries!r}")
-            if max_retries < 0:
-                raise ValueError(f"max_retries must be 0 or more, not {max_retries}")
-        if not isinstance(stream, bool):
-            raise TypeError(f"stream must be True or False, not {stream!r}")
+        check_endpoint(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            stream=stream,
+            examples=("'gpt-4o-mini' or 'llama3.1'", "http://localhost:11434/v1"),
+        )
         reserved = sorted(_RESERVED.intersection(params))
         if reserved:
             raise ValueError(
