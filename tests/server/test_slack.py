@@ -454,6 +454,25 @@ def test_a_decision_already_made_is_refused_with_who_and_when(tmp_path: Path) ->
         assert len(b.decisions("t-twice")) == 1
 
 
+def test_a_message_of_a_question_that_changed_since_is_refused_and_shown_anew(
+    tmp_path: Path,
+) -> None:
+    with bench(tmp_path) as b:
+        message = b.ask("t-stale")
+        # The press carries the payload hash of the question as the message showed it; one
+        # that no longer matches the question is a stale view.
+        pressed = button(message, "interlock.approve", "UANA")
+        value = json.loads(pressed["actions"][0]["value"])
+        pressed["actions"][0]["value"] = json.dumps({**value, "h": "0" * len(value["h"])})
+        assert b.interact(pressed).status_code == 200
+        (told,) = b.ephemeral("UANA")
+        assert told.args["text"].startswith("Nothing was recorded: the question changed")
+        assert b.decisions("t-stale") == []
+        assert len(b.pending()) == 1
+        # The message is shown again as the question is now.
+        wait_for(lambda: b.slack.of("chat.update"))
+
+
 # --- the signature ---------------------------------------------------------------------------
 
 
