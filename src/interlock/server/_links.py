@@ -35,13 +35,12 @@ from typing import Any, Final, Literal
 import msgspec
 
 from .._principals import principal_key
-from ..runtime import Authority, Principal, Question
-from ..stores import PrincipalRecord, Store
+from ..runtime import Authority, Principal
+from ..stores import PrincipalRecord
 from ._deciding import find_question, principal_directory
 from ._errors import ApiError
 from ._events import ServerEvent
 from ._state import ServerState
-from ._views import asks_confirmation
 
 __all__ = [
     "LINK_PREFIX",
@@ -292,7 +291,7 @@ class Linker:
         directory = principal_directory(self.state)
         out: list[PersonalLinks] = []
         for address in recipients:
-            principal = await _principal_by_email(directory, address)
+            principal = await directory.principal_by_contact(email=address)
             if principal is None:
                 log.info(
                     "email links: %s gets the mail of interrupt %s without links: no principal "
@@ -333,14 +332,6 @@ class Linker:
                 )
             )
         return out
-
-    def confirm(self, question: Question) -> bool:
-        """Whether approving ``question`` takes the confirmation step."""
-        return asks_confirmation(question.interrupt.info)
-
-
-async def _principal_by_email(directory: Store, address: str) -> PrincipalRecord | None:
-    return await directory.principal_by_contact(email=address)
 
 
 def _expiry(asked_at: float, ttl: float, deadline: float | None) -> float:
