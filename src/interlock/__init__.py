@@ -27,6 +27,7 @@ from .runtime import Decision as Decision
 from .runtime import GracefulShutdown as GracefulShutdown
 from .runtime import Interrupt as Interrupt
 from .runtime import InterruptHandler as InterruptHandler
+from .runtime import Price as Price
 from .runtime import Principal as Principal
 from .runtime import RunHandle as RunHandle
 from .runtime import RunResult as RunResult
@@ -168,6 +169,7 @@ __all__ = [
     "GracefulShutdown",
     "Interrupt",
     "InterruptHandler",
+    "Price",
     "Principal",
     "RunHandle",
     "RunResult",

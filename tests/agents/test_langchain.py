@@ -40,7 +40,8 @@ from llmock.scenarios import Reply
 from llmock.scenarios import ToolCall as ScriptedCall
 from pydantic import BaseModel, Field
 
-from interlock import ModelError
+from interlock import ModelError, Price
+from interlock.runtime import usage_of
 from interlock.agents import ApprovalPolicy as Policy
 from interlock.agents import (
     AssistantMessage,
@@ -526,6 +527,18 @@ async def test_chatopenai_reports_its_usage(llmock: LLMock) -> None:
     streamed = await joined(model, HELLO, [])
     assert whole.usage is not None and whole.usage.input_tokens > 0
     assert streamed.usage == whole.usage
+
+
+async def test_an_agent_counts_a_langchain_model_s_usage_under_its_name() -> None:
+    reply = AIMessage(
+        content="Hi.", usage_metadata={"input_tokens": 11, "output_tokens": 4, "total_tokens": 15}
+    )
+    agent = ToolAgent("greeter", LangChainChatModel(ScriptChat(replies=[reply])))
+    app = agent.compile(prices={"script-1": Price(input=1.0, output=2.0)})
+    await app.run({"messages": ["hello"]}, thread="t")
+    totals = usage_of((await app.get_state("t")).metadata)
+    assert set(totals.models) == {"script-1"}  # the LangChain model's name, not its object
+    assert totals.thread.tokens == 15 and totals.thread.cost == pytest.approx(19 / 1e6)
 
 
 # -- failures ---------------------------------------------------------------------------------

@@ -19,9 +19,11 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from interlock import END, START, App, Graph, SqliteStore, approve
+from interlock import END, START, App, Graph, Price, SqliteStore, approve
 from interlock.agents import (
     ApprovalPolicy,
+    AssistantMessage,
+    Budget,
     ScriptedModel,
     ToolAgent,
     ToolMessage,
@@ -31,6 +33,7 @@ from interlock.agents import (
     require_approval,
     tool,
 )
+from interlock.graph import Usage
 from interlock.server import Identity, TokenAuth, hash_token
 
 TOKENS = {
@@ -149,6 +152,35 @@ def send_email(to: str, body: str) -> str:
         body: The text.
     """
     return f"sent to {to}"
+
+
+BUDGET_TURN = Usage(input_tokens=15_000, output_tokens=5_000, cached_tokens=1_000)
+"""What each call of the budget agent's model uses."""
+
+
+def budget_agent(path: Path) -> App[Any]:
+    """An agent (``gpt-4o``, priced) that adds three times; its budget is 40,000 tokens, so
+    it asks before its third turn whether it may go on."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def script(messages: Any, tools: Any) -> Any:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        if done < 3:
+            return AssistantMessage(
+                tool_calls=(call("add", {"a": done, "b": 1}),), usage=BUDGET_TURN
+            )
+        return AssistantMessage(content=f"added {done} times", usage=BUDGET_TURN)
+
+    agent = ToolAgent(
+        "adder", ScriptedModel(script, name="gpt-4o"), [add], budget=Budget(tokens=40_000)
+    )
+    return agent.compile(
+        store=SqliteStore(path), prices={"gpt-4o": Price(input=2.5, output=10.0, cached=1.25)}
+    )
 
 
 def mail_agent(path: Path) -> App[Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _serving import TOKENS, WIPE_SECRETS, serving
+from _serving import TOKENS, WIPE_SECRETS, auth, budget_agent, serving
 from _web_page import (
     Api,
     inbox_server,
@@ -26,6 +26,8 @@ from _web_page import (
     sign_in,
 )
 from playwright.sync_api import Browser, Page, Route, expect
+
+from interlock.server import create_app
 
 LIVE_MS = 3000
 
@@ -618,3 +620,33 @@ def test_what_lies_outside_the_identity_s_tool_scope_is_not_shown(
             expect(page.get_by_role("heading", level=1)).to_contain_text("refund")
             expect(page.locator(".messages li")).to_have_count(2)
             assert all(secret not in shown(page) for secret in WIPE_SECRETS)
+
+
+def test_a_budget_question_is_raised_from_the_page_and_the_thread_shows_its_usage(
+    browser: Browser, tmp_path: Path
+) -> None:
+    factory = lambda: create_app({"adder": budget_agent(tmp_path / "b.db")}, auth=auth())  # noqa: E731
+    with serving(factory) as served:
+        api = Api(served.url)
+        body = {"input": {"messages": ["add"]}, "app": "adder", "wait": True}
+        status, started = api.call("POST", "/v1/threads/b-1/runs", "ana", body)
+        assert status == 200, started
+        with opened(browser, served.url) as page:
+            sign_in(page, "ana")
+            open_question(page, "This run has used 40,000 tokens")
+            expect(page.get_by_label("The call's arguments")).to_contain_text('"tokens": 60000')
+            page.get_by_role("button", name="Edit…").click()
+            form = page.get_by_role("form", name="Edit the arguments")
+            form.get_by_label("tokens").fill("100000")
+            form.get_by_role("button", name="Run with the edited arguments").click()
+            expect(banner(page)).to_contain_text("Your decision was recorded")
+            expect(banner(page)).to_contain_text("The run finished.", timeout=LIVE_MS)
+
+            page.goto(f"{served.url}/inbox#/threads/b-1")
+            usage = page.locator("#usage")
+            expect(usage.locator(".usage-run")).to_contain_text("60,000 in · 20,000 out")
+            expect(usage.locator(".usage-run")).to_contain_text("(4,000 cached)")
+            expect(usage.locator(".usage-run")).to_contain_text("4 calls · $0.3450")
+            expect(usage.locator(".usage-models")).to_contain_text("gpt-4o")
+        thread = api.get("/v1/threads/b-1")
+        assert thread["status"] == "done" and thread["usage"]["run"]["calls"] == 4

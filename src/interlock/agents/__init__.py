@@ -30,6 +30,7 @@ from ._messages import to_openai as to_openai
 
 # isort: split
 # Models
+from ._budget import Budget as Budget
 from ._models import ChatModel as ChatModel
 from ._models import ModelRequest as ModelRequest
 from ._models import ScriptedModel as ScriptedModel
@@ -150,6 +151,7 @@ __all__ = [
     "from_openai",
     "to_messages",
     "to_openai",
+    "Budget",
     "ChatModel",
     "ModelRequest",
     "ScriptedModel",

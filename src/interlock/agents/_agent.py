@@ -37,19 +37,34 @@ from ..runtime import (
     Authority,
     Child,
     Graph,
+    Price,
     Segment,
     approval_interrupt,
     child_scope,
     current_address,
+    current_usage,
     effect,
     emit_event,
     gather_children,
     interrupt,
+    keep_limits,
     new_id,
+    report_usage,
     run_graph,
     step,
 )
 from ..stores import Store
+from ._budget import (
+    BUDGET_TOOL,
+    Budget,
+    current_limits,
+    describe,
+    grant_key,
+    limits_schema,
+    proposal,
+    reached,
+    used,
+)
 from ._decisions import (
     APPROVAL,
     APPROVING,
@@ -151,17 +166,20 @@ class Agent:
         durability: Literal["sync", "exit"] = "sync",
         lease_ttl: float = 30.0,
         recursion_limit: int | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> App[AgentState]:
         """Return the agent as a runnable `App` on ``store`` (see `Graph.compile`).
 
         Its input is ``{"messages": [...]}``; ``recursion_limit`` defaults to what the
-        agent's turn bounds need.
+        agent's turn bounds need; ``prices`` (``{model: Price}``) give its threads' usage a
+        cost.
         """
         app: App[AgentState] = self.build().compile(
             store=store,
             durability=durability,
             lease_ttl=lease_ttl,
             recursion_limit=recursion_limit or self.step_budget(),
+            prices=prices,
         )
         return app
 
@@ -294,6 +312,7 @@ class ToolAgent(Agent):
         stream: bool = False,
         tool_errors: ToolErrors = "message",
         cut_replies: CutReplies = "raise",
+        budget: Budget | None = None,
         description: str | None = None,
     ) -> None:
         super().__init__(name, description=description)
@@ -325,6 +344,11 @@ class ToolAgent(Agent):
             raise ValueError(f"tool_errors must be 'message' or 'raise', not {tool_errors!r}")
         if cut_replies not in ("raise", "keep"):
             raise ValueError(f"cut_replies must be 'raise' or 'keep', not {cut_replies!r}")
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(
+                f"budget must be a Budget (for example Budget(tokens=40_000)), not "
+                f"{type(budget).__name__}"
+            )
         self.model = model
         self.tools: dict[str, Tool] = by_name
         self.policy = policy
@@ -333,6 +357,7 @@ class ToolAgent(Agent):
         self.stream = bool(stream)
         self.tool_errors: ToolErrors = tool_errors
         self.cut_replies: CutReplies = cut_replies
+        self.budget = budget
         self._schemas: dict[str, dict[str, Any]] = {}
 
     def _adopt(self, policy: ApprovalPolicy) -> None:
@@ -368,11 +393,69 @@ class ToolAgent(Agent):
         if self._turns(messages) >= self.max_turns:
             stop = f"I stopped after {self.max_turns} turns without finishing the task."
             return AssistantMessage(content=stop, name=self.name, id=new_id())
+        if self.budget is not None:
+            refused = self._within_budget(self.budget)
+            if refused is not None:
+                return refused
         shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
         shown.extend(messages)
         reply = await self.reply(shown, specs)
-        emit_event(AssistantTurn(agent=self.name, message=reply))
+        cost = report_usage(reply.usage or _NO_USAGE, model=_model_name(self.model))
+        emit_event(AssistantTurn(agent=self.name, message=reply, cost=cost, totals=current_usage()))
         return reply
+
+    def _within_budget(self, budget: Budget) -> AssistantMessage | None:
+        """None while the budget allows another turn; once a limit is reached, a person's
+        decision (an interrupt) first: None to go on, or the reply that stops the agent."""
+        totals = current_usage()
+        spent = used(totals, budget)
+        limits = current_limits(totals, self.name, budget)
+        over = reached(spent, limits)
+        if not over:
+            return None
+        proposed = proposal(spent, limits, over, budget)
+        per = "run" if budget.per == "run" else "thread"
+        question: dict[str, Any] = {
+            "type": APPROVAL,
+            "kind": "budget",
+            "question": describe(spent, limits, over, proposed, per),
+            "agent": self.name,
+            "tool": BUDGET_TOOL,
+            "arguments": proposed,
+            "schema": limits_schema(budget),
+            "description": f"The {per}'s budget: approve to go on with the limits proposed, "
+            "edit them to set others, reject to stop the agent.",
+            "used": spent,
+            "limits": limits,
+            "over": over,
+        }
+        schema = self._schemas.get(BUDGET_TOOL)
+        if schema is None:
+            schema = self._schemas[BUDGET_TOOL] = decision_schema(limits_schema(budget))
+        # Asked at the agent's budget "tool": inboxes, scopes and metrics name it ``budget``.
+        with (
+            child_scope(Segment("agent", self.name)),
+            child_scope(Segment("tool", BUDGET_TOOL, budget.per)),
+        ):
+            question["address"] = str(current_address())
+            decision = parse_decision(interrupt(question, schema=schema))
+        if isinstance(decision, Approve | Edit):
+            raised = proposed if isinstance(decision, Approve) else decision.arguments
+            granted = {**limits, **{k: float(v) for k, v in raised.items()}}
+            still = reached(spent, granted)
+            if not still:
+                keep_limits(grant_key(self.name, budget), granted)
+                return None
+            why = (
+                f"the limits set ({', '.join(f'{k} {granted[k]:g}' for k in still)}) are "
+                "already used up"
+            )
+        elif isinstance(decision, Reject):
+            why = decision.message or "the budget was not raised"
+        else:
+            why = decision.content
+        stop = f"I stopped: this {per} used its budget ({', '.join(over)}), and {why}."
+        return AssistantMessage(content=stop, name=self.name, id=new_id())
 
     async def reply(self, shown: Sequence[Message], specs: Sequence[Any]) -> AssistantMessage:
         """One model reply, named after this agent and given an id."""
@@ -685,6 +768,19 @@ def _with(
 ) -> ToolMessage | list[ConversationItem]:
     """A call's answer, after the conversation edits its decisions brought (if any)."""
     return [*edits, answer] if edits else answer
+
+
+_NO_USAGE: Final = Usage()
+
+
+def _model_name(model: ChatModel) -> str | None:
+    """The name prices and usage sums know ``model`` by: its ``model`` (the provider's name
+    for it), else its ``name`` (a LangChain model's, a scripted model's)."""
+    for attribute in ("model", "name"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def route_tools(state: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from .._errors import GraphDefinitionError, ModelError, ReplyCutShort
 from ..graph import END, START, append
 from ..runtime import Graph, Segment, child_scope, emit_event, new_id, run_graph, step
 from ._agent import AGENT_TYPES, Agent, AgentState, ToolAgent, pending_calls
+from ._budget import Budget
 from ._events import Transfer
 from ._messages import (
     AssistantMessage,
@@ -248,10 +249,17 @@ class Supervisor(ToolAgent):
         policy: ApprovalPolicy | None = None,
         system: str | None = None,
         max_turns: int = 25,
+        budget: Budget | None = None,
         description: str | None = None,
     ) -> None:
         super().__init__(
-            name, model, tools, system=system, max_turns=max_turns, description=description
+            name,
+            model,
+            tools,
+            system=system,
+            max_turns=max_turns,
+            budget=budget,
+            description=description,
         )
         self.agents = _children(agents, "supervisor")
         clash = [a.name for a in self.agents if f"{TRANSFER}{a.name}" in self.tools]
@@ -376,6 +384,7 @@ def supervisor(
     policy: ApprovalPolicy | None = None,
     system: str | None = None,
     max_turns: int = 25,
+    budget: Budget | None = None,
     description: str | None = None,
 ) -> Supervisor:
     """A supervisor over ``agents`` (see `Supervisor`)."""
@@ -387,6 +396,7 @@ def supervisor(
         policy=policy,
         system=system,
         max_turns=max_turns,
+        budget=budget,
         description=description,
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..runtime import Interrupt, RunResult
+from ..runtime import Interrupt, RunResult, UsageTotals
 from ._messages import AssistantMessage, Message, ToolCall, ToolStatus
 
 __all__ = [
@@ -43,6 +43,11 @@ class AssistantTurn:
     kind: Literal["assistant"] = "assistant"
     agent: str
     message: AssistantMessage
+    """The reply; its ``usage`` is what this call used, as the provider reported it."""
+    cost: float | None = None
+    """What this call cost at the App's prices (None: its model has no price)."""
+    totals: UsageTotals | None = None
+    """What the thread and its run used so far, this call included."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

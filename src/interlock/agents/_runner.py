@@ -31,6 +31,7 @@ from ..runtime import (
     CustomEvent,
     EventStream,
     InterruptEvent,
+    Price,
     RunFinishedEvent,
     RunResult,
 )
@@ -116,6 +117,7 @@ class Runner:
         durability: ``"sync"`` commits each step; ``"exit"`` only when the run stops.
         lease_ttl: Seconds a run's lease on its session outlives the run's last sign of life.
         recursion_limit: Most supersteps one call may take (default: what the agent needs).
+        prices: ``{model: Price}``: what each model costs, so that usage has a cost.
     """
 
     def __init__(
@@ -126,12 +128,17 @@ class Runner:
         durability: Literal["sync", "exit"] = "sync",
         lease_ttl: float = 30.0,
         recursion_limit: int | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"Runner needs an Agent, not {type(agent).__name__}")
         self.agent = agent
         self.app: App[AgentState] = agent.compile(
-            store=store, durability=durability, lease_ttl=lease_ttl, recursion_limit=recursion_limit
+            store=store,
+            durability=durability,
+            lease_ttl=lease_ttl,
+            recursion_limit=recursion_limit,
+            prices=prices,
         )
         """The compiled agent (for the full thread API: history, fork, inbox...)."""
 

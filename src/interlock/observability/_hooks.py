@@ -18,6 +18,7 @@ __all__ = [
     "decision_recorded",
     "decision_refused",
     "interrupt_raised",
+    "model_used",
     "reconcile_raised",
     "run_ended",
     "subscribe",
@@ -54,6 +55,18 @@ class RuntimeObserver(Protocol):
 
     def reconcile_raised(self) -> None:
         """A dangerous call's outcome was unknown: a ``reconcile`` question was committed."""
+        ...
+
+    def model_used(
+        self,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cached: int,
+        cost: float | None,
+    ) -> None:
+        """A model call used these tokens (``cost``: at the App's prices, None without one).
+        Optional: an observer without this method is not told."""
         ...
 
     def thread_failed(self, error: str) -> None:
@@ -117,6 +130,20 @@ def decision_refused(tool: str | None, rule: str) -> None:
             told(tool, rule)
         except Exception:
             _log.exception("observer %r failed on decision_refused", o)
+
+
+def model_used(
+    model: str | None, input_tokens: int, output_tokens: int, cached: int, cost: float | None
+) -> None:
+    """Tell every observer that has ``model_used`` what a model call used."""
+    for o in OBSERVERS:
+        told = getattr(o, "model_used", None)
+        if told is None:
+            continue
+        try:
+            told(model, input_tokens, output_tokens, cached, cost)
+        except Exception:
+            _log.exception("observer %r failed on model_used", o)
 
 
 def reconcile_raised() -> None:

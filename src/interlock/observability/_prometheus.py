@@ -52,7 +52,10 @@ class PrometheusMetrics:
       resolved it (votes toward a quorum are not counted; the last approval is);
     * ``interlock_reconciles_total``: ``reconcile`` questions (a dangerous call's outcome was
       unknown);
-    * ``interlock_interrupts_pending{tool}``: interrupts waiting, as of the last `refresh`.
+    * ``interlock_interrupts_pending{tool}``: interrupts waiting, as of the last `refresh`;
+    * ``interlock_model_tokens_total{model,kind}``: tokens model calls used (``kind``:
+      ``input``, ``output``, ``cached``), as the agents report them (`report_usage`);
+    * ``interlock_model_cost_total{model}``: what they cost at the App's prices.
 
     For example (a sketch, not run; the tracing how-to guide runs one)::
 
@@ -121,6 +124,20 @@ class PrometheusMetrics:
             ["error"],
             registry=at,
         )
+        self.model_tokens = prom.Counter(
+            "interlock_model_tokens",
+            "Tokens model calls used, by model and kind: input, output, cached (cached input "
+            "tokens are also counted as input).",
+            ["model", "kind"],
+            registry=at,
+        )
+        self.model_cost = prom.Counter(
+            "interlock_model_cost",
+            "What model calls cost at the configured prices (Graph.compile's prices), by "
+            "model; calls of a model without a price are not counted.",
+            ["model"],
+            registry=at,
+        )
         self.pending = prom.Gauge(
             "interlock_interrupts_pending",
             "Interrupts waiting for a decision, by tool, as of the last refresh.",
@@ -183,6 +200,23 @@ class PrometheusMetrics:
     def decision_refused(self, tool: str | None, rule: str) -> None:
         """Count a decision its question's authority refused."""
         self.decisions_refused.labels(NO_TOOL if tool is None else tool, rule).inc()
+
+    def model_used(
+        self,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cached: int,
+        cost: float | None,
+    ) -> None:
+        """Count the tokens (and the cost) of a model call."""
+        name = model or "unknown"
+        self.model_tokens.labels(name, "input").inc(input_tokens)
+        self.model_tokens.labels(name, "output").inc(output_tokens)
+        if cached:
+            self.model_tokens.labels(name, "cached").inc(cached)
+        if cost is not None:
+            self.model_cost.labels(name).inc(cost)
 
     def reconcile_raised(self) -> None:
         """Count a reconcile question."""

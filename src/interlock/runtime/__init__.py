@@ -8,6 +8,8 @@ server, the command line, the workers) import from here, never from its private 
 - reading for people: `Question`, `Reader` (`App.question`, `App.reader`), and `Continuer`
   (`App.continued_by`: who continues a thread after a recorded decision);
 - deciding: `needs_confirmation` (a question's confirmation step);
+- counting what models used: `report_usage`, `current_usage`, `keep_limits`, `usage_of`, `Price`,
+  `UsageTotals`, `Tally`;
 - building agents: `approval_interrupt`, `check_approvals`, `current_address`, `new_id`,
   `register_answer_details`, `run_graph`, `schema_problem`, `stored_schema`.
 """
@@ -59,6 +61,9 @@ from ._interrupts import validator as validator
 from ._jsonschema import check as schema_problem
 from ._jsonschema import stored_schema as stored_schema
 from ._level import new_id as new_id
+from ._metering import current_usage as current_usage
+from ._metering import keep_limits as keep_limits
+from ._metering import report_usage as report_usage
 from ._reader import Question as Question
 from ._reader import Reader as Reader
 from ._reader import ThreadSummary as ThreadSummary
@@ -74,6 +79,10 @@ from ._records import StateSnapshot as StateSnapshot
 from ._records import TimeoutDefault as TimeoutDefault
 from ._resume import register_answer_details as register_answer_details
 from ._signals import InterruptSignal as InterruptSignal
+from ._usage import Price as Price
+from ._usage import Tally as Tally
+from ._usage import UsageTotals as UsageTotals
+from ._usage import usage_of as usage_of
 
 __all__ = [
     "RETRY",
@@ -97,6 +106,7 @@ __all__ = [
     "InterruptSignal",
     "NodeOutputEvent",
     "OnTimeout",
+    "Price",
     "Principal",
     "Question",
     "Reader",
@@ -110,9 +120,11 @@ __all__ = [
     "StepEvent",
     "StepFinishedEvent",
     "StreamMode",
+    "Tally",
     "Targets",
     "ThreadSummary",
     "TimeoutDefault",
+    "UsageTotals",
     "approval_interrupt",
     "approve",
     "ask",
@@ -121,21 +133,25 @@ __all__ = [
     "choose",
     "composite_interrupt",
     "current_address",
+    "current_usage",
     "effect",
     "effect_key",
     "emit_event",
     "gather_children",
     "interrupt",
     "interrupt_state",
+    "keep_limits",
     "needs_confirmation",
     "new_id",
     "register_answer_details",
+    "report_usage",
     "resume_context",
     "run_graph",
     "schema_problem",
     "step",
     "stored_schema",
     "timeout_default",
+    "usage_of",
     "validator",
 ]
 

@@ -50,6 +50,7 @@ from ._reader import Question, Reader, ThreadSummary
 from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
 from ._resume import Targets
 from ._runctx import LeasePolicy
+from ._usage import Price, check_prices
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 
@@ -72,6 +73,7 @@ class App(Generic[StateT]):
         lease_ttl: float = 30.0,
         migrations: Mapping[str, Migration] | None = None,
         authority: Authority | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         if durability not in get_args(Durability):
             raise GraphDefinitionError(f"durability must be 'sync' or 'exit', not {durability!r}")
@@ -89,6 +91,7 @@ class App(Generic[StateT]):
             io=ThreadIO(bound, plan, migrations or {}),
             lease=LeasePolicy(owner=f"{socket.gethostname()}:{os.getpid()}", ttl=lease_ttl),
             recursion_limit=recursion_limit,
+            prices=check_prices(prices),
         )
         self._reader = Reader(bound, plan.codec)
         self._continuation = Continuation(bound)

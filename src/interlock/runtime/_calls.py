@@ -55,6 +55,7 @@ from ._resume import (
     replayed_votes,
 )
 from ._runctx import LeasePolicy, Opened, RunCtx, Stale
+from ._usage import Price
 
 __all__ = ["CallOptions", "Calls", "InterruptHandler", "OnPending"]
 
@@ -107,8 +108,11 @@ class Calls(Generic[StateT]):
         io: ThreadIO,
         lease: LeasePolicy,
         recursion_limit: int,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.plan = plan
+        self.prices: Mapping[str, Price] = prices or {}
+        """What each model costs (`Graph.compile`'s ``prices``), for the usage totals."""
         self.store = store
         self.io = io
         self.lease = lease
@@ -157,9 +161,18 @@ class Calls(Generic[StateT]):
             return await call(await self.open(thread, optimistic=False))
 
     def prepare(
-        self, level: Level, thread: str, opened: Opened, options: CallOptions = CallOptions()
+        self,
+        level: Level,
+        thread: str,
+        opened: Opened,
+        options: CallOptions = CallOptions(),
+        *,
+        new_run: bool = False,
     ) -> RunCtx:
-        """Apply a call's options to the level; return the context that commits for it."""
+        """Apply a call's options to the level; return the context that commits for it.
+
+        ``new_run``: the call starts a run (`App.run` with input), whose usage counts anew.
+        """
         level.set_run_breakpoints(options.interrupt_before, options.interrupt_after)
         metadata = options.metadata
         starter = opened.head.meta.get("started_by") if opened.head is not None else None
@@ -177,6 +190,8 @@ class Calls(Generic[StateT]):
             metadata=metadata,
             emit=options.emit,
             control=options.control,
+            prices=self.prices,
+            new_run=new_run,
         )
 
     async def authorize(
@@ -300,7 +315,7 @@ class Calls(Generic[StateT]):
                 if decided and opened.head is not None:
                     audit.append(dropped_entry(decided, opened.head.record.id))
         level.start(self.plan.schema.values_of(input))
-        ctx = self.prepare(level, thread, opened, options)
+        ctx = self.prepare(level, thread, opened, options, new_run=True)
         if ctx.durability == "sync" or resolutions or audit:
             await ctx.commit(level, "input", resolutions, audit=audit)
         return await self.drive(level, ctx, options.on_interrupt)

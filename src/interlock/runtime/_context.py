@@ -16,12 +16,15 @@ import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import GraphDefinitionError
 from ._recorder import EffectIO
 from ._records import Address, Segment
 from ._signals import Raised
+
+if TYPE_CHECKING:
+    from ._usage import UsageMeter
 
 __all__ = [
     "Scratch",
@@ -169,6 +172,8 @@ class TaskContext:
     """Where `emit_event` sends events (None: nobody streams this run)."""
     children: Callable[..., Awaitable[Any]] | None = None
     """Runs a graph as a child of this task (`run_graph`; the engine's ``run_child``)."""
+    usage: UsageMeter | None = None
+    """Sums the model calls the run reports (`report_usage`; None outside an App's run)."""
 
     def next_ordinal(self, key: str) -> int:
         """Return how many times ``key`` was seen before in this pass, and count this one."""
@@ -202,6 +207,11 @@ def current_task(what: str = "this function") -> TaskContext:
             "(inside a node, a tool or a subgraph), not at module level or from another thread"
         )
     return ctx
+
+
+def current_task_or_none() -> TaskContext | None:
+    """Return the running task's context, or None outside a running graph."""
+    return _task.get()
 
 
 def current_address() -> Address:

@@ -39,6 +39,7 @@ from ._observe import Steps
 from ._recorder import EffectIO
 from ._records import Address
 from ._signals import InterruptSignal
+from ._usage import UsageMeter
 from ._wire import level_from_wire, level_to_wire, subgraph_output
 
 __all__ = ["Engine", "StepHook", "known_plan", "remember"]
@@ -78,6 +79,8 @@ class Engine:
     """Receives the events nodes emit with `emit_event` (every level: subgraphs pass it on)."""
     steps: Steps | None = None
     """Spans and DEBUG records of supersteps and tasks (None: nobody looks)."""
+    usage: UsageMeter | None = None
+    """Sums the model calls the call's tasks report (every level: subgraphs pass it on)."""
 
     async def run(self, level: Level, *, on_step: StepHook | None, limit: int) -> LevelStatus:
         """Advance ``level`` until done or stopped; return its status.
@@ -203,6 +206,7 @@ class Engine:
             effects=self.effects,
             events=self.custom,
             children=self.run_child,
+            usage=self.usage,
         )
         address = level.address_of(task)
         arg = level.view() if task.arg is MISSING else task.arg
@@ -323,7 +327,11 @@ class Engine:
         level.track_writes = True
         level.set_run_breakpoints(*(breakpoints or ([], [])))
         child = Engine(
-            effects=self.effects, control=self.control, custom=self.custom, steps=self.steps
+            effects=self.effects,
+            control=self.control,
+            custom=self.custom,
+            steps=self.steps,
+            usage=self.usage,
         )
         status = await child.run(level, on_step=None, limit=sub.recursion_limit)
         if status == "done":

@@ -9,6 +9,7 @@ from ..graph._builder import Durability, GraphBuilder, Migration
 from ..stores import Store
 from ._app import App
 from ._authority import Authority
+from ._usage import Price
 
 __all__ = ["Graph"]
 
@@ -49,6 +50,7 @@ class Graph(GraphBuilder[StateT]):
         lease_ttl: float = 30.0,
         migrations: Mapping[str, Migration] | None = None,
         authority: Authority | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> App[StateT]:
         """Check the graph and return a runnable `App`.
 
@@ -68,6 +70,9 @@ class Graph(GraphBuilder[StateT]):
                 surface decides it: ``Authority(not_starter=True)`` is four eyes on every
                 question; a question's own `Authority` says who may decide it (see
                 `App.decide`).
+            prices: ``{model: Price}``: what each model costs per million tokens, so that the
+                usage totals of threads (``metadata["usage"]``) say what they cost. A model
+                is priced by its own name, else by the longest name it starts with.
         """
         return App(
             self.plan(interrupt_before, interrupt_after),
@@ -77,4 +82,5 @@ class Graph(GraphBuilder[StateT]):
             lease_ttl=lease_ttl,
             migrations=migrations,
             authority=authority,
+            prices=prices,
         )

@@ -23,6 +23,7 @@ from ._observe import TRACEPARENT, RunWatch, deciding, lease_lost, stored_tracep
 from ._persist import Head, ThreadIO
 from ._recorder import EffectIO
 from ._records import Decision, RunResult, RunStatus
+from ._usage import Price, UsageMeter
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 
@@ -101,6 +102,8 @@ class RunCtx:
         metadata: Mapping[str, Any] | None = None,
         emit: Callable[[Event], None] | None = None,
         control: RunControl | None = None,
+        prices: Mapping[str, Price] | None = None,
+        new_run: bool = False,
     ) -> None:
         self.io = io
         self.recursion_limit = recursion_limit
@@ -124,12 +127,17 @@ class RunCtx:
         self.token: int | None = None
         """The fencing token of the lease this call holds (None: it holds none)."""
         self._fence: Fence | None = None
+        self.usage = UsageMeter(
+            None if opened.head is None else opened.head.meta, new_run=new_run, prices=prices or {}
+        )
+        """The thread's usage totals, carried from the checkpoint this call started from."""
         self.engine = Engine(
             effects=EffectIO(io.store, io.codec, holder=self),
             control=control,
             emit=emit,
             custom=emit,
             steps=None if watch is None else watch.steps,
+            usage=self.usage,
         )
         """Runs the call's levels; its effect records carry this call's lease."""
 
@@ -175,6 +183,8 @@ class RunCtx:
         )
         if actor or metadata:
             meta = {**meta, **({"actor": actor} if actor else {}), **(metadata or {})}
+        if self.usage.active:
+            meta = self.usage.stamp(dict(meta))
 
         async def write() -> tuple[Head, int | None]:
             return await self.io.commit(
@@ -354,7 +364,9 @@ class RunCtx:
                     status="failed",
                     resolutions=(),
                     known=self.known,
-                    metadata={**self.metadata, "error": f"{type(exc).__name__}: {exc}"},
+                    metadata=self.usage.stamp(
+                        {**self.metadata, "error": f"{type(exc).__name__}: {exc}"}
+                    ),
                     fence=fence,
                 )
             except FencedOut:

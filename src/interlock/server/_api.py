@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -32,7 +32,7 @@ from .._errors import (
     StoreClosed,
     ThreadBusy,
 )
-from ..runtime import Interrupt
+from ..runtime import Interrupt, Tally, usage_of
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._deciding import background, decide_as, find_question
@@ -81,10 +81,12 @@ from ._views import (
     PauseRequest,
     RunAccepted,
     RunRequest,
+    TallyView,
     ThreadItem,
     ThreadPage,
     ThreadView,
     ToolCount,
+    UsageView,
     decision_body,
     plain,
 )
@@ -706,6 +708,30 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         ],
         values=values,
         messages=messages,
+        usage=usage_view(snapshot.metadata),
+    )
+
+
+def usage_view(metadata: Mapping[str, Any]) -> UsageView | None:
+    """The usage totals a checkpoint's metadata holds, as the API shows them."""
+    if metadata.get("usage") is None:
+        return None
+    totals = usage_of(metadata)
+
+    def tally(t: Tally) -> TallyView:
+        return TallyView(
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            cached_tokens=t.cached_tokens,
+            calls=t.calls,
+            cost=t.cost,
+        )
+
+    return UsageView(
+        thread=tally(totals.thread),
+        run=tally(totals.run),
+        run_seconds=round(totals.run_seconds, 3),
+        models={name: tally(t) for name, t in totals.models.items()},
     )
 
 

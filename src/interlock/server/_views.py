@@ -185,6 +185,28 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     """For a failure of the server (500): the id its log has the details under."""
 
 
+class TallyView(msgspec.Struct, kw_only=True):
+    """Sums of model calls: tokens, calls and, with prices, cost."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those read from a provider's prompt cache."""
+    calls: int = 0
+    cost: float | None = None
+    """At the App's prices (None: no call had a price)."""
+
+
+class UsageView(msgspec.Struct, kw_only=True):
+    """What a thread's model calls used: its whole life, its current run, and by model."""
+
+    thread: TallyView
+    run: TallyView
+    run_seconds: float
+    """How long the current run has been running (time waiting on a person left out)."""
+    models: dict[str, TallyView]
+
+
 class ThreadView(msgspec.Struct, kw_only=True):
     """A thread's latest state, summarised."""
 
@@ -204,6 +226,8 @@ class ThreadView(msgspec.Struct, kw_only=True):
     continue_with: str | None = None
     """For a thread whose continuation could not run: the command that continues it once
     the cause is fixed."""
+    usage: UsageView | None = None
+    """What its model calls used (None: it reported none)."""
 
 
 class ThreadItem(msgspec.Struct, kw_only=True):

@@ -148,3 +148,45 @@ export function auditList(entries) {
     ),
   );
 }
+
+const count = new Intl.NumberFormat("en");
+
+/** "12,000 in · 3,000 out (1,000 cached)" for a tally of model calls. */
+function tokens(t) {
+  const cached = t.cached_tokens ? ` (${count.format(t.cached_tokens)} cached)` : "";
+  return `${count.format(t.input_tokens)} in · ${count.format(t.output_tokens)} out${cached}`;
+}
+
+function cost(t) {
+  return t.cost === null || t.cost === undefined ? "no price set" : `$${t.cost.toFixed(t.cost < 1 ? 4 : 2)}`;
+}
+
+/** What a thread's model calls used: this run, the whole thread, and by model. */
+export function usageBlock(usage) {
+  if (!usage) return h("p", { className: "muted" }, "No model call reported what it used.");
+  const models = Object.entries(usage.models);
+  return h(
+    "div",
+    { className: "usage" },
+    h(
+      "dl",
+      { className: "facts" },
+      h("dt", {}, "This run"),
+      h("dd", { className: "usage-run" }, `${tokens(usage.run)} · ${usage.run.calls} calls · ${cost(usage.run)} · ${Math.round(usage.run_seconds)} s running`),
+      h("dt", {}, "Whole thread"),
+      h("dd", { className: "usage-thread" }, `${tokens(usage.thread)} · ${usage.thread.calls} calls · ${cost(usage.thread)}`),
+    ),
+    models.length
+      ? h(
+          "table",
+          { className: "usage-models" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Model"), h("th", {}, "Tokens"), h("th", {}, "Calls"), h("th", {}, "Cost"))),
+          h(
+            "tbody",
+            {},
+            models.map(([name, t]) => h("tr", {}, h("td", {}, name), h("td", {}, tokens(t)), h("td", {}, String(t.calls)), h("td", {}, cost(t)))),
+          ),
+        )
+      : null,
+  );
+}

@@ -1,8 +1,8 @@
 // One thread: its status (and why it failed), the questions it waits on, its recent messages
-// (an edited call marked) and audit trail.
+// (an edited call marked), what its model calls used, and its audit trail.
 
 import * as api from "./api.js";
-import { auditList, editsOf, messageList, stateBlock, statusBadge } from "./context.js";
+import { auditList, editsOf, messageList, stateBlock, statusBadge, usageBlock } from "./context.js";
 import { h, fill, liveTime, when } from "./dom.js";
 import { failure } from "./failed.js";
 
@@ -64,6 +64,7 @@ export function threadView(id) {
           h("h3", {}, "Waiting on"),
           waiting,
         ),
+        h("section", { className: "card", id: "usage" }, h("h2", {}, "Model usage"), usageBlock(thread.usage)),
         h("section", { className: "card" }, h("h2", {}, "Recent messages"), messageList(thread.messages, editsOf(trail.items)), stateBlock(thread.values)),
       ),
       h("div", { className: "side-column" }, h("section", { className: "card" }, h("h2", {}, "Audit trail"), auditList(trail.items))),

@@ -1,0 +1,340 @@
+"""What a thread's model calls used: tokens, calls, running time and, with prices, cost.
+
+A node reports each model call with `report_usage`; the run sums what it was told into the
+metadata of the checkpoints it commits (``metadata["usage"]``), carried from each checkpoint to
+the next. So `App.get_state` says what the thread used so far, and a resume in another process
+goes on counting from there. The sums are of what was committed: a call whose step was lost
+with its process is not in them (it is reported again when the step runs again).
+
+Two sums are kept: the thread's whole life, and the current *run* (from an `App.run` with input,
+through every resume, to the next `App.run`). A run's ``seconds`` is the time spent running,
+not the time it waited on a person.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..graph import Usage
+
+__all__ = [
+    "USAGE",
+    "Price",
+    "Tally",
+    "UsageMeter",
+    "UsageTotals",
+    "check_prices",
+    "usage_of",
+]
+
+USAGE: Final = "usage"
+"""The metadata key of a checkpoint's usage sums."""
+
+_MILLION: Final = 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Price:
+    """What a model costs, per million tokens, in the currency of your choice.
+
+    ``cached`` prices the input tokens read from the provider's prompt cache (default: the
+    ``input`` price); they are part of ``input_tokens``, priced at ``cached`` instead.
+
+    Example:
+        >>> from interlock.graph import Usage
+        >>> Price(input=3.0, output=15.0, cached=0.3).cost(
+        ...     Usage(input_tokens=10_000, output_tokens=1_000, cached_tokens=8_000)
+        ... )
+        0.0234
+    """
+
+    input: float
+    """Per million input tokens."""
+    output: float
+    """Per million output tokens."""
+    cached: float | None = None
+    """Per million cached input tokens (None: as ``input``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cached"):
+            value = getattr(self, name)
+            if value is None and name == "cached":
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(
+                    f"Price({name}=...) must be a finite number >= 0 (per million tokens), "
+                    f"not {value!r}"
+                )
+
+    def cost(self, usage: Usage) -> float:
+        """What ``usage`` cost at this price."""
+        cached = min(usage.cached_tokens, usage.input_tokens)
+        cached_price = self.input if self.cached is None else self.cached
+        total = (
+            (usage.input_tokens - cached) * self.input
+            + cached * cached_price
+            + usage.output_tokens * self.output
+        )
+        return round(total / _MILLION, 9)
+
+
+def check_prices(prices: Mapping[str, Price] | None) -> dict[str, Price]:
+    """Check a ``{model: Price}`` table; return it as a dict.
+
+    Raises:
+        TypeError: Not a mapping of model names to `Price`.
+    """
+    if prices is None:
+        return {}
+    if not isinstance(prices, Mapping):
+        raise TypeError(
+            f"prices must be a mapping of model names to Price, not {type(prices).__name__}; "
+            "for example {'gpt-4o': Price(input=2.5, output=10.0)}"
+        )
+    out: dict[str, Price] = {}
+    for name, price in prices.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"prices: a model name must be a non-empty str, not {name!r}")
+        if not isinstance(price, Price):
+            raise TypeError(
+                f"prices[{name!r}] must be a Price, not {type(price).__name__}; for example "
+                "Price(input=2.5, output=10.0) (per million tokens)"
+            )
+        out[name] = price
+    return out
+
+
+def price_of(prices: Mapping[str, Price], model: str | None) -> Price | None:
+    """The price of ``model``: its own entry, else the longest name it starts with
+    (``claude-sonnet-4-5`` prices ``claude-sonnet-4-5-20250929``), else None."""
+    if model is None or not prices:
+        return None
+    found = prices.get(model)
+    if found is not None:
+        return found
+    best = max((name for name in prices if model.startswith(name)), key=len, default=None)
+    return None if best is None else prices[best]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Tally:
+    """Sums of model calls: tokens, calls, and cost when every call had a price."""
+
+    input_tokens: int = 0
+    """Tokens sent to models."""
+    output_tokens: int = 0
+    """Tokens models wrote."""
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those read from a provider's prompt cache."""
+    calls: int = 0
+    """Model calls reported."""
+    cost: float | None = None
+    """What the calls cost at the configured prices (None: no call had a price)."""
+    unpriced: int = 0
+    """Calls whose model had no configured price (their cost is not in ``cost``)."""
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together."""
+        return self.input_tokens + self.output_tokens
+
+    def plus(self, usage: Usage, cost: float | None) -> Tally:
+        """These sums with one more call."""
+        return Tally(
+            input_tokens=self.input_tokens + usage.input_tokens,
+            output_tokens=self.output_tokens + usage.output_tokens,
+            cached_tokens=self.cached_tokens + usage.cached_tokens,
+            calls=self.calls + 1,
+            cost=self.cost if cost is None else round((self.cost or 0.0) + cost, 9),
+            unpriced=self.unpriced + (cost is None),
+        )
+
+    def to_meta(self) -> dict[str, Any]:
+        """The sums as stored in checkpoint metadata (zeros left out)."""
+        out: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("input_tokens", self.input_tokens),
+                ("output_tokens", self.output_tokens),
+                ("cached_tokens", self.cached_tokens),
+                ("calls", self.calls),
+                ("unpriced", self.unpriced),
+            )
+            if v
+        }
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
+
+    @classmethod
+    def from_meta(cls, value: Any) -> Tally:
+        """Sums read back from metadata; anything unreadable counts as nothing."""
+        if not isinstance(value, Mapping):
+            return cls()
+
+        def whole(key: str) -> int:
+            v = value.get(key)
+            return v if type(v) is int and v >= 0 else 0
+
+        cost = value.get("cost")
+        return cls(
+            input_tokens=whole("input_tokens"),
+            output_tokens=whole("output_tokens"),
+            cached_tokens=whole("cached_tokens"),
+            calls=whole("calls"),
+            unpriced=whole("unpriced"),
+            cost=float(cost)
+            if isinstance(cost, int | float) and not isinstance(cost, bool)
+            else None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UsageTotals:
+    """What a thread used so far: its whole life, its current run, and by model.
+
+    Read it in a node with `current_usage`, or from a checkpoint with `usage_of`
+    (``App.get_state(thread).metadata``).
+    """
+
+    thread: Tally = field(default_factory=Tally)
+    """Everything the thread's model calls used."""
+    run: Tally = field(default_factory=Tally)
+    """What the current run used (since the `App.run` that started it)."""
+    models: Mapping[str, Tally] = field(default_factory=dict)
+    """The thread's sums per model."""
+    run_seconds: float = 0.0
+    """How long the current run has been running (time waiting on a person left out)."""
+    grants: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Budget raised by people's decisions, by budget name (see `ToolAgent`'s ``budget=``)."""
+
+    def to_meta(self) -> dict[str, Any]:
+        """The totals as stored under ``metadata["usage"]``."""
+        out: dict[str, Any] = {
+            "thread": self.thread.to_meta(),
+            "run": self.run.to_meta(),
+            "run_seconds": round(self.run_seconds, 3),
+        }
+        if self.models:
+            out["models"] = {name: t.to_meta() for name, t in self.models.items()}
+        if self.grants:
+            out["grants"] = {name: dict(g) for name, g in self.grants.items()}
+        return out
+
+    @classmethod
+    def from_meta(cls, value: Any) -> UsageTotals:
+        """Totals read back from ``metadata["usage"]`` (empty when absent or unreadable)."""
+        if not isinstance(value, Mapping):
+            return cls()
+        models = value.get("models")
+        grants = value.get("grants")
+        seconds = value.get("run_seconds")
+        return cls(
+            thread=Tally.from_meta(value.get("thread")),
+            run=Tally.from_meta(value.get("run")),
+            models={str(k): Tally.from_meta(v) for k, v in models.items() if isinstance(k, str)}
+            if isinstance(models, Mapping)
+            else {},
+            run_seconds=float(seconds)
+            if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
+            else 0.0,
+            grants={
+                str(k): {
+                    str(a): float(b)
+                    for a, b in v.items()
+                    if isinstance(b, int | float) and not isinstance(b, bool)
+                }
+                for k, v in grants.items()
+                if isinstance(v, Mapping)
+            }
+            if isinstance(grants, Mapping)
+            else {},
+        )
+
+
+_NOTHING: Final = Tally()
+
+
+def usage_of(metadata: Mapping[str, Any]) -> UsageTotals:
+    """The usage totals a checkpoint's metadata holds (empty when its thread reported none).
+
+    Example:
+        >>> usage_of({}).thread.tokens
+        0
+    """
+    return UsageTotals.from_meta(metadata.get(USAGE))
+
+
+class UsageMeter:
+    """One call's running totals: carried from the checkpoint it started from, added to by
+    `report_usage`, written into each checkpoint it commits.
+
+    A call that never reports nor reads usage writes nothing (its checkpoints carry what the
+    thread had, unchanged): runs without models pay one dict lookup per commit.
+    """
+
+    __slots__ = ("_base", "_models", "_prices", "_run", "_started", "_thread", "active", "grants")
+
+    def __init__(
+        self, carried: Mapping[str, Any] | None, *, new_run: bool, prices: Mapping[str, Price]
+    ) -> None:
+        stored = None if carried is None else carried.get(USAGE)
+        self.active = stored is not None
+        """Whether the totals go into this call's checkpoints (something to carry, or new)."""
+        self._prices = prices
+        self._started = time.monotonic()
+        if stored is None:  # most runs: no model reported anything on this thread
+            self._thread = self._run = _NOTHING
+            self._models: dict[str, Tally] = {}
+            self._base = 0.0
+            self.grants: dict[str, dict[str, float]] = {}
+            return
+        base = UsageTotals.from_meta(stored)
+        self._thread = base.thread
+        self._models = dict(base.models)
+        self._run = _NOTHING if new_run else base.run
+        self._base = 0.0 if new_run else base.run_seconds
+        self.grants = {
+            k: dict(v) for k, v in base.grants.items() if not new_run or k.endswith(":thread")
+        }
+
+    def report(self, usage: Usage, model: str | None) -> float | None:
+        """Add one model call; return its cost (None without a price for ``model``)."""
+        price = price_of(self._prices, model)
+        cost = None if price is None else price.cost(usage)
+        self._thread = self._thread.plus(usage, cost)
+        self._run = self._run.plus(usage, cost)
+        name = model or "unknown"
+        self._models[name] = self._models.get(name, Tally()).plus(usage, cost)
+        self.active = True
+        return cost
+
+    def totals(self) -> UsageTotals:
+        """The totals as of now."""
+        return UsageTotals(
+            thread=self._thread,
+            run=self._run,
+            models=dict(self._models),
+            run_seconds=self._base + (time.monotonic() - self._started),
+            grants={k: dict(v) for k, v in self.grants.items()},
+        )
+
+    def grant(self, name: str, limits: Mapping[str, float]) -> None:
+        """Record a budget raised by a person's decision (kept for the rest of the run)."""
+        self.grants[name] = dict(limits)
+        self.active = True
+
+    def stamp(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """``metadata`` with the totals as of now (unchanged when the call is not active)."""
+        if self.active:
+            metadata[USAGE] = self.totals().to_meta()
+        return metadata
