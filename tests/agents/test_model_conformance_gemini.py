@@ -38,10 +38,10 @@ class GeminiRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     contents: list[types.Content]
-    systemInstruction: types.Content | None = None  # noqa: N815 - the wire's name
+    systemInstruction: types.Content | None = None
     tools: list[types.Tool] | None = None
-    toolConfig: types.ToolConfig | None = None  # noqa: N815
-    generationConfig: types.GenerationConfig | None = None  # noqa: N815
+    toolConfig: types.ToolConfig | None = None
+    generationConfig: types.GenerationConfig | None = None
 
 
 class GeminiServer(LLMockServer):
