@@ -19,7 +19,12 @@ warm-up; the script prints the median per turn of each, and the adapter's overhe
 difference of the medians. The target is an overhead of at most 0.3 ms, or 5 % of the direct
 call, whichever is larger. Streaming is measured the same way (``stream=True`` on both sides).
 
-Another adapter is added by one more `Provider` in `PROVIDERS` (see the two there).
+LangChain is measured twice, wrapping ``ChatOpenAI`` against llmock's OpenAI routes, against
+``ChatOpenAI.ainvoke`` (``astream``) with the tools bound once: ``langchain`` runs the wrapped
+model in the caller's loop (``own_loop=False``), as the direct side does; ``langchain+loop`` in
+the loop LangChain models share (the default), adding the hop between threads.
+
+Another adapter is added by one more `Provider` in `PROVIDERS` (see those there).
 """
 
 from __future__ import annotations
@@ -164,10 +169,136 @@ def _anthropic(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable
     return client, direct, model
 
 
+# -- Gemini ------------------------------------------------------------------------------------
+
+
+def _gemini(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable[Any]], Any]:
+    import httpx2
+    from google import genai
+    from google.genai import types
+
+    from interlock.agents import GeminiChatModel
+    from interlock.agents._gemini import gemini_schema, to_gemini
+
+    # The client as the model builds its own: the same HTTP transport (httpx2) on both sides.
+    options = types.HttpOptions(
+        base_url=base_url,
+        api_version="v1beta",
+        async_client_args={"transport": httpx2.AsyncHTTPTransport()},
+    )
+    client = genai.Client(api_key="bench", http_options=options)
+    system, contents = to_gemini(CONVERSATION)  # prepared once
+    config = types.GenerateContentConfig(
+        system_instruction=system,
+        tools=[
+            types.Tool(
+                function_declarations=[
+                    types.FunctionDeclaration(
+                        name=t.name,
+                        description=t.description,
+                        parameters=types.Schema.model_validate(gemini_schema(t.parameters)),
+                    )
+                    for t in TOOLS
+                ]
+            )
+        ],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+    async def direct() -> Any:
+        if not stream:
+            reply = await client.aio.models.generate_content(
+                model="gemini-2.5-flash", contents=contents, config=config
+            )
+            return reply.text, reply.function_calls
+        text = []
+        async for chunk in await client.aio.models.generate_content_stream(
+            model="gemini-2.5-flash", contents=contents, config=config
+        ):
+            if chunk.text:
+                text.append(chunk.text)
+        return "".join(text)
+
+    model = GeminiChatModel(
+        "gemini-2.5-flash", base_url=base_url, api_key="bench", max_retries=0, stream=stream
+    )
+    return _Closing(client.aio.aclose), direct, model
+
+
+# -- LangChain ---------------------------------------------------------------------------------
+
+
+def _langchain(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable[Any]], Any]:
+    from langchain_openai import ChatOpenAI
+
+    from interlock.agents import LangChainChatModel
+    from interlock.agents._langchain import to_langchain
+
+    chat = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=base_url,
+        api_key="sk-bench",  # type: ignore[arg-type]
+        max_retries=0,
+        stream_usage=True,
+    )
+    bound = chat.bind_tools([t.to_openai() for t in TOOLS])  # prepared once
+    messages = [to_langchain(m) for m in CONVERSATION]
+
+    async def direct() -> Any:
+        if not stream:
+            reply = await bound.ainvoke(messages)
+            return reply.content, reply.tool_calls
+        text = []
+        async for chunk in bound.astream(messages):
+            if chunk.content:
+                text.append(chunk.content)
+        return text
+
+    # In the caller's loop, as the direct side runs: the shared loop's hop between threads is
+    # what own_loop=True adds on top (measured as "langchain+loop").
+    model = LangChainChatModel(chat, stream=stream, own_loop=False)
+    return _Closing(None), direct, model
+
+
+def _langchain_own_loop(
+    base_url: str, stream: bool
+) -> tuple[Any, Callable[[], Awaitable[Any]], Any]:
+    from langchain_openai import ChatOpenAI
+
+    from interlock.agents import LangChainChatModel
+
+    closing, direct, _ = _langchain(base_url, stream)
+    # ChatOpenAI keeps one HTTP client per base URL and timeout for the whole process, bound
+    # to the loop that first used it: the wrapped model, which runs in the shared loop, gets
+    # a timeout (and so a client) of its own.
+    chat = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=base_url,
+        api_key="sk-bench",  # type: ignore[arg-type]
+        max_retries=0,
+        stream_usage=True,
+        timeout=600.5,
+    )
+    return closing, direct, LangChainChatModel(chat, stream=stream)
+
+
+class _Closing:
+    """What `measure` closes at the end for an SDK whose client closes otherwise."""
+
+    def __init__(self, close: Callable[[], Awaitable[None]] | None) -> None:
+        self._close = close
+
+    async def close(self) -> None:
+        if self._close is not None:
+            await self._close()
+
+
 PROVIDERS = [
     Provider("openai", "openai", _openai),
     Provider("anthropic", "anthropic", _anthropic),
-    # Another adapter: Provider("gemini", "gemini", _gemini), with _gemini as the two above.
+    Provider("gemini", "gemini", _gemini),
+    Provider("langchain", "openai", _langchain),
+    Provider("langchain+loop", "openai", _langchain_own_loop),
 ]
 
 
@@ -201,7 +332,7 @@ async def measure(server: LLMockServer, provider: Provider, stream: bool, turns:
     verdict = "ok" if overhead <= allowed else "OVER"
     mode = "stream" if stream else "generate"
     return (
-        f"{provider.name:<10} {mode:<9} {base:8.3f} {mine:8.3f} {overhead:+9.3f} "
+        f"{provider.name:<14} {mode:<9} {base:8.3f} {mine:8.3f} {overhead:+9.3f} "
         f"{100 * overhead / base:+6.1f}%  (target <= {allowed:.3f} ms) {verdict}"
     )
 
@@ -209,7 +340,7 @@ async def measure(server: LLMockServer, provider: Provider, stream: bool, turns:
 async def main(turns: int, only: set[str] | None) -> None:
     with LLMockServer() as server:
         print(f"{turns} turns each way, medians in ms per turn")
-        print(f"{'adapter':<10} {'mode':<9} {'direct':>8} {'adapter':>8} {'overhead':>9}")
+        print(f"{'adapter':<14} {'mode':<9} {'direct':>8} {'adapter':>8} {'overhead':>9}")
         for provider in PROVIDERS:
             if only and provider.name not in only:
                 continue

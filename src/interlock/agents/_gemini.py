@@ -342,9 +342,11 @@ class GeminiChatModel:
         # Only the opening is retried: once a piece was yielded, a retry would repeat it.
         chunks, item = await self._with_retries(opened)
         reading = _Reading(salt)
+        wrote = False
         try:
             while item is not None:
                 for piece in self._chunk(item, reading):
+                    wrote = wrote or piece.content is not None or bool(piece.tool_calls)
                     yield piece
                 with self._guard():
                     item = await anext(chunks, None)
@@ -358,6 +360,8 @@ class GeminiChatModel:
                 "check the server",
                 endpoint=self.endpoint,
             )
+        if not wrote:  # no text, no call: the text "" that `generate` gives
+            yield MessageChunk(role="assistant", content="")
         if reading.usage is not None:  # reported whole on each chunk: counted once, at the end
             yield MessageChunk(usage=reading.usage)
 
