@@ -52,10 +52,11 @@ import math
 import os
 import random
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
+from functools import partial
 from types import TracebackType
-from typing import Any, NoReturn, Self
+from typing import Any, Final, NoReturn, Self
 
 import anyio
 import anyio.lowlevel
@@ -188,6 +189,10 @@ class GeminiChatModel:
         self._max_retries = max_retries
         self._stream = stream
         self._params = dict(params)
+        self._kept: tuple[str | None, tuple[ToolSpec, ...], types.GenerateContentConfig] | None = (
+            None
+        )
+        """The last request config built, with the system prompt and tools it was built for."""
         # One client per running event loop, closed as that loop ends (see `_keep`).
         self._clients: dict[anyio.lowlevel.EventLoopToken, genai.Client] = {}
         self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
@@ -375,6 +380,22 @@ class GeminiChatModel:
             if not isinstance(spec, ToolSpec):
                 raise TypeError(f"tools must be ToolSpec objects, not {type(spec).__name__}")
         system, contents = to_gemini(messages)
+        config = self._config(system, tools)
+        # The call ids derive from the request: the same conversation gives the same ids.
+        digest = hashlib.sha256(msgspec.json.encode([system, *messages]))
+        return contents, config, digest.hexdigest()[:12]
+
+    def _config(self, system: str | None, tools: Sequence[ToolSpec]) -> types.GenerateContentConfig:
+        """The request's config: built (and checked by the SDK) once for a system prompt and a
+        set of tools, then reused while an agent's turns offer the same ones."""
+        kept = self._kept
+        if (
+            kept is not None
+            and kept[0] == system
+            and len(kept[1]) == len(tools)
+            and all(a is b or a == b for a, b in zip(kept[1], tools, strict=True))
+        ):
+            return kept[2]
         config: dict[str, Any] = dict(self._params)
         if system:
             config["system_instruction"] = system
@@ -395,10 +416,9 @@ class GeminiChatModel:
             config["automatic_function_calling"] = types.AutomaticFunctionCallingConfig(
                 disable=True
             )
-        digest = hashlib.sha256()
-        for content in contents:
-            digest.update(content.model_dump_json(exclude_none=True).encode())
-        return contents, types.GenerateContentConfig(**config), digest.hexdigest()[:12]
+        built = types.GenerateContentConfig(**config)
+        self._kept = (system, tuple(tools), built)
+        return built
 
     # -- the answer ------------------------------------------------------------------------
 
@@ -626,7 +646,7 @@ def to_gemini(messages: Sequence[Message]) -> tuple[str | None, list[types.Conte
     def flush() -> None:
         if answers:
             ranked = sorted(answers, key=lambda i: order.index(i) if i in order else len(order))
-            contents.append(types.Content(role="user", parts=[answers[i] for i in ranked]))
+            contents.append(_content("user", [answers[i] for i in ranked]))
             answers.clear()
 
     for message in messages:
@@ -634,29 +654,80 @@ def to_gemini(messages: Sequence[Message]) -> tuple[str | None, list[types.Conte
             call = calls.get(message.tool_call_id)
             name = message.name or (call.name if call is not None else "") or "tool"
             key = "result" if message.status in ("ok", "responded") else "error"
-            answers[message.tool_call_id] = types.Part(
-                function_response=types.FunctionResponse(name=name, response={key: message.content})
-            )
+            answers[message.tool_call_id] = _converted(
+                message, name, partial(_result_parts, message, name, key)
+            )[0]
             continue
         flush()
         if isinstance(message, SystemMessage):
             system.append(message.content)
         elif isinstance(message, UserMessage):
-            contents.append(types.Content(role="user", parts=[types.Part(text=message.content)]))
-        elif isinstance(message, AssistantMessage):
-            parts = [types.Part(text=message.content)] if message.content else []
-            parts.extend(
-                types.Part(function_call=types.FunctionCall(name=call.name, args=call.arguments))
-                for call in message.tool_calls
+            contents.append(
+                _content("user", _converted(message, "", partial(_text_parts, message)))
             )
+        elif isinstance(message, AssistantMessage):
+            parts = _converted(message, "", partial(_assistant_parts, message))
             calls = {call.id: call for call in message.tool_calls}
             order = [call.id for call in message.tool_calls]
             if parts:
-                contents.append(types.Content(role="model", parts=parts))
+                contents.append(_content("model", parts))
         else:
             raise TypeError(f"a conversation holds messages, not {type(message).__name__}")
     flush()
     return ("\n\n".join(system) if system else None), contents
+
+
+_CONVERTED: dict[int, tuple[Message, str, list[types.Part]]] = {}
+"""Message → its parts, by the message's identity: a conversation grows by a few messages a
+turn, and the rest are the same (immutable) objects as at the turn before. The message is kept
+with its parts, so an id is never taken for another object's."""
+_CONVERTED_MOST: Final = 4096
+
+
+def _converted(
+    message: Message, name: str, convert: Callable[[], list[types.Part]]
+) -> list[types.Part]:
+    """The parts of ``message`` (a tool result's under the call's ``name``), converted once."""
+    found = _CONVERTED.get(id(message))
+    if found is not None and found[0] is message and found[1] == name:
+        return found[2]
+    parts = convert()
+    if len(_CONVERTED) >= _CONVERTED_MOST:
+        _CONVERTED.clear()
+    _CONVERTED[id(message)] = (message, name, parts)
+    return parts
+
+
+def _text_parts(message: UserMessage) -> list[types.Part]:
+    """A user's message as a part."""
+    return [_part(text=message.content)]
+
+
+def _result_parts(message: ToolMessage, name: str, key: str) -> list[types.Part]:
+    """A tool's result (``key``: ``result`` or ``error``) as the response to call ``name``."""
+    response = types.FunctionResponse.model_construct(name=name, response={key: message.content})
+    return [_part(function_response=response)]
+
+
+def _assistant_parts(message: AssistantMessage) -> list[types.Part]:
+    """An assistant message's text and calls as parts."""
+    parts = [_part(text=message.content)] if message.content else []
+    parts.extend(
+        _part(function_call=types.FunctionCall.model_construct(name=c.name, args=c.arguments))
+        for c in message.tool_calls
+    )
+    return parts
+
+
+def _part(**fields: Any) -> types.Part:
+    """A part built from interlock's own typed messages, without the SDK's checks of each field
+    (they cost more than the rest of a request; the messages were checked when made)."""
+    return types.Part.model_construct(**fields)
+
+
+def _content(role: str, parts: list[types.Part]) -> types.Content:
+    """A turn of the conversation, built as `_part` builds its parts."""
+    return types.Content.model_construct(role=role, parts=list(parts))
 
 
 _KEPT = frozenset(
