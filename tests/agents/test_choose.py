@@ -160,7 +160,7 @@ def test_without_langchain_another_langchain_provider_says_what_to_install(
 def test_a_missing_langchain_provider_package_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "langchain", None)
     monkeypatch.setitem(sys.modules, "langchain_anthropic", None)
-    with pytest.raises(ImportError, match="pip install langchain-anthropic$"):
+    with pytest.raises(ImportError, match=r"pip install langchain-anthropic$"):
         chat_model("langchain:anthropic:claude-sonnet-4-5")
 
 
@@ -240,7 +240,7 @@ def test_a_langchain_name_needs_a_provider_and_a_model(spec: str) -> None:
 
 
 def test_a_name_that_is_not_a_str_is_refused() -> None:
-    with pytest.raises(ModelSpecError, match="a model's name is a str .* not int"):
+    with pytest.raises(ModelSpecError, match=r"a model's name is a str .* not int"):
         chat_model(42)  # type: ignore[arg-type]
 
 
@@ -285,7 +285,7 @@ def test_another_variable_may_name_the_model(
     monkeypatch.setenv("PLANNER_MODEL", "anthropic:claude-sonnet-4-5")
     assert isinstance(chat_model_from_env(variable="PLANNER_MODEL"), AnthropicChatModel)
     monkeypatch.delenv("PLANNER_MODEL")
-    with pytest.raises(ModelSpecError, match="^PLANNER_MODEL is not set"):
+    with pytest.raises(ModelSpecError, match=r"^PLANNER_MODEL is not set"):
         chat_model_from_env(variable="PLANNER_MODEL")
 
 
