@@ -125,8 +125,8 @@ def chat_model(spec: str, /, **options: Any) -> ChatModel:
         ValueError: An option is out of range for the model.
 
     Examples:
-        Claude, then the same agent on a local Ollama server through its OpenAI-compatible
-        API::
+        A sketch: Claude, then the same agent on a local Ollama server through its
+        OpenAI-compatible API::
 
             model = chat_model("anthropic:claude-sonnet-4-5", temperature=0)
             model = chat_model("openai:llama3.1", base_url="http://localhost:11434/v1")
