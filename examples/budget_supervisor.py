@@ -13,8 +13,19 @@ store's inbox (through a new store connection and a new agent tree, as another p
 and approves it by id; the run continues inside the step where it stopped. The planner is not
 asked again: the run counts its requests in each phase.
 
-Offline by default (`ScriptedModel`s). With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set, real
-models drive the same agents (``OPENAI_MODEL``, default ``gpt-4o-mini``).
+Offline by default (`ScriptedModel`s). With ``INTERLOCK_MODEL`` set to a model's name, that
+model drives the same agents, whichever its provider::
+
+    INTERLOCK_MODEL=openai:gpt-4o-mini python examples/budget_supervisor.py
+    INTERLOCK_MODEL=anthropic:claude-sonnet-4-5 python examples/budget_supervisor.py
+    INTERLOCK_MODEL=gemini:gemini-2.5-flash python examples/budget_supervisor.py
+    INTERLOCK_MODEL=langchain:ollama:llama3.1 python examples/budget_supervisor.py
+
+Each provider's SDK reads its key and endpoint from its own variables (``OPENAI_API_KEY`` and
+``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``, ``GEMINI_API_KEY`` and
+``GOOGLE_GEMINI_BASE_URL``). Without ``INTERLOCK_MODEL``, ``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` alone still selects an OpenAI-compatible model (``OPENAI_MODEL``, default
+``gpt-4o-mini``).
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ from interlock.agents import (
     Transfer,
     UserMessage,
     call,
+    chat_model_from_env,
     plan_execute,
     supervisor,
     tool,
@@ -114,22 +126,22 @@ class Models:
     allocator: ChatModel
 
 
-def real_model() -> str | None:
-    """The real model the environment asks for, if it names an endpoint or a key."""
+def openai_model() -> str | None:
+    """The OpenAI-compatible model ``OPENAI_*`` asks for, if they name an endpoint or a key."""
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        return os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        return f"openai:{os.environ.get('OPENAI_MODEL', 'gpt-4o-mini')}"
     return None
 
 
 def models() -> Models:
     """A real model for each agent when the environment names one, else the scripted ones."""
-    name = real_model()
-    if name is not None:
-        # Imported here: it needs the optional `openai` package, which the offline path does not.
-        from interlock.agents import OpenAIChatModel
-
+    fallback = openai_model()
+    if os.environ.get("INTERLOCK_MODEL", "").strip() or fallback is not None:
+        # INTERLOCK_MODEL, else the OPENAI_* model; the provider's package is imported only now.
         return Models(
-            pm=OpenAIChatModel(name), planner=OpenAIChatModel(name), allocator=OpenAIChatModel(name)
+            pm=chat_model_from_env(fallback),
+            planner=chat_model_from_env(fallback),
+            allocator=chat_model_from_env(fallback),
         )
     return Models(
         pm=ScriptedModel(pm_reply, name="pm"),
@@ -269,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\napproving from the top, through a new Runner:")
             last = anyio.run(approve_pending, args.db, ledger, session)
             after += last.planner_requests or 0
-    except InterlockError as exc:
+    except (InterlockError, ImportError) as exc:  # ImportError: the model's extra is missing
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"\n{last.status}: {last.answer}")

@@ -1,9 +1,10 @@
 """Every script in examples/ runs as a user runs it: a process of its own, offline, on a real file.
 
 Each test reads what the example printed (and what its tools left behind) and checks the
-behaviour the example is there to show. The environment is scrubbed of ``OPENAI_*`` so that
-the examples use their scripted models; one test per agent example sets ``OPENAI_BASE_URL`` to
-show that it then talks to that endpoint.
+behaviour the example is there to show. The environment is scrubbed of ``OPENAI_*`` and
+``INTERLOCK_MODEL`` so that the examples use their scripted models; one test per agent example
+sets ``OPENAI_BASE_URL`` to show that it then talks to that endpoint, and budget_supervisor.py
+runs to the end on each provider named by ``INTERLOCK_MODEL``, against llmock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from types import ModuleType
 
 import anyio
 import pytest
+from llmock.pytest_plugin import LLMock
+from llmock.scenarios import Reply
+from llmock.scenarios import ToolCall as ScriptedCall
 
 from interlock import SqliteStore
 
@@ -30,7 +34,11 @@ RUN_HERE = {"approval.py", "effects.py", *AGENT_EXAMPLES}
 
 
 def offline() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENAI_") and k != "INTERLOCK_MODEL"
+    }
 
 
 def example(
@@ -154,6 +162,71 @@ def test_budget_supervisor_answers_from_the_top_and_does_not_plan_again(tmp_path
     assert "planner requests: 1 before the first question, 0 after" in text
     assert "booked: [('design', 300000), ('ads', 500000)]" in text  # each allocation once
     assert "done: The budget is set: Allocated ¥300000 to design. Allocated ¥500000 to ads." in text
+
+
+# The replies of the models, in the order the agents ask: the pm hands over, the planner plans,
+# the allocator books each step (a question each) and says so, and the pm reports.
+BUDGET_REPLIES = (
+    Reply(tool_calls=(ScriptedCall("transfer_to_budget", {}),)),
+    Reply(
+        tool_calls=(
+            ScriptedCall(
+                "plan", {"steps": ["Allocate 300000 to design", "Allocate 500000 to ads"]}
+            ),
+        )
+    ),
+    Reply(tool_calls=(ScriptedCall("allocate_budget", {"project": "design", "amount": 300000}),)),
+    Reply(text="Allocated ¥300000 to design."),
+    Reply(tool_calls=(ScriptedCall("allocate_budget", {"project": "ads", "amount": 500000}),)),
+    Reply(text="Allocated ¥500000 to ads."),
+    Reply(text="The budget is set: ¥300000 for design, ¥500000 for ads."),
+)
+
+
+@pytest.mark.slow  # some 4 seconds each: three phases, each importing the provider's SDK
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ("openai:gpt-4o-mini", "/v1/chat/completions"),
+        ("anthropic:claude-sonnet-4-5", "/anthropic/v1/messages"),
+        ("gemini:gemini-2.5-flash", "/gemini/v1beta/models/gemini-2.5-flash:generateContent"),
+        ("langchain:openai:gpt-4o-mini", "/v1/chat/completions"),
+    ],
+    ids=["openai", "anthropic", "gemini", "langchain"],
+)
+def test_budget_supervisor_runs_on_the_model_interlock_model_names(
+    tmp_path: Path, llmock: LLMock, spec: str, path: str
+) -> None:
+    # The SDKs find llmock through their own variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+    # GOOGLE_GEMINI_BASE_URL, and dummy keys), as they would find the provider.
+    llmock.add(*BUDGET_REPLIES)
+    db = tmp_path / "b.db"
+    env = {**offline(), **llmock.env(), "INTERLOCK_MODEL": spec}
+    out = example("budget_supervisor.py", "--db", str(db), cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    deep = (
+        "address: node:budget/agent:pm/node:execute/agent:budget/node:tools/agent:allocator/"
+        "tool:allocate_budget:"
+    )
+    assert text.count(deep) == 2
+    assert text.count("approving from the top, through a new Runner") == 2
+    assert "model requests in this phase: (not counted for a real model)" in text
+    assert "booked: [('design', 300000), ('ads', 500000)]" in text
+    assert "done: The budget is set: ¥300000 for design, ¥500000 for ads." in text
+    assert decisions(db) == [("cfo", {"action": "approve"})] * 2
+    sent = [r for r in llmock.requests if r.method == "POST"]
+    assert [r.path for r in sent] == [path] * len(BUDGET_REPLIES)  # every reply was asked for
+    if not spec.startswith("gemini:"):  # Gemini names the model in the path
+        assert {r.body["model"] for r in sent} == {spec.rsplit(":", 1)[1]}
+
+
+def test_budget_supervisor_refuses_a_bad_interlock_model(tmp_path: Path) -> None:
+    env = {**offline(), "INTERLOCK_MODEL": "gpt-4o"}
+    out = example("budget_supervisor.py", "--db", str(tmp_path / "b.db"), cwd=tmp_path, env=env)
+    assert out.returncode == 1
+    assert "error: INTERLOCK_MODEL='gpt-4o' names no provider" in out.stderr
+    assert "anthropic:claude-sonnet-4-5" in out.stderr and "Traceback" not in out.stderr
 
 
 # -- order_approval.py ----------------------------------------------------------------------------

@@ -95,6 +95,8 @@ from ._events import Transfer as Transfer
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel as AnthropicChatModel
+    from ._choose import chat_model as chat_model
+    from ._choose import chat_model_from_env as chat_model_from_env
     from ._gemini import GeminiChatModel as GeminiChatModel
     from ._langchain import LangChainChatModel as LangChainChatModel
     from ._langchain import from_langchain as from_langchain
@@ -117,6 +119,8 @@ _EXTRAS = {
     "MCPToolFailed": "._mcp",
     "LangChainChatModel": "._langchain",
     "from_langchain": "._langchain",
+    "chat_model": "._choose",
+    "chat_model_from_env": "._choose",
 }
 
 
@@ -206,6 +210,8 @@ __all__ = [
     "LangChainChatModel",
     "from_langchain",
     "AnthropicChatModel",
+    "chat_model",
+    "chat_model_from_env",
 ]
 
 publish(__name__, globals(), __all__)
