@@ -108,6 +108,7 @@ from ._errors import InvalidId as InvalidId
 from ._errors import InvalidResume as InvalidResume
 from ._errors import InvalidUpdate as InvalidUpdate
 from ._errors import ModelError as ModelError
+from ._errors import ModelSpecError as ModelSpecError
 from ._errors import NodeError as NodeError
 from ._errors import NotAuthorized as NotAuthorized
 from ._errors import PayloadTooLarge as PayloadTooLarge
@@ -235,6 +236,7 @@ __all__ = [
     "InterlockError",
     "InterruptAlreadyResolved",
     "InvalidId",
+    "ModelSpecError",
     "InvalidResume",
     "InvalidUpdate",
     "ModelError",

@@ -6,6 +6,7 @@ kept apart from failures of a run, and both apart from storage problems::
     InterlockError
     ├── GraphDefinitionError        the graph or an API call is malformed (a bug in the caller)
     ├── InvalidId                   an id or actor name is refused (also a ValueError)
+    ├── ModelSpecError              a model's name is malformed (also a ValueError)
     ├── SerializationError          a value cannot be encoded
     │   ├── UnregisteredType        a type is not in the codec's registry
     │   └── PayloadTooLarge         an encoded value exceeds the size or depth limits
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidResume",
     "InvalidUpdate",
     "ModelError",
+    "ModelSpecError",
     "NodeError",
     "NotAuthorized",
     "PayloadTooLarge",
@@ -95,6 +97,22 @@ class InterlockError(Exception):
 
 class GraphDefinitionError(InterlockError):
     """Raised when a graph is malformed or the API is called in a way that cannot work."""
+
+
+class ModelSpecError(InterlockError, ValueError):
+    """Raised when a model's name (``"provider:model"``) is malformed or names no provider.
+
+    It is a `ValueError` too, as every refusal of a caller's value is.
+
+    Attributes:
+        spec: The name refused (None when the environment variable read was not set).
+        variable: The environment variable it was read from, if it was.
+    """
+
+    def __init__(self, message: str, *, spec: str | None, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.spec = spec
+        self.variable = variable
 
 
 class InvalidId(InterlockError, ValueError):

@@ -30,7 +30,7 @@ from interlock.agents import (
     chat_model,
     chat_model_from_env,
 )
-from interlock.agents._choose import ModelSpecError
+from interlock import ModelSpecError
 
 HELLO = [UserMessage(content="Hello")]
 

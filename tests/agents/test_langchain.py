@@ -41,7 +41,6 @@ from llmock.scenarios import ToolCall as ScriptedCall
 from pydantic import BaseModel, Field
 
 from interlock import ModelError, Price
-from interlock.runtime import usage_of
 from interlock.agents import ApprovalPolicy as Policy
 from interlock.agents import (
     AssistantMessage,
@@ -62,6 +61,7 @@ from interlock.agents import (
     require_approval,
 )
 from interlock.agents._messages import message_from_chunks
+from interlock.runtime import usage_of
 from interlock.stores import SqliteStore
 
 pytestmark = pytest.mark.anyio

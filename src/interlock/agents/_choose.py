@@ -34,10 +34,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from .._errors import InterlockError
+from .._errors import ModelSpecError
 from ._models import ChatModel
 
-__all__ = ["ModelSpecError", "chat_model", "chat_model_from_env"]
+__all__ = ["chat_model", "chat_model_from_env"]
 
 VARIABLE: Final = "INTERLOCK_MODEL"
 """The environment variable `chat_model_from_env` reads by default."""
@@ -80,22 +80,6 @@ _LANGCHAIN_CLASSES: Final[Mapping[str, tuple[str, str, str]]] = {
 _WRAPPER_OPTIONS: Final = frozenset({"stream", "own_loop"})
 
 _EXAMPLES: Final = ", ".join(f"{name}:{p.example}" for name, p in _PROVIDERS.items())
-
-
-class ModelSpecError(InterlockError, ValueError):
-    """Raised when a model's name (``"provider:model"``) is malformed or names no provider.
-
-    It is a `ValueError` too, as every refusal of a caller's value is.
-
-    Attributes:
-        spec: The name refused (None when the environment variable read was not set).
-        variable: The environment variable it was read from, if it was.
-    """
-
-    def __init__(self, message: str, *, spec: str | None, variable: str | None = None) -> None:
-        super().__init__(message)
-        self.spec = spec
-        self.variable = variable
 
 
 def chat_model(spec: str, /, **options: Any) -> ChatModel:
