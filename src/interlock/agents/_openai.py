@@ -42,19 +42,19 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn, Self
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
+from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -166,23 +166,24 @@ class OpenAIChatModel:
                     "with them, or leave client out and the model builds one"
                 )
             self._client = client
-            self._owns_client = False
+            self._clients = LoopClients.given(
+                client,
+                is_closed=openai.AsyncOpenAI.is_closed,
+                closed_error=self._closed_error,
+                elsewhere_error=self._elsewhere_error,
+            )
         else:
+            # Built now, so that a missing key fails here; the first loop to ask takes it.
             self._client = self._build_client(model, base_url, api_key, timeout, max_retries)
-            self._owns_client = True
-        # The client to ask (`_client` is where the settings are read): one per event loop,
-        # each closed as its loop ends (see `_keep`). Invariant: `_clients` holds a client for
-        # a loop only while that loop runs (or after a loop that ended without closing its
-        # async generators, which leaves no way to close the client either).
-        self._settings = (base_url, api_key, timeout, max_retries)
-        self._clients: dict[anyio.lowlevel.EventLoopToken, openai.AsyncOpenAI] = {}
-        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
-        # The client built above, until a loop takes it; the loop a given client was first
-        # used in.
-        self._unused: openai.AsyncOpenAI | None = self._client if self._owns_client else None
-        self._first_loop: anyio.lowlevel.EventLoopToken | None = None
-        self._closed = False
-        self._lock = threading.Lock()
+            self._clients = LoopClients.owned(
+                functools.partial(
+                    self._build_client, model, base_url, api_key, timeout, max_retries
+                ),
+                openai.AsyncOpenAI.close,
+                closed_error=self._closed_error,
+                first=self._client,
+            )
+        # `_client` is where the settings are read; `_clients` gives the client to ask.
         self._model = model
         self._stream = stream
         self._params = dict(params)
@@ -232,7 +233,7 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
-        closed = " closed" if self._is_closed() else ""
+        closed = " closed" if self._clients.closed else ""
         return f"<OpenAIChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
 
     # -- lifetime --------------------------------------------------------------------------
@@ -242,75 +243,23 @@ class OpenAIChatModel:
 
         The clients of other event loops that still run are closed as those loops end.
         """
-        self._closed = True
-        if not self._owns_client:
-            return
-        here = _current_loop()
-        for loop in [loop for loop in self._clients if loop == here]:
-            keeper = self._keeps.pop(loop)
-            await keeper.aclose()  # closes the loop's client
-        if self._unused is not None:
-            await self._unused.close()  # never used: it belongs to no loop yet
+        await self._clients.aclose()
 
-    def _is_closed(self) -> bool:
-        return self._closed or (not self._owns_client and self._client.is_closed())
+    def _closed_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
+            endpoint=self.endpoint,
+        )
 
-    async def _client_here(self) -> openai.AsyncOpenAI:
-        """The client for the running event loop: built (and kept until the loop ends) the
-        first time the model is used in it.
-
-        Raises:
-            ModelError: The model was closed, or its given client belongs to another loop.
-        """
-        loop = _current_loop()
-        if not self._owns_client and self._first_loop not in (None, loop):
-            raise ModelError(
-                f"{self._where} was given an openai.AsyncOpenAI client (client=) that was "
-                "first used in another event loop, and a client works only in the loop it "
-                "was first used in (app.run_sync and app.resume_sync each start one): "
-                "create the model inside the loop that uses it, or leave client= out and "
-                "the model builds a client for each loop",
-                endpoint=self.endpoint,
-            )
-        if self._is_closed():
-            raise ModelError(
-                f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
-                endpoint=self.endpoint,
-            )
-        if not self._owns_client:
-            self._first_loop = loop
-            return self._client
-        # Invariant: no await between the lookup and the new entry, so the tasks of one loop
-        # share one client; the lock keeps loops in other threads from taking the same one.
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is not None:
-                return client
-            client, self._unused = self._unused, None
-            if client is None:
-                client = self._build_client(self._model, *self._settings)
-            self._clients[loop] = client
-            keeper = self._keeps[loop] = self._keep(loop, client)
-        await keeper.asend(None)
-        return client
-
-    async def _keep(
-        self, loop: anyio.lowlevel.EventLoopToken, client: openai.AsyncOpenAI
-    ) -> AsyncGenerator[None, None]:
-        """Wait, open, until ``loop`` ends (or `aclose`), then close ``client``.
-
-        The SDK asks for a client to be closed before its event loop ends, which a collected
-        client cannot do; a loop that ends closes the async generators still open while it
-        still runs, and this one closes the client then.
-        """
-        try:
-            yield
-        finally:
-            if self._clients.get(loop) is client:
-                del self._clients[loop]
-                self._keeps.pop(loop, None)
-            with anyio.CancelScope(shield=True):
-                await client.close()
+    def _elsewhere_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was given an openai.AsyncOpenAI client (client=) that was "
+            "first used in another event loop, and a client works only in the loop it "
+            "was first used in (app.run_sync and app.resume_sync each start one): "
+            "create the model inside the loop that uses it, or leave client= out and "
+            "the model builds a client for each loop",
+            endpoint=self.endpoint,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -339,7 +288,7 @@ class OpenAIChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         wire, offered = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             completion = await client.chat.completions.create(
                 model=self._model, messages=wire, extra_body=self._params, **offered
@@ -359,7 +308,7 @@ class OpenAIChatModel:
                 finished or carries something that is not a chunk.
         """
         wire, offered = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             chunks = await client.chat.completions.create(
                 model=self._model, messages=wire, stream=True, extra_body=self._params, **offered
@@ -618,11 +567,6 @@ def _finish_reason(raw: object, *, refused: bool) -> FinishReason | None:
     if refused:
         return "refusal"
     return _FINISH_REASONS.get(raw) if isinstance(raw, str) else None
-
-
-def _current_loop() -> anyio.lowlevel.EventLoopToken:
-    """The running event loop (asyncio's or trio's), as anyio names it."""
-    return anyio.lowlevel.current_token()
 
 
 def _plain(value: object) -> object:
