@@ -77,7 +77,7 @@ __all__ = ["OpenAIChatModel"]
 _NO_KEY = "not-needed"
 """The API key sent to a server that takes none: the SDK insists on one."""
 
-_RESERVED = frozenset({"model", "messages", "tools", "stream"})
+_RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 """Request fields the model sets itself; they cannot be passed as parameters."""
 
 
@@ -106,6 +106,11 @@ class OpenAIChatModel:
         stream: Whether `generate` streams the reply and joins it (some servers answer tool
             calls only when streaming, and a stream keeps a slow reply from timing out).
             `stream` always streams.
+        stream_usage: Whether a streamed request asks for the tokens used
+            (``stream_options={"include_usage": True}``), which the endpoint reports in a
+            last chunk, and the stream yields as a `MessageChunk` with ``usage``. Some
+            OpenAI-compatible servers refuse ``stream_options``: pass False for them (their
+            streamed replies then carry no usage).
         **params: Extra request fields, sent as they are (``temperature=0``,
             ``max_tokens=512``, ``tool_choice="auto"``, or a server's own such as vLLM's
             ``top_k``).
@@ -127,6 +132,7 @@ class OpenAIChatModel:
         timeout: float | None = None,
         max_retries: int | None = None,
         stream: bool = False,
+        stream_usage: bool = True,
         **params: Any,
     ) -> None:
         check_endpoint(
@@ -138,11 +144,14 @@ class OpenAIChatModel:
             stream=stream,
             examples=("'gpt-4o-mini' or 'llama3.1'", "http://localhost:11434/v1"),
         )
+        if not isinstance(stream_usage, bool):
+            raise TypeError(f"stream_usage must be True or False, not {stream_usage!r}")
         reserved = sorted(_RESERVED.intersection(params))
         if reserved:
             raise ValueError(
                 f"{', '.join(reserved)} cannot be passed as request parameters: the model sets "
-                "them from its name, the conversation, the tools and its stream setting"
+                "them from its name, the conversation, the tools and its stream and "
+                "stream_usage settings"
             )
 
         if client is not None:
@@ -186,6 +195,11 @@ class OpenAIChatModel:
         # `_client` is where the settings are read; `_clients` gives the client to ask.
         self._model = model
         self._stream = stream
+        self._stream_usage = stream_usage
+        # What a streamed request adds: the SDK's own argument for the usage report.
+        self._stream_options: dict[str, Any] = (
+            {"stream_options": {"include_usage": True}} if stream_usage else {}
+        )
         self._params = dict(params)
 
     @staticmethod
@@ -230,6 +244,11 @@ class OpenAIChatModel:
     def params(self) -> Mapping[str, Any]:
         """The extra request fields sent with every request."""
         return dict(self._params)
+
+    @property
+    def stream_usage(self) -> bool:
+        """Whether a streamed request asks for the tokens used."""
+        return self._stream_usage
 
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
@@ -300,6 +319,9 @@ class OpenAIChatModel:
     ) -> AsyncGenerator[MessageChunk, None]:
         """Yield the reply as the endpoint writes it; the chunks join into one message.
 
+        With ``stream_usage`` (the default), the last chunk carries the tokens the call used,
+        as the endpoint reported them.
+
         Close the generator (``aclose()``, or ``contextlib.aclosing``) to stop reading early:
         the connection is given back at once.
 
@@ -311,17 +333,24 @@ class OpenAIChatModel:
         client = await self._clients.here()
         with self._guard():
             chunks = await client.chat.completions.create(
-                model=self._model, messages=wire, stream=True, extra_body=self._params, **offered
+                model=self._model,
+                messages=wire,
+                stream=True,
+                extra_body=self._params,
+                **self._stream_options,
+                **offered,
             )
         finished = refused = False
+        usage: Usage | None = None
         try:
             while True:
                 with self._guard():
                     item = await anext(chunks, None)
                 if item is None:
                     break
-                piece, done, refused = self._chunk(item, refused)
+                piece, done, refused, reported = self._chunk(item, refused)
                 finished = finished or done
+                usage = reported or usage
                 if piece is not None:
                     yield piece
         finally:
@@ -335,6 +364,8 @@ class OpenAIChatModel:
                 "connection: check its logs",
                 endpoint=self.endpoint,
             )
+        if usage is not None:  # the last report counts (a server may send one on more chunks)
+            yield MessageChunk(usage=usage)
 
     # -- the request -----------------------------------------------------------------------
 
@@ -395,20 +426,22 @@ class OpenAIChatModel:
             message = msgspec.structs.replace(message, tool_calls=calls)
         return message
 
-    def _chunk(self, item: object, refused: bool) -> tuple[MessageChunk | None, bool, bool]:
+    def _chunk(
+        self, item: object, refused: bool
+    ) -> tuple[MessageChunk | None, bool, bool, Usage | None]:
         """Read one streamed chunk: its piece of the message (None if none), whether it
-        finishes the reply, and whether the reply is a refusal so far (``refused``: it was
-        before this chunk)."""
+        finishes the reply, whether the reply is a refusal so far (``refused``: it was
+        before this chunk), and the usage it reports (None if none)."""
         data = _plain(item)
         if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list):
             self._malformed_chunk(data)
+        usage = _usage(data.get("usage"))
         choice = next(
             (c for c in data["choices"] if isinstance(c, Mapping) and c.get("index", 0) == 0),
             None,
         )
         if choice is None:  # a chunk for another choice, or the closing usage report
-            usage = _usage(data.get("usage"))
-            return (None if usage is None else MessageChunk(usage=usage)), False, refused
+            return None, False, refused, usage
         delta = choice.get("delta") or {}
         if not isinstance(delta, Mapping):
             self._malformed_chunk(data)
@@ -439,11 +472,11 @@ class OpenAIChatModel:
         finished = raw_finish is not None
         finish = _finish_reason(raw_finish, refused=refused) if finished else None
         if role is None and content is None and not calls and finish is None:
-            return None, finished, refused
+            return None, finished, refused, usage
         piece = MessageChunk(
             role=role, content=content, tool_calls=tuple(calls), finish_reason=finish
         )
-        return piece, finished, refused
+        return piece, finished, refused, usage
 
     # -- failures --------------------------------------------------------------------------
 
