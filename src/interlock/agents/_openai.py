@@ -350,7 +350,8 @@ class OpenAIChatModel:
                     break
                 piece, done, refused, reported = self._chunk(item, refused)
                 finished = finished or done
-                usage = reported or usage
+                if reported is not None:
+                    usage = reported
                 if piece is not None:
                     yield piece
         finally:
