@@ -116,13 +116,19 @@ def _openai(base_url: str, stream: bool) -> tuple[Any, Callable[[], Awaitable[An
             message = reply.choices[0].message
             return message.content, message.tool_calls
         text = []
+        usage = None
         async with await client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=tools, stream=True
+            model="gpt-4o-mini",
+            messages=messages,
+            tools=tools,
+            stream=True,
+            stream_options={"include_usage": True},  # as the adapter asks, by default
         ) as chunks:
             async for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:
                     text.append(chunk.choices[0].delta.content)
-        return "".join(text)
+                usage = chunk.usage or usage
+        return "".join(text), usage
 
     model = OpenAIChatModel(
         "gpt-4o-mini", base_url=base_url, api_key="sk-bench", max_retries=0, stream=stream

@@ -8,7 +8,9 @@ what the client sent as well as what it made of the answer.
 A reply is one of:
 
 - `completion(...)`: a non-streamed chat completion (JSON);
-- `streamed(...)`: an SSE stream of `chunk(...)` events, ended by ``data: [DONE]``;
+- `streamed(...)`: an SSE stream of `chunk(...)` events (and `usage_report(...)`, the
+  closing chunk a request with ``stream_options={"include_usage": True}`` gets), ended by
+  ``data: [DONE]``;
 - `error(...)`: an error status with an OpenAI-shaped error body and chosen headers;
 - `raw(...)`: any body at all (to play a broken server);
 - `stall()`: no answer until the test ends (to play a server that hangs).
@@ -43,6 +45,8 @@ __all__ = [
     "stall",
     "streamed",
     "tool_call",
+    "usage",
+    "usage_report",
 ]
 
 
@@ -111,11 +115,13 @@ def chunk(
     content: str | None = None,
     tool_calls: Sequence[dict[str, Any]] = (),
     finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One streamed chunk (a ``chat.completion.chunk`` with one choice's delta).
 
     ``tool_calls`` are delta pieces: ``{"index": 0, "id": ..., "function": {"name": ...,
-    "arguments": "..."}}``, with only the index required.
+    "arguments": "..."}}``, with only the index required. ``usage`` (see `usage`) is sent
+    along, as some servers do on the chunk that finishes the reply.
     """
     delta: dict[str, Any] = {}
     if role is not None:
@@ -124,12 +130,39 @@ def chunk(
         delta["content"] = content
     if tool_calls:
         delta["tool_calls"] = list(tool_calls)
-    return {
+    out: dict[str, Any] = {
         "id": "chatcmpl-fake",
         "object": "chat.completion.chunk",
         "created": 1700000000,
         "model": "fake-model",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def usage(prompt: int, completion: int, *, cached: int | None = None) -> dict[str, Any]:
+    """The ``usage`` object of a completion or chunk: the tokens of the request and reply."""
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
+
+
+def usage_report(prompt: int, completion: int, *, cached: int | None = None) -> dict[str, Any]:
+    """The last chunk of a stream asked for its usage: no choices, only the ``usage``."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "fake-model",
+        "choices": [],
+        "usage": usage(prompt, completion, cached=cached),
     }
 
 

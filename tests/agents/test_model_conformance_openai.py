@@ -25,8 +25,8 @@ class OpenAIServer(LLMockServer):
     def model(
         self, *, stream: bool = False, timeout: float | None = None, max_retries: int = 0
     ) -> OpenAIChatModel:
-        # The usage of a streamed reply comes only when asked for (OpenAI's stream_options).
-        asked = {"stream_options": {"include_usage": True}} if stream else {}
+        # A streamed request asks for its usage by default (stream_usage=True): the kit's
+        # usage test checks it on streamed replies too.
         return OpenAIChatModel(
             "gpt-4o-mini",
             base_url=self.base_url,
@@ -34,7 +34,6 @@ class OpenAIServer(LLMockServer):
             stream=stream,
             timeout=timeout,
             max_retries=max_retries,
-            **asked,
         )
 
     def read_request(self, body: Any) -> list[Message]:

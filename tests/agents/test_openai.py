@@ -21,10 +21,18 @@ from _fake_openai import (
     stall,
     streamed,
     tool_call,
+    usage,
+    usage_report,
 )
+from _model_servers import check_request
 from llmock.pytest_plugin import LLMock
 from llmock.scenarios import Reply
 from llmock.scenarios import ToolCall as ScriptedCall
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsNonStreaming,
+    CompletionCreateParamsStreaming,
+)
+from pydantic import TypeAdapter
 
 from interlock._errors import ModelError
 from interlock.agents._messages import (
@@ -38,6 +46,7 @@ from interlock.agents._messages import (
 )
 from interlock.agents._models import ChatModel, ToolSpec
 from interlock.agents._openai import OpenAIChatModel
+from interlock.graph import MessageChunk, Usage
 
 pytestmark = pytest.mark.anyio
 
@@ -610,3 +619,108 @@ async def test_a_reply_carries_the_tokens_its_call_used(llmock: LLMock) -> None:
     assert reply.usage is not None
     assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
     assert reply.usage.cached_tokens == 0
+
+
+# -- streamed usage ----------------------------------------------------------------------------
+
+STREAMING = TypeAdapter(CompletionCreateParamsStreaming)
+NON_STREAMING = TypeAdapter(CompletionCreateParamsNonStreaming)
+
+
+def sent(llmock: LLMock) -> list[dict[str, Any]]:
+    """The request bodies llmock received."""
+    return [record.body for record in llmock.requests if record.method == "POST"]
+
+
+@pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)  # llmock ends with [DONE]
+async def test_a_streamed_reply_carries_the_tokens_its_call_used(llmock: LLMock) -> None:
+    llmock.add(Reply(text="The weather in Paris is sunny."))
+    async with mock_model(llmock) as model:
+        chunks = [c async for c in model.stream(HELLO, [SEARCH])]
+    reported = [c.usage for c in chunks if c.usage is not None]
+    assert len(reported) == 1, "one usage report, on the last chunk"
+    assert chunks[-1].usage is reported[0]
+    assert reported[0].input_tokens > 0 and reported[0].output_tokens > 0
+    [body] = sent(llmock)
+    check_request(STREAMING, body)
+    assert body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)  # llmock ends with [DONE]
+async def test_generate_when_streaming_carries_the_tokens_too(llmock: LLMock) -> None:
+    llmock.add(Reply(text="Sunny."))
+    async with mock_model(llmock, stream=True) as model:
+        reply = await model.generate(HELLO, [])
+    assert reply.content == "Sunny."
+    assert reply.usage is not None and reply.usage.output_tokens > 0
+
+
+@pytest.mark.asyncio_only(reason=SDK_LEAVES_GENERATORS)  # llmock ends with [DONE]
+async def test_without_stream_usage_a_stream_asks_for_no_usage(llmock: LLMock) -> None:
+    # For an OpenAI-compatible server that refuses stream_options.
+    llmock.add(Reply(text="Sunny."))
+    async with mock_model(llmock, stream=True, stream_usage=False) as model:
+        assert model.stream_usage is False
+        reply = await model.generate(HELLO, [])
+    assert reply.content == "Sunny."
+    assert reply.usage is None
+    [body] = sent(llmock)
+    check_request(STREAMING, body)
+    assert "stream_options" not in body
+
+
+async def test_a_request_that_does_not_stream_asks_no_stream_options(llmock: LLMock) -> None:
+    llmock.add(Reply(text="Sunny."))
+    async with mock_model(llmock) as model:
+        assert model.stream_usage is True
+        reply = await model.generate(HELLO, [])
+    assert reply.usage is not None
+    [body] = sent(llmock)
+    check_request(NON_STREAMING, body)
+    assert "stream_options" not in body
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        # OpenAI's shape: a closing chunk with no choices carries the usage.
+        (chunk(finish_reason="stop"), usage_report(12, 3, cached=8)),
+        # Some servers put it on the chunk that finishes the reply instead...
+        (chunk(finish_reason="stop", usage=usage(12, 3, cached=8)),),
+        # ...or on both: the last report counts, once.
+        (chunk(finish_reason="stop", usage=usage(12, 3)), usage_report(12, 3, cached=8)),
+    ],
+    ids=["closing-report", "on-the-finish", "on-both"],
+)
+async def test_a_streamed_usage_counts_once_wherever_it_comes(
+    fake: FakeOpenAI, ending: tuple[dict[str, Any], ...]
+) -> None:
+    fake.script(
+        streamed(
+            chunk(role="assistant", content="Sunny."),
+            *ending,
+            done=False,  # under trio too (see SDK_LEAVES_GENERATORS)
+        )
+    )
+    async with model_for(fake) as model:
+        chunks = [c async for c in model.stream(HELLO, [])]
+    used = Usage(input_tokens=12, output_tokens=3, cached_tokens=8)
+    assert [c for c in chunks if c.usage is not None] == [MessageChunk(usage=used)]
+    assert chunks[-1].usage == used
+    reply = message_from_chunks(chunks)
+    assert reply.usage == used
+    assert reply.content == "Sunny." and reply.finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "kind", "match"),
+    [
+        ({"stream_usage": "yes"}, TypeError, "stream_usage must be True or False"),
+        ({"stream_options": {"include_usage": True}}, ValueError, "stream_usage settings"),
+    ],
+)
+def test_stream_usage_is_the_way_to_ask_for_streamed_usage(
+    kwargs: dict[str, Any], kind: type[Exception], match: str
+) -> None:
+    with pytest.raises(kind, match=match):
+        OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", **kwargs)

@@ -38,19 +38,19 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeGuard
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
+from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -169,19 +169,25 @@ class AnthropicChatModel:
                     "with them, or leave client out and the model builds one"
                 )
             self._client = client
-            self._owns_client = False
+            self._clients = LoopClients.given(
+                client,
+                is_closed=anthropic.AsyncAnthropic.is_closed,
+                closed_error=self._closed_error,
+                elsewhere_error=self._elsewhere_error,
+            )
         else:
+            # Built now, so that a missing key fails here; the first loop to ask takes it.
             self._client = self._build_client(model, base_url, api_key, timeout, max_retries)
-            self._owns_client = True
-        # One client per event loop, each closed as its loop ends (see `_keep`), as
-        # OpenAIChatModel does.
-        self._settings = (base_url, api_key, timeout, max_retries)
-        self._clients: dict[anyio.lowlevel.EventLoopToken, anthropic.AsyncAnthropic] = {}
-        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
-        self._unused: anthropic.AsyncAnthropic | None = self._client if self._owns_client else None
-        self._first_loop: anyio.lowlevel.EventLoopToken | None = None
-        self._closed = False
-        self._lock = threading.Lock()
+            self._clients = LoopClients.owned(
+                functools.partial(
+                    self._build_client, model, base_url, api_key, timeout, max_retries
+                ),
+                anthropic.AsyncAnthropic.close,
+                closed_error=self._closed_error,
+                first=self._client,
+            )
+        # `_client` is where the settings are read; `_clients` gives the client to ask (one per
+        # event loop, as OpenAIChatModel does).
         self._model = model
         self._max_tokens = max_tokens
         self._stream = stream
@@ -243,7 +249,7 @@ class AnthropicChatModel:
 
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
-        closed = " closed" if self._is_closed() else ""
+        closed = " closed" if self._clients.closed else ""
         return f"<AnthropicChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
 
     # -- lifetime --------------------------------------------------------------------------
@@ -253,68 +259,23 @@ class AnthropicChatModel:
 
         The clients of other event loops that still run are closed as those loops end.
         """
-        self._closed = True
-        if not self._owns_client:
-            return
-        here = _current_loop()
-        for loop in [loop for loop in self._clients if loop == here]:
-            keeper = self._keeps.pop(loop)
-            await keeper.aclose()  # closes the loop's client
-        if self._unused is not None:
-            await self._unused.close()
+        await self._clients.aclose()
 
-    def _is_closed(self) -> bool:
-        return self._closed or (not self._owns_client and self._client.is_closed())
+    def _closed_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was closed (aclose()); create a new AnthropicChatModel to go on",
+            endpoint=self.endpoint,
+        )
 
-    async def _client_here(self) -> anthropic.AsyncAnthropic:
-        """The client for the running event loop, built the first time the model runs in it.
-
-        Raises:
-            ModelError: The model was closed, or its given client belongs to another loop.
-        """
-        loop = _current_loop()
-        if not self._owns_client and self._first_loop not in (None, loop):
-            raise ModelError(
-                f"{self._where} was given an anthropic.AsyncAnthropic client (client=) that "
-                "was first used in another event loop, and a client works only in the loop it "
-                "was first used in (app.run_sync and app.resume_sync each start one): create "
-                "the model inside the loop that uses it, or leave client= out and the model "
-                "builds a client for each loop",
-                endpoint=self.endpoint,
-            )
-        if self._is_closed():
-            raise ModelError(
-                f"{self._where} was closed (aclose()); create a new AnthropicChatModel to go on",
-                endpoint=self.endpoint,
-            )
-        if not self._owns_client:
-            self._first_loop = loop
-            return self._client
-        # No await between the lookup and the new entry: the tasks of one loop share a client.
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is not None:
-                return client
-            client, self._unused = self._unused, None
-            if client is None:
-                client = self._build_client(self._model, *self._settings)
-            self._clients[loop] = client
-            keeper = self._keeps[loop] = self._keep(loop, client)
-        await keeper.asend(None)
-        return client
-
-    async def _keep(
-        self, loop: anyio.lowlevel.EventLoopToken, client: anthropic.AsyncAnthropic
-    ) -> AsyncGenerator[None, None]:
-        """Wait, open, until ``loop`` ends (or `aclose`), then close ``client``."""
-        try:
-            yield
-        finally:
-            if self._clients.get(loop) is client:
-                del self._clients[loop]
-                self._keeps.pop(loop, None)
-            with anyio.CancelScope(shield=True):
-                await client.close()
+    def _elsewhere_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was given an anthropic.AsyncAnthropic client (client=) that "
+            "was first used in another event loop, and a client works only in the loop it "
+            "was first used in (app.run_sync and app.resume_sync each start one): create "
+            "the model inside the loop that uses it, or leave client= out and the model "
+            "builds a client for each loop",
+            endpoint=self.endpoint,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -343,7 +304,7 @@ class AnthropicChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         request = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             reply = await client.messages.create(**request)
         return self._reply(reply)
@@ -361,7 +322,7 @@ class AnthropicChatModel:
                 finished or carries something that is not a stream event.
         """
         request = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             events = await client.messages.create(**request, stream=True)
         reading = _StreamReading()
@@ -758,10 +719,6 @@ def _total(counts: Mapping[str, int]) -> Usage | None:
 def _usage(raw: object) -> Usage | None:
     """The tokens a reply reports (``usage``), or None when it reports none."""
     return _total(_merge_usage({}, raw))
-
-
-def _current_loop() -> anyio.lowlevel.EventLoopToken:
-    return anyio.lowlevel.current_token()
 
 
 def _plain(value: object) -> object:

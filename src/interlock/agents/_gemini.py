@@ -51,7 +51,6 @@ import hashlib
 import math
 import os
 import random
-import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from functools import partial
@@ -59,11 +58,11 @@ from types import TracebackType
 from typing import Any, Final, NoReturn, Self
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
+from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -193,11 +192,10 @@ class GeminiChatModel:
             None
         )
         """The last request config built, with the system prompt and tools it was built for."""
-        # One client per running event loop, closed as that loop ends (see `_keep`).
-        self._clients: dict[anyio.lowlevel.EventLoopToken, genai.Client] = {}
-        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
-        self._closed = False
-        self._lock = threading.Lock()
+        # One client per running event loop, closed as that loop ends.
+        self._clients = LoopClients.owned(
+            self._build_client, _close_client, closed_error=self._closed_error
+        )
 
     # -- what it is ------------------------------------------------------------------------
 
@@ -218,7 +216,7 @@ class GeminiChatModel:
 
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
-        closed = " closed" if self._closed else ""
+        closed = " closed" if self._clients.closed else ""
         return f"<GeminiChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
 
     @property
@@ -230,11 +228,7 @@ class GeminiChatModel:
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop; those of other loops still
         running are closed as those loops end."""
-        self._closed = True
-        here = _current_loop()
-        keeper = self._keeps.pop(here, None)
-        if keeper is not None:
-            await keeper.aclose()  # closes the loop's client
+        await self._clients.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -258,41 +252,11 @@ class GeminiChatModel:
         )
         return genai.Client(api_key=self._key, http_options=options)
 
-    async def _client_here(self) -> genai.Client:
-        """The client for the running event loop, built the first time the model is used in it.
-
-        Raises:
-            ModelError: The model was closed.
-        """
-        if self._closed:
-            raise ModelError(
-                f"{self._where} was closed (aclose()); create a new GeminiChatModel to go on",
-                endpoint=self.endpoint,
-            )
-        loop = _current_loop()
-        # No await between the lookup and the new entry: the tasks of one loop share a client.
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is not None:
-                return client
-            client = self._clients[loop] = self._build_client()
-            keeper = self._keeps[loop] = self._keep(loop, client)
-        await keeper.asend(None)
-        return client
-
-    async def _keep(
-        self, loop: anyio.lowlevel.EventLoopToken, client: genai.Client
-    ) -> AsyncGenerator[None, None]:
-        """Wait, open, until ``loop`` ends (or `aclose`), then close ``client``: a loop that
-        ends closes the async generators still open while it still runs."""
-        try:
-            yield
-        finally:
-            if self._clients.get(loop) is client:
-                del self._clients[loop]
-                self._keeps.pop(loop, None)
-            with anyio.CancelScope(shield=True):
-                await client.aio.aclose()
+    def _closed_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was closed (aclose()); create a new GeminiChatModel to go on",
+            endpoint=self.endpoint,
+        )
 
     # -- the protocol ----------------------------------------------------------------------
 
@@ -310,7 +274,7 @@ class GeminiChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         contents, config, salt = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
 
         async def once() -> Any:
             return await client.aio.models.generate_content(
@@ -331,7 +295,7 @@ class GeminiChatModel:
                 finished or carries something that is not a response.
         """
         contents, config, salt = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
 
         async def opened() -> tuple[AsyncIterator[Any], Any]:
             chunks = await client.aio.models.generate_content_stream(
@@ -934,8 +898,8 @@ async def _close(chunks: Any) -> None:
             await close()
 
 
-def _current_loop() -> anyio.lowlevel.EventLoopToken:
-    return anyio.lowlevel.current_token()
+async def _close_client(client: genai.Client) -> None:
+    await client.aio.aclose()
 
 
 def _dump(response: Any) -> object:

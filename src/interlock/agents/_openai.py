@@ -42,19 +42,19 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, NoReturn, Self
 
 import anyio
-import anyio.lowlevel
 import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
+from ._clients import LoopClients
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -77,7 +77,7 @@ __all__ = ["OpenAIChatModel"]
 _NO_KEY = "not-needed"
 """The API key sent to a server that takes none: the SDK insists on one."""
 
-_RESERVED = frozenset({"model", "messages", "tools", "stream"})
+_RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 """Request fields the model sets itself; they cannot be passed as parameters."""
 
 
@@ -106,6 +106,11 @@ class OpenAIChatModel:
         stream: Whether `generate` streams the reply and joins it (some servers answer tool
             calls only when streaming, and a stream keeps a slow reply from timing out).
             `stream` always streams.
+        stream_usage: Whether a streamed request asks for the tokens used
+            (``stream_options={"include_usage": True}``), which the endpoint reports in a
+            last chunk, and the stream yields as a `MessageChunk` with ``usage``. Some
+            OpenAI-compatible servers refuse ``stream_options``: pass False for them (their
+            streamed replies then carry no usage).
         **params: Extra request fields, sent as they are (``temperature=0``,
             ``max_tokens=512``, ``tool_choice="auto"``, or a server's own such as vLLM's
             ``top_k``).
@@ -127,6 +132,7 @@ class OpenAIChatModel:
         timeout: float | None = None,
         max_retries: int | None = None,
         stream: bool = False,
+        stream_usage: bool = True,
         **params: Any,
     ) -> None:
         check_endpoint(
@@ -138,11 +144,14 @@ class OpenAIChatModel:
             stream=stream,
             examples=("'gpt-4o-mini' or 'llama3.1'", "http://localhost:11434/v1"),
         )
+        if not isinstance(stream_usage, bool):
+            raise TypeError(f"stream_usage must be True or False, not {stream_usage!r}")
         reserved = sorted(_RESERVED.intersection(params))
         if reserved:
             raise ValueError(
                 f"{', '.join(reserved)} cannot be passed as request parameters: the model sets "
-                "them from its name, the conversation, the tools and its stream setting"
+                "them from its name, the conversation, the tools and its stream and "
+                "stream_usage settings"
             )
 
         if client is not None:
@@ -166,25 +175,31 @@ class OpenAIChatModel:
                     "with them, or leave client out and the model builds one"
                 )
             self._client = client
-            self._owns_client = False
+            self._clients = LoopClients.given(
+                client,
+                is_closed=openai.AsyncOpenAI.is_closed,
+                closed_error=self._closed_error,
+                elsewhere_error=self._elsewhere_error,
+            )
         else:
+            # Built now, so that a missing key fails here; the first loop to ask takes it.
             self._client = self._build_client(model, base_url, api_key, timeout, max_retries)
-            self._owns_client = True
-        # The client to ask (`_client` is where the settings are read): one per event loop,
-        # each closed as its loop ends (see `_keep`). Invariant: `_clients` holds a client for
-        # a loop only while that loop runs (or after a loop that ended without closing its
-        # async generators, which leaves no way to close the client either).
-        self._settings = (base_url, api_key, timeout, max_retries)
-        self._clients: dict[anyio.lowlevel.EventLoopToken, openai.AsyncOpenAI] = {}
-        self._keeps: dict[anyio.lowlevel.EventLoopToken, AsyncGenerator[None, None]] = {}
-        # The client built above, until a loop takes it; the loop a given client was first
-        # used in.
-        self._unused: openai.AsyncOpenAI | None = self._client if self._owns_client else None
-        self._first_loop: anyio.lowlevel.EventLoopToken | None = None
-        self._closed = False
-        self._lock = threading.Lock()
+            self._clients = LoopClients.owned(
+                functools.partial(
+                    self._build_client, model, base_url, api_key, timeout, max_retries
+                ),
+                openai.AsyncOpenAI.close,
+                closed_error=self._closed_error,
+                first=self._client,
+            )
+        # `_client` is where the settings are read; `_clients` gives the client to ask.
         self._model = model
         self._stream = stream
+        self._stream_usage = stream_usage
+        # What a streamed request adds: the SDK's own argument for the usage report.
+        self._stream_options: dict[str, Any] = (
+            {"stream_options": {"include_usage": True}} if stream_usage else {}
+        )
         self._params = dict(params)
 
     @staticmethod
@@ -230,9 +245,14 @@ class OpenAIChatModel:
         """The extra request fields sent with every request."""
         return dict(self._params)
 
+    @property
+    def stream_usage(self) -> bool:
+        """Whether a streamed request asks for the tokens used."""
+        return self._stream_usage
+
     def __repr__(self) -> str:
         mode = " streaming" if self._stream else ""
-        closed = " closed" if self._is_closed() else ""
+        closed = " closed" if self._clients.closed else ""
         return f"<OpenAIChatModel {self._model!r} at {self.endpoint}{mode}{closed}>"
 
     # -- lifetime --------------------------------------------------------------------------
@@ -242,75 +262,23 @@ class OpenAIChatModel:
 
         The clients of other event loops that still run are closed as those loops end.
         """
-        self._closed = True
-        if not self._owns_client:
-            return
-        here = _current_loop()
-        for loop in [loop for loop in self._clients if loop == here]:
-            keeper = self._keeps.pop(loop)
-            await keeper.aclose()  # closes the loop's client
-        if self._unused is not None:
-            await self._unused.close()  # never used: it belongs to no loop yet
+        await self._clients.aclose()
 
-    def _is_closed(self) -> bool:
-        return self._closed or (not self._owns_client and self._client.is_closed())
+    def _closed_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
+            endpoint=self.endpoint,
+        )
 
-    async def _client_here(self) -> openai.AsyncOpenAI:
-        """The client for the running event loop: built (and kept until the loop ends) the
-        first time the model is used in it.
-
-        Raises:
-            ModelError: The model was closed, or its given client belongs to another loop.
-        """
-        loop = _current_loop()
-        if not self._owns_client and self._first_loop not in (None, loop):
-            raise ModelError(
-                f"{self._where} was given an openai.AsyncOpenAI client (client=) that was "
-                "first used in another event loop, and a client works only in the loop it "
-                "was first used in (app.run_sync and app.resume_sync each start one): "
-                "create the model inside the loop that uses it, or leave client= out and "
-                "the model builds a client for each loop",
-                endpoint=self.endpoint,
-            )
-        if self._is_closed():
-            raise ModelError(
-                f"{self._where} was closed (aclose()); create a new OpenAIChatModel to go on",
-                endpoint=self.endpoint,
-            )
-        if not self._owns_client:
-            self._first_loop = loop
-            return self._client
-        # Invariant: no await between the lookup and the new entry, so the tasks of one loop
-        # share one client; the lock keeps loops in other threads from taking the same one.
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is not None:
-                return client
-            client, self._unused = self._unused, None
-            if client is None:
-                client = self._build_client(self._model, *self._settings)
-            self._clients[loop] = client
-            keeper = self._keeps[loop] = self._keep(loop, client)
-        await keeper.asend(None)
-        return client
-
-    async def _keep(
-        self, loop: anyio.lowlevel.EventLoopToken, client: openai.AsyncOpenAI
-    ) -> AsyncGenerator[None, None]:
-        """Wait, open, until ``loop`` ends (or `aclose`), then close ``client``.
-
-        The SDK asks for a client to be closed before its event loop ends, which a collected
-        client cannot do; a loop that ends closes the async generators still open while it
-        still runs, and this one closes the client then.
-        """
-        try:
-            yield
-        finally:
-            if self._clients.get(loop) is client:
-                del self._clients[loop]
-                self._keeps.pop(loop, None)
-            with anyio.CancelScope(shield=True):
-                await client.close()
+    def _elsewhere_error(self) -> ModelError:
+        return ModelError(
+            f"{self._where} was given an openai.AsyncOpenAI client (client=) that was "
+            "first used in another event loop, and a client works only in the loop it "
+            "was first used in (app.run_sync and app.resume_sync each start one): "
+            "create the model inside the loop that uses it, or leave client= out and "
+            "the model builds a client for each loop",
+            endpoint=self.endpoint,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -339,7 +307,7 @@ class OpenAIChatModel:
         if self._stream:
             return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
         wire, offered = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             completion = await client.chat.completions.create(
                 model=self._model, messages=wire, extra_body=self._params, **offered
@@ -351,6 +319,9 @@ class OpenAIChatModel:
     ) -> AsyncGenerator[MessageChunk, None]:
         """Yield the reply as the endpoint writes it; the chunks join into one message.
 
+        With ``stream_usage`` (the default), the last chunk carries the tokens the call used,
+        as the endpoint reported them.
+
         Close the generator (``aclose()``, or ``contextlib.aclosing``) to stop reading early:
         the connection is given back at once.
 
@@ -359,20 +330,28 @@ class OpenAIChatModel:
                 finished or carries something that is not a chunk.
         """
         wire, offered = self._request(messages, tools)
-        client = await self._client_here()
+        client = await self._clients.here()
         with self._guard():
             chunks = await client.chat.completions.create(
-                model=self._model, messages=wire, stream=True, extra_body=self._params, **offered
+                model=self._model,
+                messages=wire,
+                stream=True,
+                extra_body=self._params,
+                **self._stream_options,
+                **offered,
             )
         finished = refused = False
+        usage: Usage | None = None
         try:
             while True:
                 with self._guard():
                     item = await anext(chunks, None)
                 if item is None:
                     break
-                piece, done, refused = self._chunk(item, refused)
+                piece, done, refused, reported = self._chunk(item, refused)
                 finished = finished or done
+                if reported is not None:
+                    usage = reported
                 if piece is not None:
                     yield piece
         finally:
@@ -386,6 +365,8 @@ class OpenAIChatModel:
                 "connection: check its logs",
                 endpoint=self.endpoint,
             )
+        if usage is not None:  # the last report counts (a server may send one on more chunks)
+            yield MessageChunk(usage=usage)
 
     # -- the request -----------------------------------------------------------------------
 
@@ -446,20 +427,22 @@ class OpenAIChatModel:
             message = msgspec.structs.replace(message, tool_calls=calls)
         return message
 
-    def _chunk(self, item: object, refused: bool) -> tuple[MessageChunk | None, bool, bool]:
+    def _chunk(
+        self, item: object, refused: bool
+    ) -> tuple[MessageChunk | None, bool, bool, Usage | None]:
         """Read one streamed chunk: its piece of the message (None if none), whether it
-        finishes the reply, and whether the reply is a refusal so far (``refused``: it was
-        before this chunk)."""
+        finishes the reply, whether the reply is a refusal so far (``refused``: it was
+        before this chunk), and the usage it reports (None if none)."""
         data = _plain(item)
         if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list):
             self._malformed_chunk(data)
+        usage = _usage(data.get("usage"))
         choice = next(
             (c for c in data["choices"] if isinstance(c, Mapping) and c.get("index", 0) == 0),
             None,
         )
         if choice is None:  # a chunk for another choice, or the closing usage report
-            usage = _usage(data.get("usage"))
-            return (None if usage is None else MessageChunk(usage=usage)), False, refused
+            return None, False, refused, usage
         delta = choice.get("delta") or {}
         if not isinstance(delta, Mapping):
             self._malformed_chunk(data)
@@ -490,11 +473,11 @@ class OpenAIChatModel:
         finished = raw_finish is not None
         finish = _finish_reason(raw_finish, refused=refused) if finished else None
         if role is None and content is None and not calls and finish is None:
-            return None, finished, refused
+            return None, finished, refused, usage
         piece = MessageChunk(
             role=role, content=content, tool_calls=tuple(calls), finish_reason=finish
         )
-        return piece, finished, refused
+        return piece, finished, refused, usage
 
     # -- failures --------------------------------------------------------------------------
 
@@ -618,11 +601,6 @@ def _finish_reason(raw: object, *, refused: bool) -> FinishReason | None:
     if refused:
         return "refusal"
     return _FINISH_REASONS.get(raw) if isinstance(raw, str) else None
-
-
-def _current_loop() -> anyio.lowlevel.EventLoopToken:
-    """The running event loop (asyncio's or trio's), as anyio names it."""
-    return anyio.lowlevel.current_token()
 
 
 def _plain(value: object) -> object:
