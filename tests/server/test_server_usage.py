@@ -78,3 +78,18 @@ def test_a_viewer_reads_the_usage_but_cannot_raise_the_budget(api: Api) -> None:
     )
     assert status == 403, refused
     assert api.pending("b-3")
+
+
+def test_an_identity_with_a_tool_scope_reads_no_usage_on_any_path(api: Api) -> None:
+    start(api, "b-4")
+    # The sums count the work of every tool, those outside the scope too: the thread's view
+    # and its history leave them out, and the budget question (tool "budget") is not shown.
+    view = api.get("/v1/threads/b-4", "clerk")
+    assert view["usage"] is None and view["interrupts"] == []
+    history = api.get("/v1/threads/b-4/history", "clerk")["items"]
+    assert history and all("usage" not in item["metadata"] for item in history)
+    assert api.get("/v1/interrupts?thread=b-4", "clerk")["items"] == []
+    # Who sees every tool reads them on both paths.
+    assert api.get("/v1/threads/b-4", "vic")["usage"]["thread"]["calls"] == 2
+    full = api.get("/v1/threads/b-4/history", "vic")["items"]
+    assert full[0]["metadata"]["usage"]["thread"]["calls"] == 2

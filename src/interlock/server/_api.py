@@ -551,11 +551,13 @@ async def get_history(request: Request) -> Response:
 
 
 def _metadata(metadata: dict[str, Any], identity: Identity) -> Any:
-    """A checkpoint's metadata as ``identity`` may read it (a failure's reason only if it
-    reads failures: any tool's call may be quoted there)."""
+    """A checkpoint's metadata as ``identity`` may read it: a failure's reason only if it
+    reads failures (any tool's call may be quoted there), the model usage only if it sees
+    every tool (the calls and tokens count the work of tools outside a scope)."""
     if reads_failures(identity):
         return plain(metadata)
-    return plain({k: v for k, v in metadata.items() if k != "error"}, unknown=opaque)
+    hidden = ("error", "usage")
+    return plain({k: v for k, v in metadata.items() if k not in hidden}, unknown=opaque)
 
 
 async def _audit(served: Served, thread: str, after: int | None, limit: int) -> list[AuditItem]:
@@ -708,7 +710,7 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
         ],
         values=values,
         messages=messages,
-        usage=usage_view(snapshot.metadata),
+        usage=usage_view(snapshot.metadata) if sees_every_tool(identity) else None,
     )
 
 

@@ -227,7 +227,8 @@ class ThreadView(msgspec.Struct, kw_only=True):
     """For a thread whose continuation could not run: the command that continues it once
     the cause is fixed."""
     usage: UsageView | None = None
-    """What its model calls used (None: it reported none)."""
+    """What its model calls used (None: it reported none, or the identity reading has a tool
+    scope: the sums count the work of every tool)."""
 
 
 class ThreadItem(msgspec.Struct, kw_only=True):

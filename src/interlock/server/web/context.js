@@ -163,7 +163,7 @@ function cost(t) {
 
 /** What a thread's model calls used: this run, the whole thread, and by model. */
 export function usageBlock(usage) {
-  if (!usage) return h("p", { className: "muted" }, "No model call reported what it used.");
+  if (!usage) return h("p", { className: "muted" }, "No model usage to show: no model call reported any, or your access is limited to some tools.");
   const models = Object.entries(usage.models);
   return h(
     "div",
