@@ -15,8 +15,19 @@ answers it by id:
 The audit log keeps both decisions; the manager's carries the diff of the arguments. A small
 order then goes through with no question at all.
 
-Offline by default (`ScriptedModel`s). With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set, real
-models drive the same agents (``OPENAI_MODEL``, default ``gpt-4o-mini``).
+Offline by default (`ScriptedModel`s). With ``INTERLOCK_MODEL`` set to a model's name, that
+model drives the same agents, whichever its provider::
+
+    INTERLOCK_MODEL=openai:gpt-4o-mini python examples/order_approval.py
+    INTERLOCK_MODEL=anthropic:claude-sonnet-4-5 python examples/order_approval.py
+    INTERLOCK_MODEL=gemini:gemini-2.5-flash python examples/order_approval.py
+    INTERLOCK_MODEL=langchain:ollama:llama3.1 python examples/order_approval.py
+
+Each provider's SDK reads its key and endpoint from its own variables (``OPENAI_API_KEY`` and
+``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``, ``GEMINI_API_KEY`` and
+``GOOGLE_GEMINI_BASE_URL``). Without ``INTERLOCK_MODEL``, ``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` alone still selects an OpenAI-compatible model (``OPENAI_MODEL``, default
+``gpt-4o-mini``).
 """
 
 from __future__ import annotations
@@ -56,6 +67,7 @@ from interlock.agents import (
     UserMessage,
     allow,
     call,
+    chat_model_from_env,
     require_approval,
     sequential,
     tool,
@@ -123,20 +135,19 @@ def finance_reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str
 # -- the agents --------------------------------------------------------------------------------
 
 
-def real_model() -> str | None:
-    """The real model the environment asks for, if it names an endpoint or a key."""
+def openai_model() -> str | None:
+    """The OpenAI-compatible model ``OPENAI_*`` asks for, if they name an endpoint or a key."""
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        return os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        return f"openai:{os.environ.get('OPENAI_MODEL', 'gpt-4o-mini')}"
     return None
 
 
 def models() -> tuple[ChatModel, ChatModel]:
-    name = real_model()
-    if name is not None:
-        # Imported here: it needs the optional `openai` package, which the offline path does not.
-        from interlock.agents import OpenAIChatModel
-
-        return OpenAIChatModel(name), OpenAIChatModel(name)
+    """A real model for each agent when the environment names one, else the scripted ones."""
+    fallback = openai_model()
+    if os.environ.get("INTERLOCK_MODEL", "").strip() or fallback is not None:
+        # INTERLOCK_MODEL, else the OPENAI_* model; the provider's package is imported only now.
+        return chat_model_from_env(fallback), chat_model_from_env(fallback)
     return ScriptedModel(sales_reply, name="sales"), ScriptedModel(finance_reply, name="finance")
 
 
@@ -315,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         anyio.run(audit, args.db, big)
         print(f"\nsession {small}\nuser: {SMALL_ORDER}")
         anyio.run(run, args.db, supplier, small, SMALL_ORDER)
-    except InterlockError as exc:
+    except (InterlockError, ImportError) as exc:  # ImportError: the model's extra is missing
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"\norders: {supplier.orders}\npayments: {supplier.payments}")

@@ -18,9 +18,20 @@ would: what the run needs to continue is on disk, not in the objects that starte
 The tool never runs anything dangerous: it really runs only ``echo``, ``ls``, ``pwd`` and
 ``date`` (without a shell); any other command comes back as "would run: ...".
 
-Offline by default, with a `ScriptedModel` playing the model. With ``OPENAI_API_KEY`` or
-``OPENAI_BASE_URL`` set, a real model drives the same agent (``OPENAI_MODEL``, default
-``gpt-4o-mini``; needs ``pip install 'interlock[openai]'``).
+Offline by default, with a `ScriptedModel` playing the model. With ``INTERLOCK_MODEL`` set to a
+model's name, that model drives the same agent, whichever its provider (install its extra:
+``pip install 'interlock[anthropic]'`` for Claude)::
+
+    INTERLOCK_MODEL=openai:gpt-4o-mini python examples/shell_approval.py --auto
+    INTERLOCK_MODEL=anthropic:claude-sonnet-4-5 python examples/shell_approval.py --auto
+    INTERLOCK_MODEL=gemini:gemini-2.5-flash python examples/shell_approval.py --auto
+    INTERLOCK_MODEL=langchain:ollama:llama3.1 python examples/shell_approval.py --auto
+
+Each provider's SDK reads its key and endpoint from its own variables (``OPENAI_API_KEY`` and
+``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``, ``GEMINI_API_KEY`` and
+``GOOGLE_GEMINI_BASE_URL``). Without ``INTERLOCK_MODEL``, ``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL`` alone still selects an OpenAI-compatible model (``OPENAI_MODEL``, default
+``gpt-4o-mini``).
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ from interlock.agents import (
     ToolSpec,
     UserMessage,
     call,
+    chat_model_from_env,
     deny,
     matches,
     require_approval,
@@ -169,28 +181,26 @@ def scripted_reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> st
     return f"That failed: {last.content}"
 
 
-def real_model() -> str | None:
-    """The real model the environment asks for, if it names an endpoint or a key."""
+def openai_model() -> str | None:
+    """The OpenAI-compatible model ``OPENAI_*`` asks for, if they name an endpoint or a key."""
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        return os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        return f"openai:{os.environ.get('OPENAI_MODEL', 'gpt-4o-mini')}"
     return None
 
 
-def chat_model() -> ChatModel:
+def ops_model() -> ChatModel:
     """A real model when the environment names one, else the scripted one."""
-    name = real_model()
-    if name is not None:
-        # Imported here: it needs the optional `openai` package, which the offline path does not.
-        from interlock.agents import OpenAIChatModel
-
-        return OpenAIChatModel(name)
+    fallback = openai_model()
+    if os.environ.get("INTERLOCK_MODEL", "").strip() or fallback is not None:
+        # INTERLOCK_MODEL, else the OPENAI_* model; the provider's package is imported only now.
+        return chat_model_from_env(fallback)
     return ScriptedModel(scripted_reply, name="ops")
 
 
 @asynccontextmanager
 async def open_runner(db: Path, log: Path | None) -> AsyncIterator[Runner]:
     """A new connection to the store and a new agent on it (what a new process would build)."""
-    model = chat_model()
+    model = ops_model()
     agent = ToolAgent("ops", model, make_tools(log), policy=POLICY, system=SYSTEM)
     try:
         async with SqliteStore(db) as store:
@@ -283,9 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes = args.db.resolve().parent / "notes.txt"
     notes.write_text("Old build output lives in /tmp/x; delete it once the backup is done.\n")
     session = f"ops-{secrets.token_hex(3)}"
-    model = real_model()
-    where = os.environ.get("OPENAI_BASE_URL") or "OpenAI"
-    print(f"session {session} in {args.db}; model: {f'{model} at {where}' if model else 'offline'}")
+    named = os.environ.get("INTERLOCK_MODEL", "").strip() or openai_model()
+    print(f"session {session} in {args.db}; model: {named or 'offline'}")
     try:
         for request in WALKTHROUGH:
             text = request.format(notes=notes)
@@ -294,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             while pending:
                 decisions = {i.id: decide(i) for i in pending}
                 pending = anyio.run(answer, args.db, args.log, session, decisions)
-    except InterlockError as exc:
+    except (InterlockError, ImportError) as exc:  # ImportError: the model's extra is missing
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, EOFError) as stop:

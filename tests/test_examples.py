@@ -3,8 +3,8 @@
 Each test reads what the example printed (and what its tools left behind) and checks the
 behaviour the example is there to show. The environment is scrubbed of ``OPENAI_*`` and
 ``INTERLOCK_MODEL`` so that the examples use their scripted models; one test per agent example
-sets ``OPENAI_BASE_URL`` to show that it then talks to that endpoint, and budget_supervisor.py
-runs to the end on each provider named by ``INTERLOCK_MODEL``, against llmock.
+sets ``OPENAI_BASE_URL`` to show that it then talks to that endpoint, and each agent example runs
+to the end on each provider named by ``INTERLOCK_MODEL``, against llmock.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import anyio
 import pytest
@@ -53,6 +54,34 @@ def example(
         timeout=120,
         env=env if env is not None else offline(),
     )
+
+
+# The providers INTERLOCK_MODEL names in the llmock runs, with the path each one's SDK posts to.
+PROVIDERS = (
+    pytest.param("openai:gpt-4o-mini", "/v1/chat/completions", id="openai"),
+    pytest.param("anthropic:claude-sonnet-4-5", "/anthropic/v1/messages", id="anthropic"),
+    pytest.param(
+        "gemini:gemini-2.5-flash",
+        "/gemini/v1beta/models/gemini-2.5-flash:generateContent",
+        id="gemini",
+    ),
+)
+
+
+def on_llmock(llmock: LLMock, spec: str) -> dict[str, str]:
+    """The offline environment with ``INTERLOCK_MODEL=spec``, every provider's SDK at llmock."""
+    # The SDKs find llmock through their own variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+    # GOOGLE_GEMINI_BASE_URL, and dummy keys), as they would find the provider.
+    return {**offline(), **llmock.env(), "INTERLOCK_MODEL": spec}
+
+
+def asked(llmock: LLMock, spec: str, path: str, replies: int) -> list[dict[str, Any]]:
+    """The bodies llmock was sent, after checking each scripted reply was asked for, by ``spec``."""
+    sent = [r for r in llmock.requests if r.method == "POST"]
+    assert [r.path for r in sent] == [path] * replies
+    if not spec.startswith("gemini:"):  # Gemini names the model in the path
+        assert {r.body["model"] for r in sent} == {spec.rsplit(":", 1)[1]}
+    return [r.body for r in sent]
 
 
 def decisions(db: Path) -> list[tuple[str | None, object]]:
@@ -98,8 +127,13 @@ def test_shell_approval_auto_runs_the_approved_echo_and_never_the_rejected_rm(
     db, log = tmp_path / "shell.db", tmp_path / "commands.log"
     out = example("shell_approval.py", "--db", str(db), "--auto", "--log", str(log), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "model: offline" in out.stdout
+    check_the_walkthrough(out, db, log)
+
+
+def check_the_walkthrough(out: subprocess.CompletedProcess[str], db: Path, log: Path) -> None:
+    """What ``--auto`` leaves behind, whichever model drives the agent."""
     text = out.stdout
-    assert "model: offline" in text
     # echo: asked, approved, really run.
     assert "? Allow ops to call execute(" in text and "(rule: every command)" in text
     assert "execute -> ok: hello" in text
@@ -122,6 +156,43 @@ def test_shell_approval_auto_runs_the_approved_echo_and_never_the_rejected_rm(
             {"action": "reject", "message": "The backup of /tmp/x has not finished; keep it."},
         ),
     ]
+
+
+def shell_replies(notes: Path) -> tuple[Reply, ...]:
+    """The model's replies to the walkthrough's four requests: a tool call, then an answer, each."""
+
+    def calls(tool: str, **arguments: str) -> Reply:
+        return Reply(tool_calls=(ScriptedCall(tool, arguments),))
+
+    return (
+        calls("execute", command="echo hello"),
+        Reply(text="It printed hello."),
+        calls("read_file", path=str(notes)),
+        Reply(text="The old build output is in /tmp/x."),
+        calls("execute", command="rm -rf /tmp/x"),
+        Reply(text="Sorry, I did not run `rm -rf /tmp/x`: the backup is not done."),
+        calls("execute", command="rm -rf /"),
+        Reply(text="That is never allowed."),
+    )
+
+
+@pytest.mark.slow  # some 4 seconds each: eight phases, each importing the provider's SDK
+@pytest.mark.parametrize(("spec", "path"), PROVIDERS)
+def test_shell_approval_runs_on_the_model_interlock_model_names(
+    tmp_path: Path, llmock: LLMock, spec: str, path: str
+) -> None:
+    db, log = tmp_path / "shell.db", tmp_path / "commands.log"
+    replies = shell_replies(tmp_path / "notes.txt")
+    llmock.add(*replies)
+    args = ["--db", str(db), "--auto", "--log", str(log)]
+    out = example("shell_approval.py", *args, cwd=tmp_path, env=on_llmock(llmock, spec))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"model: {spec}" in out.stdout
+    check_the_walkthrough(out, db, log)
+    sent = asked(llmock, spec, path, len(replies))
+    # The model reads the person's reason as the rejected call's result, and only then.
+    reason = "The backup of /tmp/x has not finished; keep it."
+    assert [reason in json.dumps(body) for body in sent] == [False] * 5 + [True] * 3
 
 
 def test_shell_approval_asks_and_takes_an_edit_and_a_reason(tmp_path: Path) -> None:
@@ -187,22 +258,18 @@ BUDGET_REPLIES = (
 @pytest.mark.parametrize(
     ("spec", "path"),
     [
-        ("openai:gpt-4o-mini", "/v1/chat/completions"),
-        ("anthropic:claude-sonnet-4-5", "/anthropic/v1/messages"),
-        ("gemini:gemini-2.5-flash", "/gemini/v1beta/models/gemini-2.5-flash:generateContent"),
-        ("langchain:openai:gpt-4o-mini", "/v1/chat/completions"),
+        *PROVIDERS,
+        pytest.param("langchain:openai:gpt-4o-mini", "/v1/chat/completions", id="langchain"),
     ],
-    ids=["openai", "anthropic", "gemini", "langchain"],
 )
 def test_budget_supervisor_runs_on_the_model_interlock_model_names(
     tmp_path: Path, llmock: LLMock, spec: str, path: str
 ) -> None:
-    # The SDKs find llmock through their own variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
-    # GOOGLE_GEMINI_BASE_URL, and dummy keys), as they would find the provider.
     llmock.add(*BUDGET_REPLIES)
     db = tmp_path / "b.db"
-    env = {**offline(), **llmock.env(), "INTERLOCK_MODEL": spec}
-    out = example("budget_supervisor.py", "--db", str(db), cwd=tmp_path, env=env)
+    out = example(
+        "budget_supervisor.py", "--db", str(db), cwd=tmp_path, env=on_llmock(llmock, spec)
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     deep = (
@@ -215,18 +282,7 @@ def test_budget_supervisor_runs_on_the_model_interlock_model_names(
     assert "booked: [('design', 300000), ('ads', 500000)]" in text
     assert "done: The budget is set: ¥300000 for design, ¥500000 for ads." in text
     assert decisions(db) == [("cfo", {"action": "approve"})] * 2
-    sent = [r for r in llmock.requests if r.method == "POST"]
-    assert [r.path for r in sent] == [path] * len(BUDGET_REPLIES)  # every reply was asked for
-    if not spec.startswith("gemini:"):  # Gemini names the model in the path
-        assert {r.body["model"] for r in sent} == {spec.rsplit(":", 1)[1]}
-
-
-def test_budget_supervisor_refuses_a_bad_interlock_model(tmp_path: Path) -> None:
-    env = {**offline(), "INTERLOCK_MODEL": "gpt-4o"}
-    out = example("budget_supervisor.py", "--db", str(tmp_path / "b.db"), cwd=tmp_path, env=env)
-    assert out.returncode == 1
-    assert "error: INTERLOCK_MODEL='gpt-4o' names no provider" in out.stderr
-    assert "anthropic:claude-sonnet-4-5" in out.stderr and "Traceback" not in out.stderr
+    asked(llmock, spec, path, len(BUDGET_REPLIES))
 
 
 # -- order_approval.py ----------------------------------------------------------------------------
@@ -236,6 +292,11 @@ def test_order_approval_two_sign_offs_an_edit_and_its_audited_diff(tmp_path: Pat
     db = tmp_path / "o.db"
     out = example("order_approval.py", "--db", str(db), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    check_the_orders(out, db)
+
+
+def check_the_orders(out: subprocess.CompletedProcess[str], db: Path) -> None:
+    """What the two orders leave behind, whichever model drives the agents."""
     text = out.stdout
     assert text.count("needs the 'manager' sign-off") == 1
     assert text.count("needs the 'finance' sign-off") == 1  # the small order needed neither
@@ -249,6 +310,35 @@ def test_order_approval_two_sign_offs_an_edit_and_its_audited_diff(tmp_path: Pat
         ("manager", {"action": "edit", "arguments": {"item": "8 laptops", "amount": 60000}}),
         ("finance", {"action": "approve"}),
     ]
+
+
+# The replies of the models, in the order the agents ask: for each order, sales places it and
+# reports it, then finance pays it and reports that. The big order's amount is asked for as the
+# user gave it; the manager's edit lowers it before the tool runs, and finance pays the edited one.
+ORDER_REPLIES = (
+    Reply(tool_calls=(ScriptedCall("place_order", {"item": "8 laptops", "amount": 80000}),)),
+    Reply(text="Order PO-1001 placed: 8 laptops for ¥60000."),
+    Reply(tool_calls=(ScriptedCall("pay_supplier", {"order_id": "PO-1001", "amount": 60000}),)),
+    Reply(text="Paid ¥60000 for PO-1001."),
+    Reply(tool_calls=(ScriptedCall("place_order", {"item": "3 keyboards", "amount": 4500}),)),
+    Reply(text="Order PO-1002 placed: 3 keyboards for ¥4500."),
+    Reply(tool_calls=(ScriptedCall("pay_supplier", {"order_id": "PO-1002", "amount": 4500}),)),
+    Reply(text="Paid ¥4500 for PO-1002."),
+)
+
+
+@pytest.mark.slow  # some 4 seconds each: six phases, each importing the provider's SDK
+@pytest.mark.parametrize(("spec", "path"), PROVIDERS)
+def test_order_approval_runs_on_the_model_interlock_model_names(
+    tmp_path: Path, llmock: LLMock, spec: str, path: str
+) -> None:
+    llmock.add(*ORDER_REPLIES)
+    db = tmp_path / "o.db"
+    out = example("order_approval.py", "--db", str(db), cwd=tmp_path, env=on_llmock(llmock, spec))
+    assert out.returncode == 0, out.stdout + out.stderr
+    check_the_orders(out, db)
+    assert "finance: Paid ¥60000 for PO-1001." in out.stdout
+    asked(llmock, spec, path, len(ORDER_REPLIES))
 
 
 # -- the real-model path --------------------------------------------------------------------------
@@ -312,7 +402,7 @@ def test_shell_approval_with_a_real_model_endpoint(tmp_path: Path) -> None:
         out = example("shell_approval.py", *args, cwd=tmp_path, env=env)
         sent = [r.body for r in endpoint.requests]
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"model: gpt-4o-mini at {endpoint.base_url}" in out.stdout
+    assert "model: openai:gpt-4o-mini" in out.stdout
     assert "execute -> ok: hello" in out.stdout and "ops: Sorry: I left /tmp/x alone." in out.stdout
     assert log.read_text().splitlines() == ["ran: echo hello"]
     assert len(sent) == 8
@@ -326,3 +416,13 @@ def test_shell_approval_with_a_real_model_endpoint(tmp_path: Path) -> None:
         "tool_call_id": "c3",
         "content": "The backup of /tmp/x has not finished; keep it.",
     }
+
+
+@pytest.mark.parametrize("name", AGENT_EXAMPLES)
+def test_a_bad_interlock_model_is_refused(tmp_path: Path, name: str) -> None:
+    env = {**offline(), "INTERLOCK_MODEL": "gpt-4o"}
+    unattended = ["--auto"] if name == "shell_approval.py" else []
+    out = example(name, "--db", str(tmp_path / "x.db"), *unattended, cwd=tmp_path, env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "error: INTERLOCK_MODEL='gpt-4o' names no provider" in out.stderr
+    assert "anthropic:claude-sonnet-4-5" in out.stderr and "Traceback" not in out.stderr
