@@ -19,7 +19,7 @@ import pytest
 from llmock.pytest_plugin import LLMock
 
 import interlock
-from interlock import InterlockError
+from interlock import InterlockError, ModelSpecError
 from interlock.agents import (
     AnthropicChatModel,
     ChatModel,
@@ -30,7 +30,6 @@ from interlock.agents import (
     chat_model,
     chat_model_from_env,
 )
-from interlock import ModelSpecError
 
 HELLO = [UserMessage(content="Hello")]
 
