@@ -4,7 +4,8 @@
     python bench/model_overhead.py --turns 1000 --only anthropic
 
 A local llmock server (a mock of OpenAI's, Anthropic's and Gemini's APIs, on a free loopback
-port, in this process) answers both sides. For each adapter, one turn is the same conversation
+port, in a process of its own as a provider is; ``--server thread`` runs it in this one)
+answers both sides. For each adapter, one turn is the same conversation
 (a system prompt, a user message, an assistant turn with two parallel tool calls, their two
 results, a follow-up) with the same two tools offered:
 
@@ -31,14 +32,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import socket
 import statistics
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from llmock.scenarios import Reply
-from llmock.testing import LLMockServer
+from llmock.scenarios import Reply, behavior_to_dict
+from llmock.testing import BASE_PATHS, LLMockServer
 
 from interlock.agents import (
     AssistantMessage,
@@ -311,9 +318,97 @@ PROVIDERS = [
 # -- the measure -------------------------------------------------------------------------------
 
 
-async def measure(server: LLMockServer, provider: Provider, stream: bool, turns: int) -> str:
+class Server(Protocol):
+    """The llmock both sides call: where a provider's routes are, and its scripted answer."""
+
+    def base_url(self, provider: str) -> str: ...
+
+    def answer(self, reply: Reply) -> None: ...
+
+    def forget(self) -> None: ...
+
+
+class InProcess:
+    """llmock in a thread of this process (``--server thread``)."""
+
+    def __init__(self, server: LLMockServer) -> None:
+        self.server = server
+
+    def base_url(self, provider: str) -> str:
+        return self.server.base_url(provider)
+
+    def answer(self, reply: Reply) -> None:
+        self.server.state.scenarios.add(reply)
+
+    def forget(self) -> None:
+        self.server.state.scenarios.clear()
+
+
+class OwnProcess:
+    """llmock in a process of its own (``--server process``, the default): as a provider is,
+    it takes no share of this process's interpreter lock, which a model that runs in a thread
+    of its own (LangChain's shared loop) would otherwise contend for with the server."""
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        serve = "from llmock.cli import app; app()"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                serve,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/_llmock/scenario", timeout=1):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("llmock did not start") from None
+                time.sleep(0.1)
+
+    def base_url(self, provider: str) -> str:
+        return self.url + BASE_PATHS[provider]
+
+    def _admin(self, method: str, body: Any = None) -> None:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}/_llmock/scenario",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    def answer(self, reply: Reply) -> None:
+        self._admin("POST", {"behaviors": [behavior_to_dict(reply)]})
+
+    def forget(self) -> None:
+        self._admin("DELETE")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+async def measure(server: Server, provider: Provider, stream: bool, turns: int) -> str:
     """Time ``turns`` turns each way; return the report's line."""
-    server.state.scenarios.add(Reply(text="Refunding A-18 now.", times=None))
+    server.answer(Reply(text="Refunding A-18 now.", times=None))
     client, direct, model = provider.setup(server.base_url(provider.route), stream)
     try:
         for _ in range(max(20, turns // 10)):  # warm-up: connections, caches, imports
@@ -328,7 +423,7 @@ async def measure(server: LLMockServer, provider: Provider, stream: bool, turns:
             await model.generate(CONVERSATION, TOOLS)
             sides["adapter"].append(time.perf_counter() - started)
     finally:
-        server.state.scenarios.clear()
+        server.forget()
         await model.aclose()
         await client.close()
     base = statistics.median(sides["direct"]) * 1000
@@ -343,10 +438,16 @@ async def measure(server: LLMockServer, provider: Provider, stream: bool, turns:
     )
 
 
-async def main(turns: int, only: set[str] | None) -> None:
-    with LLMockServer() as server:
-        print(f"{turns} turns each way, medians in ms per turn")
-        print(f"{'adapter':<14} {'mode':<9} {'direct':>8} {'adapter':>8} {'overhead':>9}")
+async def main(turns: int, only: set[str] | None, where: str) -> None:
+    print(f"{turns} turns each way, medians in ms per turn; llmock in its own {where}")
+    print(f"{'adapter':<14} {'mode':<9} {'direct':>8} {'adapter':>8} {'overhead':>9}")
+    with contextlib.ExitStack() as stack:
+        if where == "thread":
+            server: Server = InProcess(stack.enter_context(LLMockServer()))
+        else:
+            own = OwnProcess()
+            stack.callback(own.close)
+            server = own
         for provider in PROVIDERS:
             if only and provider.name not in only:
                 continue
@@ -358,5 +459,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400, help="turns per side and mode")
     parser.add_argument("--only", action="append", help="an adapter's name (repeatable)")
+    parser.add_argument(
+        "--server",
+        choices=("process", "thread"),
+        default="process",
+        help="where llmock runs: a process of its own (as a provider is), or a thread of this one",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.turns, set(args.only) if args.only else None))
+    asyncio.run(main(args.turns, set(args.only) if args.only else None, args.server))

@@ -59,7 +59,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import contextmanager, suppress
+from contextlib import aclosing, contextmanager, suppress
 from types import TracebackType
 from typing import Any, Generic, NoReturn, Self, TypeVar
 
@@ -262,7 +262,15 @@ class LangChainChatModel:
                 could not be reached), or returned something that is not an ``AIMessage``.
         """
         if self._stream:
-            return message_from_chunks([chunk async for chunk in self.stream(messages, tools)])
+            loop = self._loop_here()
+            if loop is None:
+                return message_from_chunks([c async for c in self.stream(messages, tools)])
+            # Nobody reads the pieces as they come: the stream is read whole in the model's own
+            # loop, one hop between threads for the reply rather than one a piece.
+            runnable, wire = self._request(messages, tools)
+            with self._guard():
+                chunks = await loop.call(lambda: _collect(self._read(runnable.astream(wire))))
+            return message_from_chunks(chunks)
         runnable, wire = self._request(messages, tools)
         loop = self._loop_here()
         with self._guard():
@@ -291,6 +299,12 @@ class LangChainChatModel:
             pieces = loop.iterate(lambda: runnable.astream(wire))
         else:
             pieces = runnable.astream(wire)
+        async with aclosing(self._read(pieces)) as read:
+            async for piece in read:
+                yield piece
+
+    async def _read(self, pieces: AsyncIterator[Any]) -> AsyncGenerator[MessageChunk, None]:
+        """The message chunks of a LangChain stream; the stream is closed when this is."""
         reading = _Reading()
         try:
             while True:
@@ -565,25 +579,40 @@ class _OwnLoop:
         return job.result()
 
     async def iterate(self, make: Callable[[], AsyncIterator[_T]]) -> AsyncGenerator[_T, None]:
-        """Iterate ``make()`` in this loop, yielding its items here as they come."""
+        """Iterate ``make()`` in this loop, yielding its items here as they come.
+
+        The pump wakes the caller's loop only when the caller waits for an item: a stream's
+        items mostly come while the caller is busy with the one before, and each wake is a
+        write to the other loop's self-pipe. Both sides set their mark before they look at
+        the other's (the item queued, then the waiting mark read; the waiting mark set, then
+        the queue read), so an item is never left unannounced.
+        """
         wake = _waker()
         items: deque[_T] = deque()
         signal = anyio.Event()
+        waiting = [False]
 
         def ping() -> None:
             signal.set()
 
+        def announce() -> None:
+            if waiting[0]:
+                waiting[0] = False
+                wake(ping)
+
         async def pump() -> None:
             async for item in make():
                 items.append(item)
-                wake(ping)
+                announce()
 
         job = self._start(pump, lambda: wake(ping))
         try:
             while True:
                 while not items and not job.done:
                     signal = anyio.Event()
+                    waiting[0] = True
                     if items or job.done:
+                        waiting[0] = False
                         break
                     await signal.wait()
                 if items:
@@ -648,6 +677,12 @@ async def _awaited(make: Callable[[], Awaitable[_T]]) -> _T:
     else:
         sniffio.current_async_library_cvar.set(None)
     return await make()
+
+
+async def _collect(items: AsyncGenerator[_T, None]) -> list[_T]:
+    """Every item of ``items``, read to the end (and the generator closed)."""
+    async with aclosing(items):
+        return [item async for item in items]
 
 
 def _waker() -> Callable[[Callable[[], None]], None]:
