@@ -8,7 +8,13 @@ from typing import Any
 import pydantic
 import pytest
 from _fake_gemini import FakeGemini, response, streamed, whole
-from _model_servers import LLMockServer, check_request
+from _model_servers import (
+    CARELESS_CHECKS,
+    Careless,
+    LLMockServer,
+    assert_the_suite_fails,
+    check_request,
+)
 from google.genai import types
 from llmock.pytest_plugin import LLMock
 
@@ -197,41 +203,19 @@ class TestGeminiChatModel(ModelConformance):
 # -- the suite has teeth ---------------------------------------------------------------------
 
 
-class CarelessGemini(GeminiChatModel):
-    """An adapter with the faults the suite is there to catch."""
-
-    async def generate(self, messages: Any, tools: Any) -> AssistantMessage:
-        reply = await super().generate(messages[-1:], tools)  # forgets the conversation
-        return AssistantMessage(
-            content=reply.content, tool_calls=reply.tool_calls[::-1]
-        )  # reverses parallel calls; drops the finish reason and the usage
-
-
 class CarelessServer(GeminiServer):
-    def model(
-        self, *, stream: bool = False, timeout: float | None = None, max_retries: int = 0
-    ) -> GeminiChatModel:
-        return CarelessGemini(
-            "gemini-2.5-flash", base_url=self.base_url, api_key="k", max_retries=max_retries
-        )
+    def model(self, **options: Any) -> Any:
+        return Careless(super().model(**options))
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("check", "kwargs"),
-    [
-        ("test_a_text_reply", {}),
-        ("test_parallel_tool_calls_come_back_in_order", {"stream": False}),
-        ("test_a_reply_carries_the_tokens_its_call_used", {"stream": False}),
-        ("test_a_conversation_goes_to_the_provider_whole", {}),
-    ],
-)
+@pytest.mark.parametrize(("check", "kwargs"), CARELESS_CHECKS)
 async def test_the_suite_fails_a_careless_adapter(
     llmock: LLMock, canned: FakeGemini, check: str, kwargs: dict[str, Any]
 ) -> None:
-    suite = TestGeminiChatModel()
-    with pytest.raises(AssertionError):
-        await getattr(suite, check)(CarelessServer(llmock, canned), **kwargs)
+    await assert_the_suite_fails(
+        TestGeminiChatModel(), CarelessServer(llmock, canned), check, kwargs
+    )
 
 
 def test_a_result_answering_the_wrong_call_fails_the_suite() -> None:

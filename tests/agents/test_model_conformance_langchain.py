@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _model_servers import LLMockServer
+from _model_servers import CARELESS_CHECKS, Careless, LLMockServer, assert_the_suite_fails
 from langchain_openai import ChatOpenAI
 from llmock.pytest_plugin import LLMock
 from openai.types.chat.completion_create_params import (
@@ -14,7 +14,7 @@ from openai.types.chat.completion_create_params import (
     CompletionCreateParamsStreaming,
 )
 
-from interlock.agents import AssistantMessage, LangChainChatModel, Message, from_openai
+from interlock.agents import LangChainChatModel, Message, from_openai
 from interlock.testing import ModelConformance
 
 
@@ -55,36 +55,14 @@ class TestLangChainChatModel(ModelConformance):
 # -- the suite has teeth ---------------------------------------------------------------------
 
 
-class CarelessLangChain(LangChainChatModel):
-    """An adapter with the faults the suite is there to catch."""
-
-    async def generate(self, messages: Any, tools: Any) -> AssistantMessage:
-        reply = await super().generate(messages[-1:], tools)  # forgets the conversation
-        return AssistantMessage(
-            content=reply.content, tool_calls=reply.tool_calls[::-1]
-        )  # reverses parallel calls; drops the finish reason and the usage
-
-
 class CarelessServer(LangChainServer):
-    def model(
-        self, *, stream: bool = False, timeout: float | None = None, max_retries: int = 0
-    ) -> LangChainChatModel:
-        return CarelessLangChain(self.chat(max_retries=max_retries))
+    def model(self, **options: Any) -> Any:
+        return Careless(super().model(**options))
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("check", "kwargs"),
-    [
-        ("test_a_text_reply", {}),
-        ("test_parallel_tool_calls_come_back_in_order", {"stream": False}),
-        ("test_a_reply_carries_the_tokens_its_call_used", {"stream": False}),
-        ("test_a_conversation_goes_to_the_provider_whole", {}),
-    ],
-)
+@pytest.mark.parametrize(("check", "kwargs"), CARELESS_CHECKS)
 async def test_the_suite_fails_a_careless_adapter(
     llmock: LLMock, check: str, kwargs: dict[str, Any]
 ) -> None:
-    suite = TestLangChainChatModel()
-    with pytest.raises(AssertionError):
-        await getattr(suite, check)(CarelessServer(llmock), **kwargs)
+    await assert_the_suite_fails(TestLangChainChatModel(), CarelessServer(llmock), check, kwargs)
