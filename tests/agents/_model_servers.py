@@ -3,17 +3,14 @@ its scenarios, with every request body checked against the provider SDK's own re
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
 from llmock.pytest_plugin import LLMock
 from llmock.scenarios import Delay, Fail, Reply, StreamFault, ToolFault
 from llmock.scenarios import ToolCall as ScriptedCall
 from pydantic import TypeAdapter
 
-from interlock.agents import AssistantMessage, ChatModel
-from interlock.graph import MessageChunk
 from interlock.testing import (
     ScriptedCalls,
     ScriptedDelay,
@@ -85,42 +82,3 @@ def _drain(value: Any) -> None:
     elif isinstance(value, list | tuple) or hasattr(value, "__next__"):
         for item in value:
             _drain(item)
-
-
-# -- the suite has teeth -----------------------------------------------------------------------
-
-CARELESS_CHECKS: list[tuple[str, dict[str, Any]]] = [
-    ("test_a_text_reply", {}),
-    ("test_parallel_tool_calls_come_back_in_order", {"stream": False}),
-    ("test_a_reply_carries_the_tokens_its_call_used", {"stream": False}),
-    ("test_a_conversation_goes_to_the_provider_whole", {}),
-]
-"""Checks of the suite, each of which a `Careless` model must fail."""
-
-
-class Careless:
-    """A model with the faults the suite is there to catch, around a real adapter: it sends
-    only the last message, reverses parallel calls, and drops the finish reason and the usage."""
-
-    def __init__(self, model: ChatModel) -> None:
-        self._model = model
-
-    @property
-    def endpoint(self) -> str:
-        return str(getattr(self._model, "endpoint", "careless"))
-
-    async def generate(self, messages: Any, tools: Any) -> AssistantMessage:
-        reply = await self._model.generate(messages[-1:], tools)
-        return AssistantMessage(content=reply.content, tool_calls=reply.tool_calls[::-1])
-
-    def stream(self, messages: Any, tools: Any) -> AsyncIterator[MessageChunk]:
-        return self._model.stream(messages[-1:], tools)
-
-    async def aclose(self) -> None:
-        await self._model.aclose()  # type: ignore[attr-defined]
-
-
-async def assert_the_suite_fails(suite: Any, server: Any, check: str, kwargs: Any) -> None:
-    """Run one check of ``suite`` on ``server`` (whose models are careless): it must fail."""
-    with pytest.raises(AssertionError):
-        await getattr(suite, check)(server, **kwargs)

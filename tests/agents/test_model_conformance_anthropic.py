@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _model_servers import CARELESS_CHECKS, Careless, LLMockServer, assert_the_suite_fails
+from _model_servers import LLMockServer
 from anthropic.types.message_create_params import (
     MessageCreateParamsNonStreaming,
     MessageCreateParamsStreaming,
@@ -84,19 +84,3 @@ class TestAnthropicChatModel(ModelConformance):
     @pytest.fixture
     def model_server(self, llmock: LLMock) -> AnthropicServer:
         return AnthropicServer(llmock)
-
-
-# -- the suite has teeth ---------------------------------------------------------------------
-
-
-class CarelessServer(AnthropicServer):
-    def model(self, **options: Any) -> Any:
-        return Careless(super().model(**options))
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(("check", "kwargs"), CARELESS_CHECKS)
-async def test_the_suite_fails_a_careless_adapter(
-    llmock: LLMock, check: str, kwargs: dict[str, Any]
-) -> None:
-    await assert_the_suite_fails(TestAnthropicChatModel(), CarelessServer(llmock), check, kwargs)

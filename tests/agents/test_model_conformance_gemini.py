@@ -9,10 +9,7 @@ import pydantic
 import pytest
 from _fake_gemini import FakeGemini, response, streamed, whole
 from _model_servers import (
-    CARELESS_CHECKS,
-    Careless,
     LLMockServer,
-    assert_the_suite_fails,
     check_request,
 )
 from google.genai import types
@@ -198,24 +195,6 @@ class TestGeminiChatModel(ModelConformance):
             assert (reply.content, reply.tool_calls, reply.finish_reason) == ("", (), None)
             assert reply.usage is not None and reply.usage.input_tokens == 9
         assert len(model_server.requests()) == 2
-
-
-# -- the suite has teeth ---------------------------------------------------------------------
-
-
-class CarelessServer(GeminiServer):
-    def model(self, **options: Any) -> Any:
-        return Careless(super().model(**options))
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(("check", "kwargs"), CARELESS_CHECKS)
-async def test_the_suite_fails_a_careless_adapter(
-    llmock: LLMock, canned: FakeGemini, check: str, kwargs: dict[str, Any]
-) -> None:
-    await assert_the_suite_fails(
-        TestGeminiChatModel(), CarelessServer(llmock, canned), check, kwargs
-    )
 
 
 def test_a_result_answering_the_wrong_call_fails_the_suite() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _model_servers import CARELESS_CHECKS, Careless, LLMockServer, assert_the_suite_fails
+from _model_servers import LLMockServer
 from langchain_openai import ChatOpenAI
 from llmock.pytest_plugin import LLMock
 from openai.types.chat.completion_create_params import (
@@ -50,19 +50,3 @@ class TestLangChainChatModel(ModelConformance):
     @pytest.fixture
     def model_server(self, llmock: LLMock) -> LangChainServer:
         return LangChainServer(llmock)
-
-
-# -- the suite has teeth ---------------------------------------------------------------------
-
-
-class CarelessServer(LangChainServer):
-    def model(self, **options: Any) -> Any:
-        return Careless(super().model(**options))
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(("check", "kwargs"), CARELESS_CHECKS)
-async def test_the_suite_fails_a_careless_adapter(
-    llmock: LLMock, check: str, kwargs: dict[str, Any]
-) -> None:
-    await assert_the_suite_fails(TestLangChainChatModel(), CarelessServer(llmock), check, kwargs)

@@ -144,6 +144,15 @@ class _Desk:
     runs: list[str] = field(default_factory=list)
 
 
+_CARELESS_CHECKS: list[tuple[str, dict[str, Any]]] = [
+    ("test_a_text_reply", {}),
+    ("test_parallel_tool_calls_come_back_in_order", {"stream": False}),
+    ("test_a_reply_carries_the_tokens_its_call_used", {"stream": False}),
+    ("test_a_conversation_goes_to_the_provider_whole", {}),
+]
+"""The checks a careless adapter must fail, with their arguments."""
+
+
 class ModelConformance:
     """Tests that check a chat-model adapter does what every agent relies on.
 
@@ -385,6 +394,58 @@ class ModelConformance:
         received = model_server.read_request(model_server.requests()[-1])
         ids = self.call_ids_on_the_wire
         assert _essence(received, ids=ids) == _essence(sent, ids=ids)
+
+    # -- the suite itself ------------------------------------------------------------------
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize(("check", "options"), _CARELESS_CHECKS, ids=lambda v: str(v))
+    async def test_the_suite_catches_a_careless_adapter(
+        self, model_server: ModelServer, check: str, options: dict[str, Any]
+    ) -> None:
+        """The suite has teeth: the adapter under test, made careless (it sends only the last
+        message, reverses parallel calls, and drops the finish reason and the usage), fails
+        each check that is there to catch one of those faults."""
+        with pytest.raises(AssertionError):
+            await getattr(self, check)(_CarelessServer(model_server), **options)
+
+
+class _Careless:
+    """A model with the faults the suite is there to catch, around the adapter under test."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self._model = model
+
+    @property
+    def endpoint(self) -> str:
+        return str(getattr(self._model, "endpoint", "careless"))
+
+    async def generate(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AssistantMessage:
+        reply = await self._model.generate(messages[-1:], tools)  # forgets the conversation
+        # Reverses parallel calls; drops the finish reason and the usage.
+        return AssistantMessage(content=reply.content, tool_calls=reply.tool_calls[::-1])
+
+    def stream(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        return self._model.stream(messages[-1:], tools)
+
+    async def aclose(self) -> None:
+        close = getattr(self._model, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _CarelessServer:
+    """A `ModelServer` whose models are careless; everything else is the server's."""
+
+    def __init__(self, server: ModelServer) -> None:
+        self._server = server
+
+    def model(self, **options: Any) -> ChatModel:
+        return _Careless(self._server.model(**options))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
 
 
 async def _generate(
