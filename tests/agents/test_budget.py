@@ -43,8 +43,8 @@ async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -
         f"This run has used 40,000 tokens (${2 * TURN_COST:.2f}) of 40,000 tokens; "
         "continue with another 20,000 tokens?"
     )
-    assert info["arguments"] == {"tokens": 60_000.0}  # what approving grants
-    assert info["used"]["turns"] == 2.0 and info["over"] == ["tokens"]
+    assert info["arguments"] == {"tokens": 60_000}  # what approving grants
+    assert info["used"]["turns"] == 2 and info["over"] == ["tokens"]
 
     app = build(str(db))  # this process: the store is all it shares with the first
     state = await app.get_state("b")
@@ -55,7 +55,7 @@ async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -
     assert result.status == "interrupted"
     again = result.interrupt().info
     assert again["question"].startswith("This run has used 60,000 tokens")
-    assert again["arguments"] == {"tokens": 80_000.0}
+    assert again["arguments"] == {"tokens": 80_000}
 
     final = await app.resume(
         "b", {result.interrupt().id: {"action": "edit", "arguments": {"tokens": 100_000}}}
@@ -65,7 +65,7 @@ async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -
     totals = usage_of((await app.get_state("b")).metadata)
     assert totals.run.calls == 5 and totals.run.tokens == 5 * PER_TURN.input_tokens + 5 * 5_000
     assert totals.run.cost == pytest.approx(5 * TURN_COST)
-    assert totals.grants == {"adder:run": {"tokens": 100_000.0}}
+    assert totals.grants == {"adder:run": {"tokens": 100_000}}
 
 
 async def test_an_edit_sets_the_new_limits_and_they_hold_for_the_run(tmp_path: Path) -> None:
@@ -114,15 +114,15 @@ async def test_an_edit_must_follow_the_limits_schema(tmp_path: Path) -> None:
 async def test_turns_and_cost_budgets(tmp_path: Path) -> None:
     turns = build(str(tmp_path / "t.db"), budget=Budget(turns=3))
     asked = (await turns.run({"messages": ["go"]}, thread="b")).interrupt().info
-    assert asked["used"]["turns"] == 3.0 and asked["over"] == ["turns"]
+    assert asked["used"]["turns"] == 3 and asked["over"] == ["turns"]
     assert asked["question"] == (
         "This run has used 3 turns of 3 turns; continue with another 2 turns?"
     )
-    assert asked["arguments"] == {"turns": 5.0}
+    assert asked["arguments"] == {"turns": 5}
 
     cost = build(str(tmp_path / "c.db"), budget=Budget(cost=0.1))
     asked = (await cost.run({"messages": ["go"]}, thread="b")).interrupt().info
-    assert asked["over"] == ["cost"] and asked["used"]["turns"] == 2.0  # 2 × $0.08625
+    assert asked["over"] == ["cost"] and asked["used"]["turns"] == 2  # 2 × $0.08625
     assert asked["question"].startswith("This run has used $0.17 of $0.10;")
 
 
@@ -175,7 +175,7 @@ async def test_a_supervisor_budget_counts_its_workers_calls() -> None:
     )
     result = await boss.compile().run({"messages": [UserMessage(content="go")]}, thread="s")
     assert result.status == "interrupted"  # the worker's 20,000 count toward it
-    assert result.interrupt().info["used"]["tokens"] == 40_000.0
+    assert result.interrupt().info["used"]["tokens"] == 40_000
 
 
 @pytest.mark.parametrize(

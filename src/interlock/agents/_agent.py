@@ -64,6 +64,7 @@ from ._budget import (
     proposal,
     reached,
     used,
+    with_raised,
 )
 from ._decisions import (
     APPROVAL,
@@ -441,7 +442,7 @@ class ToolAgent(Agent):
             decision = parse_decision(interrupt(question, schema=schema))
         if isinstance(decision, Approve | Edit):
             raised = proposed if isinstance(decision, Approve) else decision.arguments
-            granted = {**limits, **{k: float(v) for k, v in raised.items()}}
+            granted = with_raised(limits, raised)
             still = reached(spent, granted)
             if not still:
                 keep_limits(grant_key(self.name, budget), granted)

@@ -52,7 +52,7 @@ class Budget:
 
     Example:
         >>> Budget(tokens=40_000, cost=1.5).limits()
-        {'tokens': 40000.0, 'cost': 1.5}
+        {'tokens': 40000, 'cost': 1.5}
     """
 
     tokens: int | None = None
@@ -94,8 +94,8 @@ class Budget:
             raise ValueError(f"Budget(extend=...) must be a positive number, not {self.extend!r}")
 
     def limits(self) -> dict[str, float]:
-        """The limits set, by name."""
-        return {n: float(getattr(self, n)) for n in _LIMITS if getattr(self, n) is not None}
+        """The limits set, by name (tokens and turns as whole numbers)."""
+        return {n: _shown(n, getattr(self, n)) for n in _LIMITS if getattr(self, n) is not None}
 
 
 def grant_key(agent: str, budget: Budget) -> str:
@@ -106,10 +106,10 @@ def grant_key(agent: str, budget: Budget) -> str:
 def used(totals: UsageTotals, budget: Budget) -> dict[str, float]:
     """What counts against ``budget``, by limit name."""
     tally: Tally = totals.run if budget.per == "run" else totals.thread
-    out = {
-        "tokens": float(tally.tokens),
+    out: dict[str, float] = {
+        "tokens": tally.tokens,
         "cost": float(tally.cost or 0.0),
-        "turns": float(tally.calls),
+        "turns": tally.calls,
     }
     if budget.per == "run":
         out["seconds"] = round(totals.run_seconds, 3)
@@ -122,9 +122,14 @@ def current_limits(totals: UsageTotals, agent: str, budget: Budget) -> dict[str,
     raised = totals.grants.get(grant_key(agent, budget)) or {}
     for name in limits:
         value = raised.get(name)
-        if isinstance(value, float) and value > 0:
-            limits[name] = value
+        if isinstance(value, int | float) and value > 0:
+            limits[name] = _shown(name, value)
     return limits
+
+
+def with_raised(limits: Mapping[str, float], raised: Mapping[str, Any]) -> dict[str, float]:
+    """``limits`` with those a person set (an edit's arguments, or the proposal) instead."""
+    return {**limits, **{k: _shown(k, v) for k, v in raised.items() if k in limits}}
 
 
 def reached(spent: Mapping[str, float], limits: Mapping[str, float]) -> list[str]:
@@ -149,8 +154,13 @@ def proposal(
     for name in over:
         step = original[name] * budget.extend
         value = max(limits[name], spent[name]) + step
-        out[name] = float(math.ceil(value)) if name in _WHOLE else round(value, 6)
+        out[name] = _shown(name, math.ceil(value) if name in _WHOLE else value)
     return out
+
+
+def _shown(name: str, value: float) -> float:
+    """A limit as people read it: tokens and turns whole, cost and seconds as numbers."""
+    return int(value) if name in _WHOLE else round(float(value), 6)
 
 
 def limits_schema(budget: Budget) -> dict[str, Any]:

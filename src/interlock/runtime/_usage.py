@@ -249,7 +249,7 @@ class UsageTotals:
             else 0.0,
             grants={
                 str(k): {
-                    str(a): float(b)
+                    str(a): b if isinstance(b, int) else float(b)
                     for a, b in v.items()
                     if isinstance(b, int | float) and not isinstance(b, bool)
                 }
