@@ -219,6 +219,11 @@ class Agent:
         """
         return AgentTool(self, name=name, description=description)
 
+    def draw(self) -> str:
+        """The agent's graph as Mermaid text (see `App.draw`), with the agents and tools
+        beneath it drawn inside."""
+        return self.app.draw()
+
 
 class AgentTool(Tool):
     """An agent offered as a tool (`Agent.as_tool`).
@@ -375,11 +380,22 @@ class ToolAgent(Agent):
         """Return the agent's graph: the model node, the tools node, and the loop between them."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         g.add_node("model", self.model_node)
-        g.add_node("tools", self.tools_node)
+        g.add_node("tools", self.tools_node, metadata={"tools": self.tool_marks()})
         g.add_edge(START, "model")
-        g.add_conditional_edges("model", route_tools)
+        g.add_conditional_edges("model", route_tools, ["tools", END])
         g.add_edge("tools", "model")
         return g
+
+    def tool_marks(self) -> list[dict[str, Any]]:
+        """The agent's tools as its graph's picture shows them: ``{"name", "gated"}`` each.
+
+        A tool is gated when its own policy, or one it was put under, may ask a person about
+        some call of it (`ApprovalPolicy.may_ask`); with no policy, none is.
+        """
+        policies = [p for p in (self.policy, *self._outer) if p is not None]
+        return [
+            {"name": name, "gated": any(p.may_ask(name) for p in policies)} for name in self.tools
+        ]
 
     # -- the model node ----------------------------------------------------------------------
 

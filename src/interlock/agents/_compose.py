@@ -120,7 +120,7 @@ class Sequential(_Composite):
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
-            g.add_node(a.name, _runs(a, self.name))
+            g.add_node(a.name, _runs(a, self.name), metadata={"graph": a.app.plan})
             g.add_edge(prev, a.name)
             prev = a.name
         g.add_edge(prev, END)
@@ -145,7 +145,7 @@ class Parallel(_Composite):
         """Return the graph that runs the agents side by side and merges their messages."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         for a in self.agents:
-            g.add_node(a.name, _runs(a, self.name))
+            g.add_node(a.name, _runs(a, self.name), metadata={"graph": a.app.plan})
             g.add_edge(START, a.name)
             g.add_edge(a.name, END)
         return g
@@ -188,7 +188,7 @@ class Loop(_Composite):
         g: Graph[LoopState] = Graph(LoopState, types=AGENT_TYPES, name=self.name)
         prev = START
         for a in self.agents:
-            g.add_node(a.name, _runs(a, self.name))
+            g.add_node(a.name, _runs(a, self.name), metadata={"graph": a.app.plan})
             g.add_edge(prev, a.name)
             prev = a.name
         g.add_node("next_iteration", lambda s: {"iteration": (s.get("iteration") or 0) + 1})
@@ -202,7 +202,7 @@ class Loop(_Composite):
                 return END
             return first
 
-        g.add_conditional_edges("next_iteration", again)
+        g.add_conditional_edges("next_iteration", again, [first, END])
         return g
 
 
@@ -297,10 +297,10 @@ class Supervisor(ToolAgent):
         """Return the graph: the supervisor's model, its tools, and the hand-offs to the agents."""
         g: Graph[AgentState] = Graph(AgentState, types=AGENT_TYPES, name=self.name)
         g.add_node("model", self.supervise)
-        g.add_node("tools", self.tools_node)
+        g.add_node("tools", self.tools_node, metadata={"tools": self.tool_marks()})
         names = {a.name for a in self.agents}
         for a in self.agents:
-            g.add_node(a.name, _runs(a, self.name))
+            g.add_node(a.name, _runs(a, self.name), metadata={"graph": a.app.plan})
             g.add_edge(a.name, "model")
         g.add_edge(START, "model")
 
@@ -311,7 +311,7 @@ class Supervisor(ToolAgent):
                 return target
             return "tools" if pending_calls(messages) else END
 
-        g.add_conditional_edges("model", route)
+        g.add_conditional_edges("model", route, [*(a.name for a in self.agents), "tools", END])
         g.add_edge("tools", "model")
         return g
 
@@ -480,15 +480,15 @@ class PlanExecute(Agent):
         """Return the graph that plans, executes each step, and replans."""
         # The executor's graph, built now: a process that resumes must know it to deliver an
         # answer into the step that stopped.
-        _ = self.executor.app
+        executor = self.executor.app
         g: Graph[PlanState] = Graph(PlanState, types=AGENT_TYPES, name=self.name)
         g.add_node("plan", self.plan_node)
-        g.add_node("execute", self.execute_node)
+        g.add_node("execute", self.execute_node, metadata={"graph": executor.plan})
         g.add_node("replan", self.replan_node)
         g.add_edge(START, "plan")
-        g.add_conditional_edges("plan", self._after_plan)
+        g.add_conditional_edges("plan", self._after_plan, ["execute", END])
         g.add_edge("execute", "replan")
-        g.add_conditional_edges("replan", self._after_plan)
+        g.add_conditional_edges("replan", self._after_plan, ["execute", END])
         return g
 
     def _after_plan(self, state: Mapping[str, Any]) -> str:

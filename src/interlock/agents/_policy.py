@@ -254,6 +254,32 @@ class ApprovalPolicy:
         """The tool names with rules of their own."""
         return frozenset(self._rules)
 
+    def may_ask(self, tool: str) -> bool:
+        """Whether some call of ``tool`` may wait for a person's approval, read from the
+        rules alone (nothing is called): what a picture of the graph marks as gated.
+
+        It errs toward yes. The rules for ``tool`` (its own, else ``"*"``'s) are read in
+        order: a ``require_approval`` rule says yes; a rule without ``when`` decides every
+        call that reaches it, so the rules after it (and the default) are never reached; a
+        ``when`` that is not a `matches` may raise or return something that is no bool,
+        which fails closed into an approval, so it says yes; past the last rule, the
+        default decides. A callable rule may return anything, so it says yes. A tool with
+        no rules of its own gets the default.
+        """
+        spec = self._rules.get(tool, self._rules.get("*"))
+        if spec is None:
+            return self._default.action == "require_approval"
+        if callable(spec):
+            return True
+        for rule in spec:
+            if rule.action == "require_approval":
+                return True
+            if rule.when is None:
+                return False
+            if not isinstance(rule.when, matches):
+                return True
+        return self._default.action == "require_approval"
+
     def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
         """Decide one call; never raises (a rule that fails makes the call wait for approval)."""
         spec = self._rules.get(tool, self._rules.get("*"))

@@ -12,12 +12,13 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from .._errors import GraphDefinitionError
 from ..serde import Codec, collect_types
 from ._chunks import MessageChunk, ToolCallChunk, Usage
+from ._draw import draw
 from ._schema import StateSchema
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
@@ -88,6 +89,9 @@ class NodeSpec:
     node's update."""
     dangerous: bool = False
     """The node is a side effect called at most once per task (see `interlock.effect`)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """What the node is, for pictures of the graph (see `GraphBuilder.add_node`); the engine
+    never reads it, and it is not part of the graph's fingerprint."""
 
     @property
     def kind(self) -> NodeKind:
@@ -127,6 +131,47 @@ class CompiledGraph:
 
     Typed loosely because addresses are the runtime's type, which this layer cannot import."""
 
+    def draw(self) -> str:
+        """The graph as Mermaid text: a ``flowchart TD`` to paste into any Mermaid viewer.
+
+        Drawn: the start and the end as small round nodes; every node, in declaration order;
+        plain edges as arrows; conditional edges dashed, labelled with their path map's keys
+        (a key that is its target's own name is not repeated). A route without a path map is
+        drawn to the names of its ``Literal[...]`` return annotation, as LangGraph does; a
+        route without one may go anywhere, so it is drawn as a dashed edge to every node and
+        the end, labelled with the route's name. Where a node sends a `Command` or `Send`
+        is decided as it runs, and is not drawn.
+
+        A node the graph pauses before (``interrupt_before``) shows ``⏸`` before its name and
+        has the class ``interruptBefore``; one it pauses after shows ``⏸`` after its name and
+        has the class ``interruptAfter``. A subgraph node, or a node whose metadata names the
+        graph it runs (``metadata={"graph": plan}``, as the agent compositions do for their
+        children), is a block holding that graph, at any depth. A node whose metadata lists
+        tools (``metadata={"tools": [{"name": ..., "gated": ...}]}``, as a `ToolAgent`'s tools
+        node does) shows them under its name, those that may wait for approval marked ``🔒``;
+        it then has the class ``gated``.
+
+        Ids come from positions (``n0``, ``n1``, ``n1_n0`` inside ``n1``), never from names,
+        so any name is safe; the same plan always gives the same text.
+
+        Examples:
+            >>> from typing import TypedDict
+            >>> from interlock.graph import GraphBuilder, START, END
+            >>> class S(TypedDict):
+            ...     n: int
+            >>> g = GraphBuilder(S).add_node("a", lambda s: None)
+            >>> print(g.add_edge(START, "a").add_edge("a", END).plan((), ()).draw(), end="")
+            flowchart TD
+                __start__(("start"))
+                n0["a"]
+                __end__(("end"))
+                __start__ --> n0
+                n0 --> __end__
+                classDef terminal fill:#f3f4f6,stroke:#6b7280,color:#111827
+                class __start__,__end__ terminal
+        """
+        return draw(self, start=START, end=END)
+
 
 class GraphBuilder(Generic[StateT]):
     """Collect a graph's nodes and edges over a state schema and check them into a plan.
@@ -163,6 +208,7 @@ class GraphBuilder(Generic[StateT]):
         node: Callable[..., Any] | Subgraph,
         *,
         dangerous: bool = False,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Self:
         """Add a node: ``def``/``async def`` taking the state, or a compiled `App` (subgraph).
 
@@ -180,6 +226,12 @@ class GraphBuilder(Generic[StateT]):
                 to answer ``"retry"`` or ``{"result": update}`` (see `interlock.effect`).
                 Without it a node may run more than once (at least once); it reads a stable
                 key for the outside system with `interlock.effect_key()`.
+            metadata: What the node is, for pictures of the graph (`CompiledGraph.draw`);
+                the engine never reads it, and it does not change the graph's fingerprint.
+                Two keys are drawn: ``"graph"``, the plan (or compiled `App`) of a graph the
+                node runs as a child, drawn inside the node; and ``"tools"``, a list of
+                ``{"name": str, "gated": bool}``, shown in the node with the gated ones
+                marked.
         """
         if not name or name in (START, END) or "/" in name or ":" in name:
             raise GraphDefinitionError(f"invalid node name {name!r}")
@@ -208,6 +260,8 @@ class GraphBuilder(Generic[StateT]):
             )
         else:
             raise GraphDefinitionError(f"node {name!r} must be callable or an App, got {node!r}")
+        if metadata is not None:
+            spec = replace(spec, metadata=_checked_metadata(name, metadata))
         self._nodes[name] = spec
         return self
 
@@ -300,3 +354,40 @@ class GraphBuilder(Generic[StateT]):
         if unknown:
             raise GraphDefinitionError(f"{what} names unknown nodes {unknown}")
         return frozenset(names)
+
+
+def _checked_metadata(node: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's metadata, its drawn keys checked (a child graph given as an App is its plan)."""
+    if not isinstance(metadata, Mapping):
+        raise GraphDefinitionError(
+            f"node {node!r}: metadata must be a mapping, not {type(metadata).__name__}"
+        )
+    out = dict(metadata)
+    graph = out.get("graph")
+    if graph is not None:
+        if isinstance(graph, Subgraph) and isinstance(graph.plan, CompiledGraph):
+            out["graph"] = graph.plan
+        elif not isinstance(graph, CompiledGraph):
+            raise GraphDefinitionError(
+                f"node {node!r}: metadata['graph'] must be the CompiledGraph (or compiled App) "
+                f"the node runs, not {type(graph).__name__}"
+            )
+    tools = out.get("tools")
+    if tools is not None:
+        if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+            raise GraphDefinitionError(
+                f"node {node!r}: metadata['tools'] must be a list of "
+                '{"name": str, "gated": bool}, not ' + type(tools).__name__
+            )
+        for tool in tools:
+            if (
+                not isinstance(tool, Mapping)
+                or not isinstance(tool.get("name"), str)
+                or not isinstance(tool.get("gated", False), bool)
+            ):
+                raise GraphDefinitionError(
+                    f"node {node!r}: each of metadata['tools'] must be "
+                    f'{{"name": str, "gated": bool}}, not {tool!r:.80}'
+                )
+        out["tools"] = tuple(dict(t) for t in tools)
+    return out

@@ -124,6 +124,15 @@ class App(Generic[StateT]):
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
 
+    def draw(self) -> str:
+        """The App's graph as Mermaid text, to paste into any Mermaid viewer.
+
+        Nodes, edges, conditional edges with their labels, breakpoints, and the graphs nested
+        inside nodes (subgraphs, an agent's children, a tools node's gated tools): see
+        `CompiledGraph.draw`. ``interlock graph --app module:attr`` prints it.
+        """
+        return self.plan.draw()
+
     @property
     def fingerprint(self) -> str:
         """The graph's fingerprint, stored in every checkpoint it writes.
