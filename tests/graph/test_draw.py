@@ -1,8 +1,8 @@
 """Drawing a graph as Mermaid text: `CompiledGraph.draw`, `App.draw`, `Agent.draw`.
 
 The texts are compared whole, so any change to a drawing shows here. Several drawings are also
-parsed by the real Mermaid parser (Node and npm needed: the `mermaid` fixture installs it once
-into pytest's cache folder, and skips, saying why, where it cannot).
+parsed by the real Mermaid parser (Node.js and npm needed: the `mermaid` fixture runs `npm ci` in
+`tests/graph/mermaid` once, from its lock file).
 """
 
 from __future__ import annotations
@@ -359,54 +359,31 @@ def test_a_graph_in_metadata_may_be_an_app() -> None:
 
 # -- the real Mermaid parser ----------------------------------------------------------------
 
-_PARSE = """
-import { JSDOM } from "jsdom";
-const dom = new JSDOM("<!doctype html><html><body></body></html>");
-globalThis.window = dom.window;
-globalThis.document = dom.window.document;
-const { default: mermaid } = await import("mermaid");
-mermaid.initialize({ startOnLoad: false });
-let input = "";
-for await (const chunk of process.stdin) input += chunk;
-const out = [];
-for (const text of JSON.parse(input)) {
-  try {
-    const parsed = await mermaid.parse(text);
-    out.push({ ok: true, type: parsed.diagramType });
-  } catch (e) {
-    out.push({ ok: false, error: String(e && e.message ? e.message : e) });
-  }
-}
-console.log(JSON.stringify(out));
-"""
+
+MERMAID_DIR = Path(__file__).with_name("mermaid")
+"""Mermaid's parser for the tests: its packages pinned in a lock file, as the OpenID provider's."""
 
 
 @pytest.fixture(scope="session")
-def mermaid(request: pytest.FixtureRequest) -> Callable[[list[str]], list[dict[str, Any]]]:
-    """Parse texts with Mermaid's own parser (installed once with npm, then reused)."""
+def mermaid() -> Callable[[list[str]], list[dict[str, Any]]]:
+    """Parse texts with Mermaid's own parser (``npm ci`` in ``tests/graph/mermaid`` once)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip("the Mermaid parser needs Node.js and npm, which are not on PATH")
-    cache = getattr(request.config, "cache", None)
-    folder = Path(cache.mkdir("mermaid-parser")) if cache is not None else None
-    if folder is None:
-        folder = request.getfixturevalue("tmp_path_factory").mktemp("mermaid-parser")
-    if (
-        not (folder / "node_modules" / "mermaid").exists()
-        or not (folder / "node_modules" / "jsdom").exists()
-    ):
-        (folder / "package.json").write_text('{"private": true, "type": "module"}\n')
+        raise RuntimeError(
+            "the drawing tests parse with Mermaid's own parser, which runs on Node.js, and "
+            "node or npm is not on PATH: install Node.js 20 or later (apt-get install nodejs npm)"
+        )
+    if not (MERMAID_DIR / "node_modules" / "mermaid" / "package.json").exists():
         done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "mermaid@11", "jsdom@26"],
-            cwd=folder,
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=MERMAID_DIR,
             capture_output=True,
             text=True,
             timeout=600,
         )
         if done.returncode != 0:
-            pytest.skip(f"npm could not install the Mermaid parser: {done.stderr[-500:]}")
-    script = folder / "parse.mjs"
-    script.write_text(_PARSE)
+            raise RuntimeError(f"npm ci in {MERMAID_DIR} failed:\n{done.stdout}\n{done.stderr}")
+    script = MERMAID_DIR / "parse.mjs"
 
     def parse(texts: list[str]) -> list[dict[str, Any]]:
         done = subprocess.run(
