@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,6 +47,24 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def sqlite_files() -> AsyncIterator[Callable[[Path | str], SqliteStore]]:
+    """Open SQLite stores (``sqlite_files(path)``), each closed when the test ends: Python
+    3.13 warns of a connection left to the garbage collector, in whichever test it runs."""
+    opened: list[SqliteStore] = []
+
+    def open_file(path: Path | str) -> SqliteStore:
+        store = SqliteStore(path)
+        opened.append(store)
+        return store
+
+    try:
+        yield open_file
+    finally:
+        for store in opened:
+            await store.close()
 
 
 @pytest.fixture(scope="session")

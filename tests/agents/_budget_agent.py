@@ -11,7 +11,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from interlock import Price, SqliteStore
+import anyio
+
+from interlock import Price, SqliteStore, Store
 from interlock.agents import (
     AgentState,
     AssistantMessage,
@@ -54,11 +56,14 @@ def agent(*, turns: int = 5, budget: Budget | None = None) -> ToolAgent:
     )
 
 
-def build(db: str, *, turns: int = 5, budget: Budget | None = None) -> App[AgentState]:
-    """`agent`, compiled on the SQLite file ``db`` with its model's price."""
-    return agent(turns=turns, budget=budget).compile(store=SqliteStore(db), prices=PRICES)
+def build(db: str | Store, *, turns: int = 5, budget: Budget | None = None) -> App[AgentState]:
+    """`agent`, compiled on the SQLite file ``db`` (or a store) with its model's price."""
+    store = SqliteStore(db) if isinstance(db, str) else db
+    return agent(turns=turns, budget=budget).compile(store=store, prices=PRICES)
 
 
 if __name__ == "__main__":
-    result = build(sys.argv[1]).run_sync({"messages": ["add some numbers"]}, thread="b")
+    app = build(sys.argv[1])
+    result = app.run_sync({"messages": ["add some numbers"]}, thread="b")
     print(json.dumps(result.interrupt().info))
+    anyio.run(app.store.close)

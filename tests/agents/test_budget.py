@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,15 @@ from interlock.runtime import usage_of
 
 pytestmark = pytest.mark.anyio
 
+Opener = Callable[[Path | str], SqliteStore]
+
 SCRIPT = Path(__file__).with_name("_budget_agent.py")
 TURN_COST = (14_000 * 2.5 + 1_000 * 1.25 + 5_000 * 10.0) / 1e6
 
 
-async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -> None:
+async def test_a_budget_question_is_decided_in_another_process(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
     db = tmp_path / "b.db"
     out = await anyio.run_process([sys.executable, str(SCRIPT), str(db)], check=False)
     assert out.returncode == 0, out.stderr.decode()
@@ -46,7 +51,7 @@ async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -
     assert info["arguments"] == {"tokens": 60_000}  # what approving grants
     assert info["used"]["turns"] == 2 and info["over"] == ["tokens"]
 
-    app = build(str(db))  # this process: the store is all it shares with the first
+    app = build(sqlite_files(db))  # this process: the store is all it shares with the first
     state = await app.get_state("b")
     assert usage_of(state.metadata).run.tokens == 40_000
     (question,) = state.interrupts
@@ -68,8 +73,10 @@ async def test_a_budget_question_is_decided_in_another_process(tmp_path: Path) -
     assert totals.grants == {"adder:run": {"tokens": 100_000}}
 
 
-async def test_an_edit_sets_the_new_limits_and_they_hold_for_the_run(tmp_path: Path) -> None:
-    app = build(str(tmp_path / "b.db"), turns=6)
+async def test_an_edit_sets_the_new_limits_and_they_hold_for_the_run(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = build(sqlite_files(tmp_path / "b.db"), turns=6)
     first = await app.run({"messages": ["go"]}, thread="b")
     done = await app.resume(
         "b", {first.interrupt().id: {"action": "edit", "arguments": {"tokens": 200_000}}}
@@ -78,8 +85,10 @@ async def test_an_edit_sets_the_new_limits_and_they_hold_for_the_run(tmp_path: P
     assert done.values["messages"][-1].content == "added 5 times"
 
 
-async def test_a_rejection_stops_the_agent_and_says_why(tmp_path: Path) -> None:
-    app = build(str(tmp_path / "b.db"))
+async def test_a_rejection_stops_the_agent_and_says_why(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = build(sqlite_files(tmp_path / "b.db"))
     first = await app.run({"messages": ["go"]}, thread="b")
     done = await app.resume(
         "b", {first.interrupt().id: {"action": "reject", "message": "too expensive"}}
@@ -90,8 +99,10 @@ async def test_a_rejection_stops_the_agent_and_says_why(tmp_path: Path) -> None:
     assert usage_of((await app.get_state("b")).metadata).run.calls == 2  # no third call
 
 
-async def test_an_edit_below_what_was_used_stops_the_agent(tmp_path: Path) -> None:
-    app = build(str(tmp_path / "b.db"))
+async def test_an_edit_below_what_was_used_stops_the_agent(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = build(sqlite_files(tmp_path / "b.db"))
     first = await app.run({"messages": ["go"]}, thread="b")
     done = await app.resume(
         "b", {first.interrupt().id: {"action": "edit", "arguments": {"tokens": 30_000}}}
@@ -99,10 +110,10 @@ async def test_an_edit_below_what_was_used_stops_the_agent(tmp_path: Path) -> No
     assert "already used up" in done.values["messages"][-1].content
 
 
-async def test_an_edit_must_follow_the_limits_schema(tmp_path: Path) -> None:
+async def test_an_edit_must_follow_the_limits_schema(sqlite_files: Opener, tmp_path: Path) -> None:
     from interlock import InvalidResume
 
-    app = build(str(tmp_path / "b.db"))
+    app = build(sqlite_files(tmp_path / "b.db"))
     first = await app.run({"messages": ["go"]}, thread="b")
     with pytest.raises(InvalidResume, match="tokens"):
         await app.resume(
@@ -111,8 +122,8 @@ async def test_an_edit_must_follow_the_limits_schema(tmp_path: Path) -> None:
     assert (await app.get_state("b")).interrupts  # nothing recorded: it still waits
 
 
-async def test_turns_and_cost_budgets(tmp_path: Path) -> None:
-    turns = build(str(tmp_path / "t.db"), budget=Budget(turns=3))
+async def test_turns_and_cost_budgets(sqlite_files: Opener, tmp_path: Path) -> None:
+    turns = build(sqlite_files(tmp_path / "t.db"), budget=Budget(turns=3))
     asked = (await turns.run({"messages": ["go"]}, thread="b")).interrupt().info
     assert asked["used"]["turns"] == 3 and asked["over"] == ["turns"]
     assert asked["question"] == (
@@ -120,21 +131,24 @@ async def test_turns_and_cost_budgets(tmp_path: Path) -> None:
     )
     assert asked["arguments"] == {"turns": 5}
 
-    cost = build(str(tmp_path / "c.db"), budget=Budget(cost=0.1))
+    cost = build(sqlite_files(tmp_path / "c.db"), budget=Budget(cost=0.1))
     asked = (await cost.run({"messages": ["go"]}, thread="b")).interrupt().info
     assert asked["over"] == ["cost"] and asked["used"]["turns"] == 2  # 2 × $0.08625
     assert asked["question"].startswith("This run has used $0.17 of $0.10;")
 
 
 async def test_a_run_budget_starts_over_with_each_run_and_a_thread_budget_does_not(
+    sqlite_files: Opener,
     tmp_path: Path,
 ) -> None:
     # Two turns in the first run (40,000 tokens), then one per run (20,000).
-    run = build(str(tmp_path / "r.db"), turns=2, budget=Budget(tokens=50_000))
+    run = build(sqlite_files(tmp_path / "r.db"), turns=2, budget=Budget(tokens=50_000))
     for text in ("go", "again", "and again"):
         assert (await run.run({"messages": [text]}, thread="b")).status == "done"
 
-    thread = build(str(tmp_path / "t.db"), turns=2, budget=Budget(tokens=50_000, per="thread"))
+    thread = build(
+        sqlite_files(tmp_path / "t.db"), turns=2, budget=Budget(tokens=50_000, per="thread")
+    )
     assert (await thread.run({"messages": ["go"]}, thread="b")).status == "done"
     assert (await thread.run({"messages": ["again"]}, thread="b")).status == "done"
     third = await thread.run({"messages": ["and again"]}, thread="b")
@@ -142,8 +156,10 @@ async def test_a_run_budget_starts_over_with_each_run_and_a_thread_budget_does_n
     assert third.interrupt().info["question"].startswith("This thread has used 60,000")
 
 
-async def test_each_turn_reports_its_usage_in_the_events(tmp_path: Path) -> None:
-    app = build(str(tmp_path / "b.db"), turns=2, budget=Budget(tokens=10**6))
+async def test_each_turn_reports_its_usage_in_the_events(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = build(sqlite_files(tmp_path / "b.db"), turns=2, budget=Budget(tokens=10**6))
     async with app.stream({"messages": ["go"]}, thread="b", modes=["custom"]) as stream:
         turns = [
             e.data async for e in stream if isinstance(getattr(e, "data", None), AssistantTurn)
@@ -199,8 +215,8 @@ def test_an_agent_takes_only_a_budget() -> None:
         ToolAgent("a", ScriptedModel(["x"]), budget={"tokens": 10})  # type: ignore[arg-type]
 
 
-async def test_a_runner_shows_the_budget_question(tmp_path: Path) -> None:
-    runner = Runner(agent(), SqliteStore(tmp_path / "b.db"), prices=PRICES)
+async def test_a_runner_shows_the_budget_question(sqlite_files: Opener, tmp_path: Path) -> None:
+    runner = Runner(agent(), sqlite_files(tmp_path / "b.db"), prices=PRICES)
     async with runner.run("go", session="b") as stream:
         events = [e async for e in stream]
     asked = [e for e in events if isinstance(e, AgentInterrupt)]

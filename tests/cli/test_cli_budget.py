@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
@@ -19,7 +21,7 @@ WIDE = {"COLUMNS": "200"}
 
 
 @pytest.fixture
-def budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A module ``budgetapp`` whose ``app`` is the budget agent on ``b.db``, stopped at its
     budget question; return the question's id."""
     (tmp_path / "budgetapp.py").write_text(
@@ -31,8 +33,10 @@ def budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     import budgetapp  # type: ignore[import-not-found]
 
     result = budgetapp.app.run_sync({"messages": ["add"]}, thread="b")
-    asked: str = result.interrupt().id
-    return asked
+    try:
+        yield result.interrupt().id
+    finally:
+        anyio.run(budgetapp.app.store.close)
 
 
 def interlock(*args: str) -> str:

@@ -3,6 +3,7 @@ carried across calls and processes, priced, and counted by Prometheus."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -23,6 +24,8 @@ from interlock.runtime import (
 )
 
 pytestmark = pytest.mark.anyio
+
+Opener = Callable[[Path | str], SqliteStore]
 
 
 class S(TypedDict):
@@ -81,8 +84,10 @@ def test_prices_must_map_model_names_to_prices() -> None:
         graph().compile(prices=[Price(input=1, output=1)])  # type: ignore[arg-type]
 
 
-async def test_a_run_keeps_its_usage_in_the_checkpoint_metadata(tmp_path: Path) -> None:
-    app = graph().compile(store=SqliteStore(tmp_path / "t.db"), prices=PRICES)
+async def test_a_run_keeps_its_usage_in_the_checkpoint_metadata(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = graph().compile(store=sqlite_files(tmp_path / "t.db"), prices=PRICES)
     result = await app.run({"log": []}, thread="t")
     one = (1000 - 100) * 3 / 1e6 + 100 * 0.3 / 1e6 + 200 * 15 / 1e6
     assert result.values["log"] == [f"cost {round(one, 9)}"]  # priced by its prefix
@@ -100,15 +105,17 @@ async def test_a_run_keeps_its_usage_in_the_checkpoint_metadata(tmp_path: Path) 
     assert again.run.calls == 1 and again.run.tokens == 1200
 
 
-async def test_the_sums_go_on_in_another_process_after_a_question(tmp_path: Path) -> None:
+async def test_the_sums_go_on_in_another_process_after_a_question(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
     db = tmp_path / "t.db"
-    first = graph(ask=True).compile(store=SqliteStore(db), prices=PRICES)
+    first = graph(ask=True).compile(store=sqlite_files(db), prices=PRICES)
     result = await first.run({"log": []}, thread="t")
     assert result.status == "interrupted"
     waiting = usage_of((await first.get_state("t")).metadata)
     assert waiting.run.calls == 1
 
-    other = graph(ask=True).compile(store=SqliteStore(db), prices=PRICES)  # a fresh App
+    other = graph(ask=True).compile(store=sqlite_files(db), prices=PRICES)  # a fresh App
     done = await other.resume("t", {result.interrupts[0].id: "yes"})
     assert done.status == "done"
     totals = usage_of((await other.get_state("t")).metadata)
@@ -118,12 +125,14 @@ async def test_the_sums_go_on_in_another_process_after_a_question(tmp_path: Path
     assert totals.thread.cost == waiting.thread.cost  # the unpriced call adds no cost
 
 
-async def test_a_run_that_reports_nothing_writes_no_usage(tmp_path: Path) -> None:
+async def test_a_run_that_reports_nothing_writes_no_usage(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
     g: Graph[S] = Graph(S)
     g.add_node("quiet", lambda s: {"log": ["x"]})
     g.add_edge(START, "quiet")
     g.add_edge("quiet", END)
-    app = g.compile(store=SqliteStore(tmp_path / "t.db"))
+    app = g.compile(store=sqlite_files(tmp_path / "t.db"))
     await app.run({"log": []}, thread="t")
     meta = (await app.get_state("t")).metadata
     assert "usage" not in meta
@@ -131,11 +140,11 @@ async def test_a_run_that_reports_nothing_writes_no_usage(tmp_path: Path) -> Non
 
 
 async def test_running_time_leaves_out_the_wait_for_a_person(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_files: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [1000.0]
     monkeypatch.setattr(_usage.time, "monotonic", lambda: now[0])
-    app = graph(ask=True).compile(store=SqliteStore(tmp_path / "t.db"))
+    app = graph(ask=True).compile(store=sqlite_files(tmp_path / "t.db"))
 
     def slow_call(state: S) -> dict[str, Any]:
         now[0] += 5.0  # the model call takes five seconds
@@ -148,7 +157,7 @@ async def test_running_time_leaves_out_the_wait_for_a_person(
     g.add_edge(START, "call")
     g.add_edge("call", "check")
     g.add_edge("check", END)
-    app = g.compile(store=SqliteStore(tmp_path / "t.db"))
+    app = g.compile(store=sqlite_files(tmp_path / "t.db"))
     result = await app.run({"log": []}, thread="t")
     assert usage_of((await app.get_state("t")).metadata).run_seconds == 5.0
     now[0] += 86_400.0  # a day waiting on a person
@@ -156,7 +165,9 @@ async def test_running_time_leaves_out_the_wait_for_a_person(
     assert usage_of((await app.get_state("t")).metadata).run_seconds == 5.0
 
 
-async def test_a_node_reads_the_totals_and_keeps_limits(tmp_path: Path) -> None:
+async def test_a_node_reads_the_totals_and_keeps_limits(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
     seen: list[UsageTotals] = []
 
     def call(state: S) -> dict[str, Any]:
@@ -170,7 +181,7 @@ async def test_a_node_reads_the_totals_and_keeps_limits(tmp_path: Path) -> None:
     g.add_node("call", call)
     g.add_edge(START, "call")
     g.add_edge("call", END)
-    app = g.compile(store=SqliteStore(tmp_path / "t.db"))
+    app = g.compile(store=sqlite_files(tmp_path / "t.db"))
     await app.run({"log": []}, thread="t")
     assert seen[0].run.tokens == 10
     assert usage_of((await app.get_state("t")).metadata).grants == {
@@ -195,12 +206,14 @@ def test_unreadable_usage_metadata_reads_as_nothing() -> None:
     assert odd.thread.input_tokens == 0 and odd.thread.cost is None and odd.models == {}
 
 
-async def test_prometheus_counts_tokens_and_cost_by_model(tmp_path: Path) -> None:
+async def test_prometheus_counts_tokens_and_cost_by_model(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
     registry = CollectorRegistry()
     metrics = PrometheusMetrics(registry)
     metrics.attach()
     try:
-        app = graph().compile(store=SqliteStore(tmp_path / "t.db"), prices=PRICES)
+        app = graph().compile(store=sqlite_files(tmp_path / "t.db"), prices=PRICES)
         await app.run({"log": []}, thread="t")
         await app.run({"log": []}, thread="u")
     finally:
