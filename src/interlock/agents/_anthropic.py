@@ -50,7 +50,7 @@ import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
-from ._clients import LoopClients
+from ._clients import LoopClients, closed_error, elsewhere_error
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -262,20 +262,10 @@ class AnthropicChatModel:
         await self._clients.aclose()
 
     def _closed_error(self) -> ModelError:
-        return ModelError(
-            f"{self._where} was closed (aclose()); create a new AnthropicChatModel to go on",
-            endpoint=self.endpoint,
-        )
+        return closed_error(self, self._where, self.endpoint)
 
     def _elsewhere_error(self) -> ModelError:
-        return ModelError(
-            f"{self._where} was given an anthropic.AsyncAnthropic client (client=) that "
-            "was first used in another event loop, and a client works only in the loop it "
-            "was first used in (app.run_sync and app.resume_sync each start one): create "
-            "the model inside the loop that uses it, or leave client= out and the model "
-            "builds a client for each loop",
-            endpoint=self.endpoint,
-        )
+        return elsewhere_error("anthropic.AsyncAnthropic", self._where, self.endpoint)
 
     async def __aenter__(self) -> Self:
         return self

@@ -22,7 +22,9 @@ from typing import Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-__all__ = ["LoopClients"]
+from .._errors import ModelError
+
+__all__ = ["LoopClients", "closed_error", "elsewhere_error"]
 
 C = TypeVar("C")
 """The SDK's client type."""
@@ -198,3 +200,22 @@ class LoopClients(Generic[C]):
             assert self._close is not None
             with anyio.CancelScope(shield=True):
                 await self._close(client)
+
+
+def closed_error(model: object, where: str, endpoint: str) -> ModelError:
+    """What a model says when it is used after `aclose`."""
+    return ModelError(
+        f"{where} was closed (aclose()); create a new {type(model).__name__} to go on",
+        endpoint=endpoint,
+    )
+
+
+def elsewhere_error(client: str, where: str, endpoint: str) -> ModelError:
+    """What a model says when the ``client=`` it was given runs in another event loop."""
+    return ModelError(
+        f"{where} was given an {client} client (client=) that was first used in another event "
+        "loop, and a client works only in the loop it was first used in (app.run_sync and "
+        "app.resume_sync each start one): create the model inside the loop that uses it, or "
+        "leave client= out and the model builds a client for each loop",
+        endpoint=endpoint,
+    )

@@ -62,7 +62,7 @@ import msgspec
 
 from .._errors import ModelError
 from ..graph import MessageChunk, ToolCallChunk, Usage
-from ._clients import LoopClients
+from ._clients import LoopClients, closed_error
 from ._messages import (
     AssistantMessage,
     FinishReason,
@@ -253,10 +253,7 @@ class GeminiChatModel:
         return genai.Client(api_key=self._key, http_options=options)
 
     def _closed_error(self) -> ModelError:
-        return ModelError(
-            f"{self._where} was closed (aclose()); create a new GeminiChatModel to go on",
-            endpoint=self.endpoint,
-        )
+        return closed_error(self, self._where, self.endpoint)
 
     # -- the protocol ----------------------------------------------------------------------
 
