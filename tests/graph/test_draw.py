@@ -503,9 +503,7 @@ def test_an_interrupts_address_names_the_node_a_drawing_marks() -> None:
         assert marked.endswith(" waiting\n")
     assert found == ["cleaner/tools", "tools/cleaner/tools"]
     assert boss.draw(marks={"cleaner/tools": "waiting"}).endswith("    class n2,n2_n1 waiting\n")
-    assert outer.draw(marks={found[1]: "waiting"}).endswith(
-        "    class n1,n1_t1,n1_t1_n1 waiting\n"
-    )
+    assert outer.draw(marks={found[1]: "waiting"}).endswith("    class n1,n1_t1,n1_t1_n1 waiting\n")
 
 
 def test_node_paths_of_subgraphs_and_of_addresses_without_nodes() -> None:
@@ -519,8 +517,8 @@ def test_node_paths_of_subgraphs_and_of_addresses_without_nodes() -> None:
     result = top.compile().run_sync({"n": 0}, thread="t")
     (question,) = result.interrupts
     assert node_path(question.address) == "sub/leaf"
-    assert top.compile().draw(marks={"sub/leaf": "waiting"}).endswith(
-        "    class n0,n0_n0 waiting\n"
+    assert (
+        top.compile().draw(marks={"sub/leaf": "waiting"}).endswith("    class n0,n0_n0 waiting\n")
     )
     assert node_path(Address()) == ""
     assert node_path(Address.parse("agent:a/tool:t:1")) == ""  # a tool call of no node

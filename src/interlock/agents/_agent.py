@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Annotated, Any, Final, Literal, TypedDict
 
@@ -219,10 +219,16 @@ class Agent:
         """
         return AgentTool(self, name=name, description=description)
 
-    def draw(self, *, marks: Mapping[str, Mark] | None = None) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The agent's graph as Mermaid text (see `App.draw`), with the agents and tools
-        beneath it drawn inside; ``marks`` (node path → `Mark`) show where a thread stands."""
-        return self.app.draw(marks=marks)
+        beneath it drawn inside; ``marks`` (node path → `Mark`) show where a thread stands, and
+        ``show_tool`` picks the tools shown, by name (see `CompiledGraph.draw`)."""
+        return self.app.draw(marks=marks, show_tool=show_tool)
 
 
 class AgentTool(Tool):

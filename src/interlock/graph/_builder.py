@@ -131,7 +131,12 @@ class CompiledGraph:
 
     Typed loosely because addresses are the runtime's type, which this layer cannot import."""
 
-    def draw(self, *, marks: Mapping[str, Mark] | None = None) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The graph as Mermaid text: a ``flowchart TD`` to paste into any Mermaid viewer.
 
         Drawn: the start and the end as small round nodes; every node, in declaration order;
@@ -163,6 +168,10 @@ class CompiledGraph:
         written by an older graph. A node given two marks keeps the first of ``waiting``,
         ``failed``, ``next``, ``done``.
 
+        ``show_tool`` picks the tools shown, by name (an approval server draws for an identity
+        whose scope leaves some out); a hidden tool's block goes with it, and the others keep
+        their ids.
+
         Ids come from positions (``n0``, ``n1``, ``n1_n0`` inside ``n1``), never from names,
         so any name is safe; the same plan always gives the same text.
 
@@ -185,7 +194,7 @@ class CompiledGraph:
             >>> marked.splitlines()[-2:]
             ['    class __start__,__end__ terminal', '    class n0 waiting']
         """
-        return draw(self, start=START, end=END, marks=marks)
+        return draw(self, start=START, end=END, marks=marks, show_tool=show_tool)
 
 
 class GraphBuilder(Generic[StateT]):

@@ -136,7 +136,12 @@ def node_path(address: Iterable[AddressSegment]) -> str:
 
 
 def draw(
-    plan: Plan, *, start: str, end: str, marks: Mapping[str, Mark] | None = None
+    plan: Plan,
+    *,
+    start: str,
+    end: str,
+    marks: Mapping[str, Mark] | None = None,
+    show_tool: Callable[[str], bool] | None = None,
 ) -> str:
     """The plan as a Mermaid ``flowchart TD`` (see `CompiledGraph.draw`).
 
@@ -145,9 +150,12 @@ def draw(
         start: The name edges use for the graph's start (`START`).
         end: The name edges use for the graph's end (`END`).
         marks: Node path → `Mark`: the class each named node gets.
+        show_tool: Which tools to show, by name (None: all).
     """
     checked = _checked_marks(marks)
-    drawing = _Drawing(start, end)
+    if show_tool is not None and not callable(show_tool):
+        raise TypeError(f"show_tool must be a function of a tool's name, not {show_tool!r:.60}")
+    drawing = _Drawing(start, end, show_tool or _every_tool)
     drawing.graph(plan, "", "", 1)
     drawing.mark(checked)
     return drawing.text()
@@ -173,12 +181,17 @@ def _checked_marks(marks: Mapping[str, Mark] | None) -> dict[str, Mark]:
     return out
 
 
+def _every_tool(name: str) -> bool:
+    return True
+
+
 class _Drawing:
     """The lines of one drawing, and the classes its nodes were given."""
 
-    def __init__(self, start: str, end: str) -> None:
+    def __init__(self, start: str, end: str, show_tool: Callable[[str], bool]) -> None:
         self.start = start
         self.end = end
+        self.show_tool = show_tool
         self.lines: list[str] = ["flowchart TD"]
         self.classes: dict[str, list[str]] = {name: [] for name in _CLASSES}
         self.ids: dict[str, str] = {}
@@ -255,7 +268,13 @@ class _Drawing:
             label = f"{label} {AFTER_MARK}"
             self.classes["interruptAfter"].append(node_id)
         metadata: Mapping[str, Any] = getattr(spec, "metadata", None) or {}
-        tools: Sequence[Mapping[str, Any]] = metadata.get("tools") or ()
+        # Positions among all the tools, so that a tool's block keeps its id when some are hidden.
+        shown: list[tuple[int, Mapping[str, Any]]] = [
+            (i, t)
+            for i, t in enumerate(metadata.get("tools") or ())
+            if self.show_tool(str(t.get("name", "")))
+        ]
+        tools = [t for _, t in shown]
         for tool in tools:
             if tool.get("graph") is None:  # a tool running a graph is its own block, below
                 label += f"<br>{_tool_label(tool)}"
@@ -263,7 +282,7 @@ class _Drawing:
             self.classes["gated"].append(node_id)
         subgraph = getattr(spec, "subgraph", None)
         inner: Plan | None = subgraph.plan if subgraph is not None else metadata.get("graph")
-        agents = [(i, tool) for i, tool in enumerate(tools) if tool.get("graph") is not None]
+        agents = [(i, tool) for i, tool in shown if tool.get("graph") is not None]
         if inner is None and not agents:
             self.lines.append(f'{pad}{node_id}["{label}"]')
             return

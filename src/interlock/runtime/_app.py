@@ -125,15 +125,20 @@ class App(Generic[StateT]):
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
 
-    def draw(self, *, marks: Mapping[str, Mark] | None = None) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The App's graph as Mermaid text, to paste into any Mermaid viewer.
 
         Nodes, edges, conditional edges with their labels, breakpoints, and the graphs nested
         inside nodes (subgraphs, an agent's children, a tools node's gated tools, agents
         offered as tools): see `CompiledGraph.draw`. ``marks`` (node path → `Mark`) show
-        where a thread stands. ``interlock graph --app module:attr`` prints it.
+        where a thread stands; ``show_tool`` picks the tools shown, by name. ``interlock graph --app module:attr`` prints it.
         """
-        return self.plan.draw(marks=marks)
+        return self.plan.draw(marks=marks, show_tool=show_tool)
 
     @property
     def fingerprint(self) -> str:
