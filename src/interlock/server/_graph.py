@@ -1,5 +1,6 @@
 """The picture of a graph, and where one of its threads stands: ``/v1/graph`` and
-``/v1/threads/{thread}/graph``.
+``/v1/threads/{thread}/graph``; and the renderer the web page draws it with, Mermaid's browser
+build, shipped in the package (``web/vendor/``) and served at ``/web/vendor/mermaid.min.js``.
 
 A thread's position is read from its latest checkpoint and the checkpoints of its current run,
 and given as marks on the nodes of the drawing (`App.draw`), keyed by node path:
@@ -18,9 +19,13 @@ graph of its threads only, not an app's (403), as it counts the inbox only by th
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
 from typing import Any, Final
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,10 +42,12 @@ from ._served import Served
 __all__ = [
     "HISTORY_PAGE",
     "MAX_WALK",
+    "MERMAID_VERSION",
     "AppGraph",
     "ThreadGraph",
     "get_app_graph",
     "get_thread_graph",
+    "mermaid_script",
     "position",
     "ran_in_run",
 ]
@@ -219,3 +226,73 @@ async def get_app_graph(request: Request) -> Response:
     served = _served_for(state, query.app)
     drawn = served.app.draw(show_tool=identity.sees_tool)
     return json_response(AppGraph(app=served.name, mermaid=drawn))
+
+
+# -- the renderer --------------------------------------------------------------------------------
+
+
+MERMAID_VERSION: Final = "11.17.2"
+"""The version of Mermaid in ``web/vendor/`` (the tests' parser is pinned to the same)."""
+_SCRIPT: Final = "mermaid.min.js.gz"
+
+
+class _Vendored:
+    """A gzipped file of ``web/vendor/``, read once: its bytes, plain ones when asked, ETags."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.gzipped = b""
+        self.plain: bytes | None = None
+        self.etag = ""
+
+    async def load(self, *, plain: bool) -> bytes:
+        # Two first requests at once may both read it: the same bytes, so no lock (which would
+        # tie this module-wide object to one event loop).
+        if not self.gzipped:
+            path = resources.files("interlock.server") / "web" / "vendor" / self.name
+            gzipped = await anyio.to_thread.run_sync(path.read_bytes)
+            self.etag = hashlib.sha256(gzipped).hexdigest()[:32]
+            self.gzipped = gzipped
+        if not plain:
+            return self.gzipped
+        if self.plain is None:
+            self.plain = await anyio.to_thread.run_sync(gzip.decompress, self.gzipped)
+        return self.plain
+
+
+_MERMAID: Final = _Vendored(_SCRIPT)
+
+
+def _takes_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header takes gzip (``gzip``, ``x-gzip`` or ``*``, q > 0)."""
+    for part in accept_encoding.split(","):
+        coding, *params = (p.strip() for p in part.split(";"))
+        if coding.lower() not in ("gzip", "x-gzip", "*"):
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            return True
+    return False
+
+
+async def mermaid_script(request: Request) -> Response:
+    """``GET /web/vendor/mermaid.min.js``: Mermaid's browser build, gzip-encoded (plain for a
+    client that does not take gzip). The path names no version, so the answer is revalidated
+    (``no-cache``) against its ETag, as the other files of the page are."""
+    plain = not _takes_gzip(request.headers.get("accept-encoding", ""))
+    body = await _MERMAID.load(plain=plain)
+    etag = f'"{_MERMAID.etag}"' if plain else f'"{_MERMAID.etag}-gzip"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+    asked = request.headers.get("if-none-match", "")
+    if etag in (t.strip() for t in asked.split(",")) or asked.strip() == "*":
+        return Response(status_code=304, headers=headers)
+    if not plain:
+        headers["Content-Encoding"] = "gzip"
+    return Response(body, media_type="text/javascript; charset=utf-8", headers=headers)
