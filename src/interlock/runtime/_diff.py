@@ -82,8 +82,9 @@ def _diff(old: Any, new: Any, path: tuple[str | int, ...], out: list[Change]) ->
         _diff_maps(old, new, path, out)
     elif type(old) is list and type(new) is list:
         _diff_lists(old, new, path, out)
-    elif type(old) is not type(new) or old != new:
-        # The type too: JSON tells 1 from 1.0 and true from 1, where Python's == does not.
+    elif type(old) is not type(new) or (old != new and not (old != old and new != new)):
+        # The type too: JSON tells 1 from 1.0 and true from 1, where Python's == does not;
+        # and NaN, unequal to itself, is no change.
         out.append(Change(path=path, op="change", old=old, new=new))
 
 

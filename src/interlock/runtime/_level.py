@@ -175,8 +175,8 @@ class Level:
         self.track_writes = False
         self.origin: dict[str, int] = {}
         """Append-key lengths right after the input (a subgraph returns only what it added)."""
-        self.ran: list[tuple[str, list[str]]] = []
-        """What ran since the last commit (top level only): ``(node, keys written)`` per
+        self.ran: list[tuple[str, list[tuple[str, Any]]]] = []
+        """What ran since the last commit (top level only): ``(node, its writes)`` per
         finished task, in task order, step after step; the next commit records it in the
         checkpoint's metadata (`ran_metadata`) and clears it. Not persisted."""
         self.run_before: tuple[str, ...] = ()
@@ -472,7 +472,7 @@ class Level:
             writes.extend((t.node, k, v) for k, v in res.writes)
             finished.append((t.node, res.goto))
             if ran is not None:
-                ran.append((t.node, [k for k, _ in res.writes]))
+                ran.append((t.node, res.writes))  # its keys are read out at the commit
         self.apply_writes(writes)
         self.tasks = self._plan_next(finished)
         self.results = {}
@@ -484,13 +484,21 @@ class Level:
 
         ``[{"node": "agent", "keys": ["messages"]}, ...]``: one item per finished task, in
         task order (a node that ran twice through `Send` is there twice), its keys in the
-        order it wrote them. The tasks that finished in a superstep still interrupted are
-        not there yet: their writes are applied, and recorded, when the step completes.
+        state's order (a subgraph hands back a set of keys). The tasks that finished in a
+        superstep still interrupted are not there yet: their writes are applied, and
+        recorded, when the step completes.
         """
         if not self.ran:
             return None
         ran, self.ran = self.ran, []
-        return [{"node": node, "keys": list(dict.fromkeys(keys))} for node, keys in ran]
+        out: list[dict[str, Any]] = []
+        for node, writes in ran:
+            keys = [k for k, _ in writes]
+            if len(keys) > 1:
+                wrote = set(keys)
+                keys = [k for k in self.channels if k in wrote]
+            out.append({"node": node, "keys": keys})
+        return out
 
     def result_of(self, node: str, out: Any) -> TaskResult:
         """Normalise a node's return value (None, a `Command` or an update)."""

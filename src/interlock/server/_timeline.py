@@ -31,7 +31,7 @@ probe, and the log is read on from there.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -234,12 +234,24 @@ def _brief(s: StateSnapshot[Any]) -> CheckpointBrief:
 
 def _shown_values(values: dict[str, Any], identity: Identity) -> dict[str, Any]:
     """A state as ``identity`` may read it, as JSON builtins: without the calls of the tools
-    outside its scope (before anything compares it, so no change reveals them)."""
+    outside its scope (before anything compares it, so no change reveals them).
+
+    Converted as `plain` converts, but for the floats JSON has no form for (NaN, infinity),
+    which only the changes found are rid of (`_views`): walking every value of a long chat
+    in Python, for each checkpoint of a page, would cost more than the rest of the page.
+    """
     if sees_every_tool(identity):
-        shown = plain(values)
+        shown = _builtins(values, str)
     else:
-        shown = strip_calls(identity, plain(values, unknown=opaque))
+        shown = strip_calls(identity, _builtins(values, opaque))
     return shown if isinstance(shown, dict) else {}
+
+
+def _builtins(value: Any, unknown: Callable[[Any], Any]) -> Any:
+    try:
+        return msgspec.to_builtins(value, enc_hook=unknown, str_keys=True)
+    except (TypeError, ValueError, OverflowError):
+        return unknown(value)
 
 
 def _views(changes: Sequence[Change]) -> list[ChangeView]:
@@ -247,9 +259,9 @@ def _views(changes: Sequence[Change]) -> list[ChangeView]:
     out = []
     for c in changes:
         if c.op == "append":
-            old, new = c.old, [_fold(item) for item in c.new]
+            old, new = c.old, [_fold(plain(item)) for item in c.new]
         else:
-            old, new = _fold(c.old), _fold(c.new)
+            old, new = _fold(plain(c.old)), _fold(plain(c.new))
         out.append(ChangeView(path=list(c.path), op=c.op, old=old, new=new))
     return out
 
