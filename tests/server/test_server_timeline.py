@@ -373,6 +373,10 @@ def test_an_unknown_checkpoint_is_404(studio: Studio) -> None:
     assert r.status_code == 404 and r.json()["error"] == "unknown_thread"
     r = studio.client.get("/v1/threads/c-2/timeline", params={"limit": 0}, headers=bearer("vic"))
     assert r.status_code == 400 and "limit" in r.json()["message"]
+    # The parameter is named as the query spells it, not as the field that holds it.
+    r = studio.client.get("/v1/threads/c-2/compare", params={"from": "a\0b"}, headers=bearer("vic"))
+    assert r.status_code == 400, r.text
+    assert r.json()["message"].startswith("from ") and "from_" not in r.json()["message"]
 
 
 # -- scopes --------------------------------------------------------------------------------------

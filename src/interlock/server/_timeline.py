@@ -38,6 +38,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .._collector import collector_paused
 from .._errors import CheckpointCorrupt, CheckpointNotFound, GraphChanged
 from ..runtime import Change, ChangeOp, StateSnapshot, diff_values
 from ._api import _audit, _metadata, _readable_thread, _thread_read, _tool_of
@@ -154,7 +155,12 @@ async def get_timeline(request: Request) -> Response:
     # One more than the page: the oldest checkpoint of the page is compared with it.
     snapshots = await _read(served.app.history(thread, limit=limit + 1, before=query.before))
     page, older = snapshots[:limit], snapshots[limit:]
-    shown = [_shown_values(s.values, identity) for s in snapshots]
+    with collector_paused():  # a long chat's page is tens of thousands of containers
+        shown = [_shown_values(s.values, identity) for s in snapshots]
+        changes = [
+            _views(diff_values(shown[i + 1] if i + 1 < len(shown) else {}, shown[i]))
+            for i in range(len(page))
+        ]
     until = None
     if query.before is not None:
         newer = await served.store.get_checkpoint(thread, query.before)
@@ -170,7 +176,7 @@ async def get_timeline(request: Request) -> Response:
             created_at=s.created_at,
             next=list(s.next),
             ran=_ran(s.metadata),
-            changes=_views(diff_values(shown[i + 1] if i + 1 < len(shown) else {}, shown[i])),
+            changes=changes[i],
             metadata=_metadata(s.metadata, identity),
             interrupts=[i.id for i in s.interrupts if identity.sees_tool(_tool_of(i))],
             events=found,
