@@ -31,8 +31,8 @@ probe, and the log is read on from there.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -60,6 +60,8 @@ __all__ = [
     "compare_checkpoints",
     "get_timeline",
 ]
+
+T = TypeVar("T")
 
 FOLD_CHARS: Final = 2000
 """A value of a change whose JSON is longer than this is folded."""
@@ -178,7 +180,7 @@ async def get_timeline(request: Request) -> Response:
             ran=_ran(s.metadata),
             changes=changes[i],
             metadata=_metadata(s.metadata, identity),
-            interrupts=[i.id for i in s.interrupts if identity.sees_tool(_tool_of(i))],
+            interrupts=[q.id for q in s.interrupts if identity.sees_tool(_tool_of(q))],
             events=found,
         )
         for i, (s, found) in enumerate(zip(page, events, strict=True))
@@ -205,7 +207,7 @@ async def compare_checkpoints(request: Request) -> Response:
     return json_response(comparison)
 
 
-async def _read(reading: Any) -> Any:
+async def _read(reading: Awaitable[T]) -> T:
     """Await a read of checkpoints; a checkpoint the thread does not have is a 404."""
     try:
         return await reading
