@@ -9,7 +9,6 @@ import { changeList } from "./changes.js";
 import { statusBadge } from "./context.js";
 import { h, fill, when } from "./dom.js";
 import { forkForm } from "./fork.js";
-import { renderGraph } from "./graph.js";
 import { entryItem } from "./timeline.js";
 
 const MARKS = [
@@ -92,6 +91,9 @@ export function studioView(id, { me, app: wanted = null }) {
     graphText.textContent = graph.mermaid;
     drawing.dataset.marks = JSON.stringify(graph.marks ?? {});
     try {
+      // Loaded when a drawing is first shown, not with the inbox: the renderer is large, and
+      // should it fail to load the rest of the page still works (the text is shown instead).
+      const { renderGraph } = await import("./graph.js");
       await renderGraph(drawing, graph.mermaid);
     } catch (error) {
       graphNote.textContent = `The graph could not be drawn (${error.message}); here it is as text.`;
