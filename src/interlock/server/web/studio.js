@@ -20,7 +20,7 @@ const MARKS = [
 
 /** Whether identity `me` may fork: an admin whose access is not limited to some tools. */
 export function mayFork(me) {
-  return me?.role === "admin" && !(me.tools ?? []).length;
+  return me?.role === "admin" && (me.tools ?? ["*"]).includes("*");
 }
 
 /** The Studio of thread `id`; `me` is who is signed in, `app` the app asked for (or null). */
