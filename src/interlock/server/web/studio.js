@@ -78,14 +78,20 @@ export function studioView(id, { me, app: wanted = null }) {
     );
   }
 
+  let drawn = null; // the Mermaid text on show, not drawn again when it has not changed
+  let graphReads = 0;
+
   async function loadGraph() {
+    const seq = ++graphReads;
     let graph;
     try {
       graph = await api.graph(id, app);
     } catch (error) {
-      graphNote.textContent = `The graph could not be read: ${error.message}`;
+      if (seq === graphReads) graphNote.textContent = `The graph could not be read: ${error.message}`;
       return;
     }
+    if (seq !== graphReads || graph.mermaid === drawn) return; // stale, or the same drawing
+    drawn = graph.mermaid;
     graphNote.textContent = "";
     showLegend(graph.marks);
     graphText.textContent = graph.mermaid;
