@@ -65,7 +65,7 @@ def test_a_supervisors_graph_renders_with_the_waiting_tool_marked(
     assert status == 200 and started["status"] == "interrupted", started
     graph = api.get("/v1/threads/desk-1/graph")
     waiting = [path for path, mark in graph["marks"].items() if mark == "waiting"]
-    assert "desk/billing/tools" in waiting, graph["marks"]
+    assert any(path.endswith("billing/tools") for path in waiting), graph["marks"]
 
     with opened(browser, url) as page:
         sign_in(page, "vic")
