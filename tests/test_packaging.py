@@ -63,3 +63,26 @@ def test_check_fails_at_once_on_a_named_python_it_cannot_find() -> None:
     assert out.returncode == 1
     assert "Python 3.99 is not installed" in out.stderr
     assert "== ruff" not in out.stdout  # before any gate ran
+
+
+def test_the_wheel_takes_the_vendored_graph_renderer() -> None:
+    # The wheel takes every file under src/interlock that git does not ignore (hatchling reads
+    # .gitignore); nothing narrows that, and the renderer's files are tracked and not ignored.
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        build = tomllib.load(f)["tool"]["hatch"]["build"]
+    assert build == {"targets": {"wheel": {"packages": ["src/interlock"]}}}
+    web = "src/interlock/server/web"
+    wanted = sorted(
+        [
+            f"{web}/graph.js",
+            *(f"{web}/vendor/{n}" for n in ("LICENSE", "README.md", "mermaid.min.js.gz")),
+        ]
+    )
+    tracked = subprocess.run(
+        ["git", "ls-files", "--", *wanted], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert sorted(tracked.stdout.split()) == wanted
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--", *wanted], cwd=ROOT, capture_output=True
+    )
+    assert ignored.returncode == 1, ignored.stdout  # 1: none of them is ignored

@@ -17,12 +17,13 @@ from typing import Any, Literal, TypedDict
 
 import pytest
 
-from interlock import END, START, Graph, GraphDefinitionError
+from interlock import END, START, Address, Graph, GraphDefinitionError, approve
 from interlock.agents import (
     ApprovalPolicy,
     ScriptedModel,
     ToolAgent,
     allow,
+    call,
     deny,
     matches,
     plan_execute,
@@ -31,6 +32,7 @@ from interlock.agents import (
     supervisor,
     tool,
 )
+from interlock.graph import Mark, node_path
 
 
 class S(TypedDict):
@@ -357,6 +359,171 @@ def test_a_graph_in_metadata_may_be_an_app() -> None:
     assert '    subgraph n0 ["runs_child"]\n        n0___start__(("start"))\n' in g.compile().draw()
 
 
+# -- agents offered as tools ----------------------------------------------------------------
+
+
+def _helper_outer() -> ToolAgent:
+    """An agent offering ``search`` and another agent (``helper``, with a gated tool) as tools."""
+    helper = _worker("helper", delete_file, policy=ApprovalPolicy())  # every call waits
+    model = ScriptedModel([call("helper", {"request": "tidy up"}), "done"], name="outer")
+    return ToolAgent("outer", model, [search, helper.as_tool()])
+
+
+def test_an_agent_offered_as_a_tool_is_drawn_inside_the_tools_node() -> None:
+    assert _helper_outer().draw() == (
+        "flowchart TD\n"
+        '    __start__(("start"))\n'
+        '    n0["model"]\n'
+        '    subgraph n1 ["tools<br>search"]\n'
+        '        subgraph n1_t1 ["helper"]\n'
+        '            n1_t1___start__(("start"))\n'
+        '            n1_t1_n0["model"]\n'
+        '            n1_t1_n1["tools<br>🔒 delete_file"]\n'
+        '            n1_t1___end__(("end"))\n'
+        "            n1_t1___start__ --> n1_t1_n0\n"
+        "            n1_t1_n0 -.-> n1_t1_n1\n"
+        "            n1_t1_n0 -.-> n1_t1___end__\n"
+        "            n1_t1_n1 --> n1_t1_n0\n"
+        "        end\n"
+        "    end\n"
+        '    __end__(("end"))\n'
+        "    __start__ --> n0\n"
+        "    n0 -.-> n1\n"
+        "    n0 -.-> __end__\n"
+        "    n1 --> n0\n"
+        "    classDef terminal fill:#f3f4f6,stroke:#6b7280,color:#111827\n"
+        "    classDef gated stroke:#dc2626,stroke-width:2px\n"
+        "    class __start__,n1_t1___start__,n1_t1___end__,__end__ terminal\n"
+        "    class n1_t1_n1 gated\n"
+    )
+
+
+def test_an_agent_tool_under_a_policy_is_marked_on_its_block() -> None:
+    gated = _helper_outer().with_policy(ApprovalPolicy({"search": "allow"}))  # helper: ask
+    text = gated.draw()
+    assert '    subgraph n1 ["tools<br>search"]\n        subgraph n1_t1 ["🔒 helper"]\n' in text
+    assert "    class n1,n1_t1_n1 gated\n" in text
+
+
+def test_a_graph_in_a_tools_metadata_must_be_a_plan() -> None:
+    with pytest.raises(GraphDefinitionError, match=r"the 'graph' of tool 't' in metadata"):
+        Graph(S).add_node("a", _noop, metadata={"tools": [{"name": "t", "graph": "plan"}]})
+
+
+# -- a thread's position ----------------------------------------------------------------------
+
+
+WAITING_STYLE = "fill:#fef3c7,stroke:#d97706,stroke-width:4px,color:#78350f"
+
+
+def _boss() -> ToolAgent:
+    return supervisor(
+        ScriptedModel(["done"]),
+        [_worker("reader", search), _worker("cleaner", delete_file)],
+        policy=ApprovalPolicy({"search": "allow"}),
+    )
+
+
+def test_marks_give_nodes_their_classes_and_blocks_wait_with_their_nodes() -> None:
+    marks: dict[str, Mark] = {
+        "model": "done",
+        "reader": "done",
+        "reader/model": "done",
+        "cleaner": "next",  # a block holding a waiting node waits: it outranks next
+        "cleaner/tools": "waiting",
+        "tools": "failed",
+    }
+    text = _boss().draw(marks=marks)
+    assert text.endswith(
+        "    classDef terminal fill:#f3f4f6,stroke:#6b7280,color:#111827\n"
+        "    classDef gated stroke:#dc2626,stroke-width:2px\n"
+        "    classDef done fill:#dcfce7,stroke:#16a34a,color:#14532d\n"
+        "    classDef failed fill:#fee2e2,stroke:#dc2626,stroke-width:3px,color:#7f1d1d\n"
+        f"    classDef waiting {WAITING_STYLE}\n"
+        "    class __start__,n2___start__,n2___end__,n3___start__,n3___end__,__end__ terminal\n"
+        "    class n3_n1 gated\n"
+        "    class n0,n2,n2_n0 done\n"
+        "    class n1 failed\n"
+        "    class n3,n3_n1 waiting\n"
+    )
+    # The marks add classes only: every line of the plain drawing stays as it was.
+    assert text.startswith(_boss().draw().split("    classDef")[0])
+
+
+def test_next_is_dashed_and_marks_in_nested_tool_blocks_are_found() -> None:
+    text = _helper_outer().draw(marks={"model": "next", "tools/helper/tools": "waiting"})
+    assert "    classDef next stroke:#2563eb,stroke-width:2px,stroke-dasharray:5 3\n" in text
+    assert text.endswith("    class n0 next\n    class n1,n1_t1,n1_t1_n1 waiting\n")
+
+
+def test_unknown_paths_are_ignored_but_the_blocks_on_the_way_still_wait() -> None:
+    plain = _boss().draw()
+    assert _boss().draw(marks={"gone": "waiting", "model/x": "done", "": "next"}) == plain
+    # A tool's call may run a graph the picture does not know: its node still waits.
+    text = _boss().draw(marks={"cleaner/tools/delete_file/inner": "waiting"})
+    assert text.endswith("    class n3,n3_n1 waiting\n")
+
+
+@pytest.mark.parametrize(
+    ("marks", "error", "said"),
+    [
+        ({"model": "busy"}, ValueError, r"marks\['model'\] is 'busy': a mark is one of"),
+        ({1: "done"}, TypeError, "a node path must be a str"),
+        ([("model", "done")], TypeError, "marks must be a mapping"),
+    ],
+)
+def test_a_mark_that_is_not_one_is_refused(marks: Any, error: type[Exception], said: str) -> None:
+    with pytest.raises(error, match=said):
+        _boss().draw(marks=marks)
+
+
+def test_an_interrupts_address_names_the_node_a_drawing_marks() -> None:
+    # Run each agent to the question its gated tool asks; the address leads to the node.
+    cleaner = ToolAgent(
+        "cleaner",
+        ScriptedModel([call("delete_file", {"path": "/tmp/x"}), "ok"], name="cleaner"),
+        [delete_file],
+        policy=ApprovalPolicy(),
+    )
+    boss = supervisor(
+        ScriptedModel([call("transfer_to_cleaner"), "done"], name="boss"), [cleaner], name="boss"
+    )
+    outer = ToolAgent(
+        "outer",
+        ScriptedModel([call("cleaner", {"request": "tidy"}), "ok"], name="outer"),
+        [search, cleaner.as_tool()],
+    )
+    found = []
+    for agent in (boss, outer):
+        result = agent.compile().run_sync({"messages": ["go"]}, thread="t")
+        (question,) = result.interrupts
+        found.append(node_path(question.address))
+        marked = agent.draw(marks={found[-1]: "waiting"})
+        assert marked != agent.draw()
+        assert marked.endswith(" waiting\n")
+    assert found == ["cleaner/tools", "tools/cleaner/tools"]
+    assert boss.draw(marks={"cleaner/tools": "waiting"}).endswith("    class n2,n2_n1 waiting\n")
+    assert outer.draw(marks={found[1]: "waiting"}).endswith("    class n1,n1_t1,n1_t1_n1 waiting\n")
+
+
+def test_node_paths_of_subgraphs_and_of_addresses_without_nodes() -> None:
+    def leaf(state: S) -> S:
+        return {"n": 1 if approve("ok?") else 0}
+
+    inner: Graph[S] = Graph(S, name="inner")
+    inner.add_node("leaf", leaf).add_edge(START, "leaf")
+    top: Graph[S] = Graph(S)
+    top.add_node("sub", inner.compile()).add_edge(START, "sub")
+    result = top.compile().run_sync({"n": 0}, thread="t")
+    (question,) = result.interrupts
+    assert node_path(question.address) == "sub/leaf"
+    assert (
+        top.compile().draw(marks={"sub/leaf": "waiting"}).endswith("    class n0,n0_n0 waiting\n")
+    )
+    assert node_path(Address()) == ""
+    assert node_path(Address.parse("agent:a/tool:t:1")) == ""  # a tool call of no node
+
+
 # -- the real Mermaid parser ----------------------------------------------------------------
 
 
@@ -413,6 +580,10 @@ def test_mermaid_parses_every_drawing(mermaid: Callable[[list[str]], list[dict[s
         _files_agent().draw(),
         boss.draw(),
         plan_execute(ScriptedModel(["x"]), sequential([_worker("a", search)])).draw(),
+        _helper_outer().with_policy(ApprovalPolicy()).draw(),
+        boss.draw(marks={"model": "done", "tools": "failed", "reader": "next"}),
+        boss.draw(marks={"cleaner/tools": "waiting", "reader/model": "done"}),
+        _helper_outer().draw(marks={"tools/helper/tools": "waiting", "model": "next"}),
     ]
     results = mermaid([*texts, "flowchart TD\n    end --> x\n"])
     assert results[-1]["ok"] is False  # the parser does refuse a broken text

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Annotated, Any, Final, Literal, TypedDict
 
@@ -31,7 +31,7 @@ from .._errors import (
     ThreadBusy,
     ToolError,
 )
-from ..graph import END, START, append
+from ..graph import END, START, Mark, append
 from ..runtime import (
     App,
     Authority,
@@ -219,10 +219,16 @@ class Agent:
         """
         return AgentTool(self, name=name, description=description)
 
-    def draw(self) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The agent's graph as Mermaid text (see `App.draw`), with the agents and tools
-        beneath it drawn inside."""
-        return self.app.draw()
+        beneath it drawn inside; ``marks`` (node path → `Mark`) show where a thread stands, and
+        ``show_tool`` picks the tools shown, by name (see `CompiledGraph.draw`)."""
+        return self.app.draw(marks=marks, show_tool=show_tool)
 
 
 class AgentTool(Tool):
@@ -387,15 +393,20 @@ class ToolAgent(Agent):
         return g
 
     def tool_marks(self) -> list[dict[str, Any]]:
-        """The agent's tools as its graph's picture shows them: ``{"name", "gated"}`` each.
+        """The agent's tools as its graph's picture shows them: ``{"name", "gated"}`` each,
+        and ``"graph"``, the plan it runs, for an agent offered as a tool (`AgentTool`).
 
         A tool is gated when its own policy, or one it was put under, may ask a person about
         some call of it (`ApprovalPolicy.may_ask`); with no policy, none is.
         """
         policies = [p for p in (self.policy, *self._outer) if p is not None]
-        return [
-            {"name": name, "gated": any(p.may_ask(name) for p in policies)} for name in self.tools
-        ]
+        marks: list[dict[str, Any]] = []
+        for name, t in self.tools.items():
+            mark: dict[str, Any] = {"name": name, "gated": any(p.may_ask(name) for p in policies)}
+            if isinstance(t, AgentTool):
+                mark["graph"] = t.agent.app.plan
+            marks.append(mark)
+        return marks
 
     # -- the model node ----------------------------------------------------------------------
 

@@ -22,6 +22,8 @@ from ._chunks import Usage as Usage
 from ._chunks import join_message_chunks as join_message_chunks
 from ._concat import concat as concat
 from ._concat import register_concat as register_concat
+from ._draw import Mark as Mark
+from ._draw import node_path as node_path
 
 __all__ = [
     "END",
@@ -30,6 +32,7 @@ __all__ = [
     "Durability",
     "FinishReason",
     "GraphBuilder",
+    "Mark",
     "MessageChunk",
     "NodeSpec",
     "Reducer",
@@ -40,6 +43,7 @@ __all__ = [
     "concat",
     "join_message_chunks",
     "merge",
+    "node_path",
     "register_concat",
 ]
 

@@ -18,7 +18,7 @@ from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtim
 from .._errors import GraphDefinitionError
 from ..serde import Codec, collect_types
 from ._chunks import MessageChunk, ToolCallChunk, Usage
-from ._draw import draw
+from ._draw import Mark, draw
 from ._schema import StateSchema
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
@@ -131,7 +131,12 @@ class CompiledGraph:
 
     Typed loosely because addresses are the runtime's type, which this layer cannot import."""
 
-    def draw(self) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The graph as Mermaid text: a ``flowchart TD`` to paste into any Mermaid viewer.
 
         Drawn: the start and the end as small round nodes; every node, in declaration order;
@@ -149,7 +154,23 @@ class CompiledGraph:
         children), is a block holding that graph, at any depth. A node whose metadata lists
         tools (``metadata={"tools": [{"name": ..., "gated": ...}]}``, as a `ToolAgent`'s tools
         node does) shows them under its name, those that may wait for approval marked ``🔒``;
-        it then has the class ``gated``.
+        it then has the class ``gated``. A tool that runs a graph of its own (an agent offered
+        with ``as_tool()``: ``{"name": ..., "gated": ..., "graph": plan}``) is a block named
+        after the tool inside the node, holding that graph.
+
+        ``marks`` show where a thread stands: node path → ``"waiting"``, ``"done"``,
+        ``"failed"`` or ``"next"`` (`Mark`), the node's class (styled by a ``classDef``). A
+        path is the names of the nodes on the way down, joined by ``/``: ``"agent"`` at the
+        top, ``"supervisor/researcher/tools"`` inside blocks, with the name of a tool that
+        runs a graph before that graph's nodes (``"tools/helper/model"``); `node_path` reads
+        it from an interrupt's address. Every block holding a waiting node is marked waiting
+        too. A path the drawing does not have is ignored, since a thread may have been
+        written by an older graph. A node given two marks keeps the first of ``waiting``,
+        ``failed``, ``next``, ``done``.
+
+        ``show_tool`` picks the tools shown, by name (an approval server draws for an identity
+        whose scope leaves some out); a hidden tool's block goes with it, and the others keep
+        their ids.
 
         Ids come from positions (``n0``, ``n1``, ``n1_n0`` inside ``n1``), never from names,
         so any name is safe; the same plan always gives the same text.
@@ -169,8 +190,11 @@ class CompiledGraph:
                 n0 --> __end__
                 classDef terminal fill:#f3f4f6,stroke:#6b7280,color:#111827
                 class __start__,__end__ terminal
+            >>> marked = g.plan((), ()).draw(marks={"a": "waiting", "gone": "done"})
+            >>> marked.splitlines()[-2:]
+            ['    class __start__,__end__ terminal', '    class n0 waiting']
         """
-        return draw(self, start=START, end=END)
+        return draw(self, start=START, end=END, marks=marks, show_tool=show_tool)
 
 
 class GraphBuilder(Generic[StateT]):
@@ -231,7 +255,8 @@ class GraphBuilder(Generic[StateT]):
                 Two keys are drawn: ``"graph"``, the plan (or compiled `App`) of a graph the
                 node runs as a child, drawn inside the node; and ``"tools"``, a list of
                 ``{"name": str, "gated": bool}``, shown in the node with the gated ones
-                marked.
+                marked (a tool with a ``"graph"`` too, the plan or App the tool runs, is
+                drawn as a block holding it).
         """
         if not name or name in (START, END) or "/" in name or ":" in name:
             raise GraphDefinitionError(f"invalid node name {name!r}")
@@ -379,6 +404,7 @@ def _checked_metadata(node: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
                 f"node {node!r}: metadata['tools'] must be a list of "
                 '{"name": str, "gated": bool}, not ' + type(tools).__name__
             )
+        checked: list[dict[str, Any]] = []
         for tool in tools:
             if (
                 not isinstance(tool, Mapping)
@@ -389,5 +415,17 @@ def _checked_metadata(node: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
                     f"node {node!r}: each of metadata['tools'] must be "
                     f'{{"name": str, "gated": bool}}, not {tool!r:.80}'
                 )
-        out["tools"] = tuple(dict(t) for t in tools)
+            entry = dict(tool)
+            runs = entry.get("graph")
+            if runs is not None:
+                if isinstance(runs, Subgraph) and isinstance(runs.plan, CompiledGraph):
+                    entry["graph"] = runs.plan
+                elif not isinstance(runs, CompiledGraph):
+                    raise GraphDefinitionError(
+                        f"node {node!r}: the 'graph' of tool {entry['name']!r} in "
+                        "metadata['tools'] must be the CompiledGraph (or compiled App) the tool "
+                        f"runs, not {type(runs).__name__}"
+                    )
+            checked.append(entry)
+        out["tools"] = tuple(checked)
     return out

@@ -29,6 +29,7 @@ from .._args import (
 )
 from .._errors import GraphDefinitionError
 from ..graph._builder import CompiledGraph, Durability, Migration
+from ..graph._draw import Mark
 from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
 from . import _failures, _threads
 from ._authority import (
@@ -124,14 +125,20 @@ class App(Generic[StateT]):
     def __repr__(self) -> str:
         return f"<App {self.plan.name!r} nodes={list(self.plan.nodes)} store={self.store!r}>"
 
-    def draw(self) -> str:
+    def draw(
+        self,
+        *,
+        marks: Mapping[str, Mark] | None = None,
+        show_tool: Callable[[str], bool] | None = None,
+    ) -> str:
         """The App's graph as Mermaid text, to paste into any Mermaid viewer.
 
         Nodes, edges, conditional edges with their labels, breakpoints, and the graphs nested
-        inside nodes (subgraphs, an agent's children, a tools node's gated tools): see
-        `CompiledGraph.draw`. ``interlock graph --app module:attr`` prints it.
+        inside nodes (subgraphs, an agent's children, a tools node's gated tools, agents
+        offered as tools): see `CompiledGraph.draw`. ``marks`` (node path → `Mark`) show
+        where a thread stands; ``show_tool`` picks the tools shown, by name. ``interlock graph --app module:attr`` prints it.
         """
-        return self.plan.draw()
+        return self.plan.draw(marks=marks, show_tool=show_tool)
 
     @property
     def fingerprint(self) -> str:

@@ -26,6 +26,7 @@ from ..runtime import App
 from ._api import _identity
 from ._errors import ApiError, json_response
 from ._events import ServerEvent
+from ._graph import mermaid_script
 from ._limits import BodyLimit, RateLimiter, SecurityHeaders
 from ._oidc import OIDCConfig, redirect_for
 from ._openapi import openapi
@@ -213,6 +214,8 @@ def create_app(
         routes += [
             Route("/", lambda _: RedirectResponse("inbox", 307), name="root"),
             Route("/inbox", _page, name="inbox"),
+            # Before the folder: the renderer is shipped gzipped and served gzip-encoded.
+            Route("/web/vendor/mermaid.min.js", mermaid_script, name="mermaid_script"),
             Mount("/web", StaticFiles(directory=str(static)), name="web"),
         ]
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit, max_bytes=max_body_bytes)]

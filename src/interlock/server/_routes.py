@@ -52,6 +52,7 @@ from ._api import (
     post_pause,
     post_run,
 )
+from ._graph import AppGraph, ThreadGraph, get_app_graph, get_thread_graph
 from ._params import (
     AuditQuery,
     DeliveriesQuery,
@@ -267,6 +268,38 @@ ROUTES: Final[tuple[Route, ...]] = (
             200: _json(AuditPage, "A page."),
             404: _error("No such thread (or none within the identity's scopes)."),
         },
+    ),
+    Route(
+        path="/v1/threads/{thread}/graph",
+        method="GET",
+        handler=get_thread_graph,
+        summary="The thread's graph as Mermaid text, with where it stands marked",
+        description=(
+            'marks name nodes by path ("agent", "supervisor/researcher/tools"): waiting '
+            "(a pending question's node, and every block holding it), failed (the next "
+            "nodes of a failed thread), next, and done (ran in the current run). The "
+            "drawing gives each marked node the class of its mark. Questions of tools "
+            "outside the identity's scope are not marked."
+        ),
+        path_params=(_THREAD,),
+        query=ThreadQuery,
+        answers={
+            200: _json(ThreadGraph, "The drawing and the marks."),
+            404: _error("No such thread (or none within the identity's scopes)."),
+        },
+    ),
+    Route(
+        path="/v1/graph",
+        method="GET",
+        handler=get_app_graph,
+        summary="An app's graph as Mermaid text",
+        description=(
+            "With several apps served, name one (app): without it the answer is 400, "
+            "naming the apps. The drawing names the app's tools, so an identity limited to "
+            "some thread prefixes is refused (403): it reads the graph of one of its threads."
+        ),
+        query=ThreadQuery,
+        answers={200: _json(AppGraph, "The drawing."), 404: _error("No such app.")},
     ),
     Route(
         path="/v1/threads/{thread}/runs",
