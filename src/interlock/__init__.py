@@ -37,6 +37,11 @@ from .runtime import StateSnapshot as StateSnapshot
 from .runtime import Targets as Targets
 
 # isort: split
+# Comparing states (a thread's timeline)
+from .runtime import Change as Change
+from .runtime import diff_values as diff_values
+
+# isort: split
 # Events of a streamed run
 from .graph import MessageChunk as MessageChunk
 from .graph import ToolCallChunk as ToolCallChunk
@@ -178,6 +183,9 @@ __all__ = [
     "Send",
     "StateSnapshot",
     "Targets",
+    # comparing states
+    "Change",
+    "diff_values",
     # events and streaming
     "CheckpointEvent",
     "ChunkEvent",

@@ -8,6 +8,7 @@ server, the command line, the workers) import from here, never from its private 
 - reading for people: `Question`, `Reader` (`App.question`, `App.reader`), and `Continuer`
   (`App.continued_by`: who continues a thread after a recorded decision);
 - deciding: `needs_confirmation` (a question's confirmation step);
+- comparing states: `diff_values` and its `Change` records (a thread's timeline);
 - counting what models used: `report_usage`, `current_usage`, `keep_limits`, `usage_of`, `Price`,
   `UsageTotals`, `Tally`;
 - building agents: `approval_interrupt`, `check_approvals`, `current_address`, `new_id`,
@@ -25,6 +26,9 @@ from ._context import current_address as current_address
 from ._continuation import Continuer as Continuer
 from ._control import GracefulShutdown as GracefulShutdown
 from ._control import RunHandle as RunHandle
+from ._diff import Change as Change
+from ._diff import ChangeOp as ChangeOp
+from ._diff import diff_values as diff_values
 from ._effects import RETRY as RETRY
 from ._effects import effect as effect
 from ._effects import effect_key as effect_key
@@ -89,6 +93,8 @@ __all__ = [
     "Address",
     "App",
     "Authority",
+    "Change",
+    "ChangeOp",
     "CheckpointEvent",
     "Child",
     "ChunkEvent",
@@ -134,6 +140,7 @@ __all__ = [
     "composite_interrupt",
     "current_address",
     "current_usage",
+    "diff_values",
     "effect",
     "effect_key",
     "emit_event",

@@ -140,6 +140,7 @@ class Level:
         "origin",
         "pending",
         "plan",
+        "ran",
         "results",
         "run_after",
         "run_before",
@@ -174,6 +175,10 @@ class Level:
         self.track_writes = False
         self.origin: dict[str, int] = {}
         """Append-key lengths right after the input (a subgraph returns only what it added)."""
+        self.ran: list[tuple[str, list[tuple[str, Any]]]] = []
+        """What ran since the last commit (top level only): ``(node, its writes)`` per
+        finished task, in task order, step after step; the next commit records it in the
+        checkpoint's metadata (`ran_metadata`) and clears it. Not persisted."""
         self.run_before: tuple[str, ...] = ()
         self.run_after: tuple[str, ...] = ()
         self.before = plan.interrupt_before
@@ -461,15 +466,39 @@ class Level:
         """Apply the finished superstep's writes and plan the next one."""
         writes: list[tuple[str, str, Any]] = []
         finished: list[tuple[str, Sequence[str | Send]]] = []
+        ran = None if self._base else self.ran  # a subgraph's steps are its parent task's
         for t in self.tasks:
             res = self.results[t.id]
             writes.extend((t.node, k, v) for k, v in res.writes)
             finished.append((t.node, res.goto))
+            if ran is not None:
+                ran.append((t.node, res.writes))  # its keys are read out at the commit
         self.apply_writes(writes)
         self.tasks = self._plan_next(finished)
         self.results = {}
         self.scratch = {}
         self.step += 1
+
+    def ran_metadata(self) -> list[dict[str, Any]] | None:
+        """Take what ran since the last commit, as checkpoint metadata (None: nothing ran).
+
+        ``[{"node": "agent", "keys": ["messages"]}, ...]``: one item per finished task, in
+        task order (a node that ran twice through `Send` is there twice), its keys in the
+        state's order (a subgraph hands back a set of keys). The tasks that finished in a
+        superstep still interrupted are not there yet: their writes are applied, and
+        recorded, when the step completes.
+        """
+        if not self.ran:
+            return None
+        ran, self.ran = self.ran, []
+        out: list[dict[str, Any]] = []
+        for node, writes in ran:
+            keys = [k for k, _ in writes]
+            if len(keys) > 1:
+                wrote = set(keys)
+                keys = [k for k in self.channels if k in wrote]
+            out.append({"node": node, "keys": keys})
+        return out
 
     def result_of(self, node: str, out: Any) -> TaskResult:
         """Normalise a node's return value (None, a `Command` or an update)."""

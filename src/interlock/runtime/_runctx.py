@@ -183,6 +183,9 @@ class RunCtx:
         )
         if actor or metadata:
             meta = {**meta, **({"actor": actor} if actor else {}), **(metadata or {})}
+        ran = level.ran_metadata()
+        if ran is not None:
+            meta = {**meta, "ran": ran}
         if self.usage.active:
             meta = self.usage.stamp(dict(meta))
 
@@ -365,7 +368,11 @@ class RunCtx:
                     resolutions=(),
                     known=self.known,
                     metadata=self.usage.stamp(
-                        {**self.metadata, "error": f"{type(exc).__name__}: {exc}"}
+                        {
+                            **self.metadata,
+                            **({"ran": ran} if (ran := level.ran_metadata()) else {}),
+                            "error": f"{type(exc).__name__}: {exc}",
+                        }
                     ),
                     fence=fence,
                 )

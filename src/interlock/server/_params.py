@@ -28,6 +28,7 @@ from ._events import EVENT_TYPES
 __all__ = [
     "MAX_PAGE",
     "AuditQuery",
+    "CompareQuery",
     "DeliveriesQuery",
     "EventsQuery",
     "HistoryQuery",
@@ -40,6 +41,7 @@ __all__ = [
     "Text",
     "ThreadQuery",
     "ThreadsQuery",
+    "TimelineQuery",
     "TokensQuery",
     "check_declared",
     "declare",
@@ -184,6 +186,31 @@ class EventsQuery(msgspec.Struct):
     last_event_id: Annotated[Text, Meta(description="Continue after this event id.")] | None = None
 
 
+class TimelineQuery(msgspec.Struct):
+    """``GET /v1/threads/{thread}/timeline``."""
+
+    app: _App | None = None
+    limit: _Page = 20
+    before: _After | None = None
+
+
+class CompareQuery(msgspec.Struct):
+    """``GET /v1/threads/{thread}/compare``: the changes from one checkpoint to another."""
+
+    app: _App | None = None
+    from_: (
+        Annotated[
+            Text,
+            Meta(description="The checkpoint compared from (default: the thread's first)."),
+        ]
+        | None
+    ) = msgspec.field(default=None, name="from")
+    to: (
+        Annotated[Text, Meta(description="The checkpoint compared to (default: the latest).")]
+        | None
+    ) = None
+
+
 # -- reading a query -----------------------------------------------------------------------------
 
 
@@ -251,10 +278,10 @@ def _number(raw: str, *, whole: bool) -> float | int:
 def _fields(kind: type[msgspec.Struct]) -> tuple[_Field, ...]:
     info = mi.type_info(kind)
     assert isinstance(info, mi.StructType)
-    types = {f.name: f.type for f in msgspec.structs.fields(kind)}
+    types = {f.encode_name: f.type for f in msgspec.structs.fields(kind)}
     fields = []
     for field in info.fields:
-        scalar, kind_of = field.type, types[field.name]
+        scalar, kind_of = field.type, types[field.encode_name]
         if isinstance(scalar, mi.UnionType):
             # Optional: read as the one type besides None.
             (scalar,) = [t for t in scalar.types if not isinstance(t, mi.NoneType)]
@@ -270,7 +297,13 @@ def _fields(kind: type[msgspec.Struct]) -> tuple[_Field, ...]:
             bounds = (scalar.ge, scalar.le)
         refusal = extra.get("refusal")
         fields.append(
-            _Field(name=field.name, kind=kind_of, scalar=scalar, bounds=bounds, refusal=refusal)
+            _Field(
+                name=field.encode_name,  # as the query spells it (``from``, not ``from_``)
+                kind=kind_of,
+                scalar=scalar,
+                bounds=bounds,
+                refusal=refusal,
+            )
         )
     return tuple(fields)
 

@@ -55,6 +55,7 @@ from ._api import (
 from ._graph import AppGraph, ThreadGraph, get_app_graph, get_thread_graph
 from ._params import (
     AuditQuery,
+    CompareQuery,
     DeliveriesQuery,
     EventsQuery,
     HistoryQuery,
@@ -67,8 +68,10 @@ from ._params import (
     Text,
     ThreadQuery,
     ThreadsQuery,
+    TimelineQuery,
     TokensQuery,
 )
+from ._timeline import Comparison, TimelinePage, compare_checkpoints, get_timeline
 from ._views import (
     AuditPage,
     DecisionRequest,
@@ -300,6 +303,44 @@ ROUTES: Final[tuple[Route, ...]] = (
         ),
         query=ThreadQuery,
         answers={200: _json(AppGraph, "The drawing."), 404: _error("No such app.")},
+    ),
+    Route(
+        path="/v1/threads/{thread}/timeline",
+        method="GET",
+        handler=get_timeline,
+        summary="A thread's timeline: its checkpoints, newest first, with what ran and changed",
+        description=(
+            "Each checkpoint with the tasks that ran since the one before it and the state "
+            "keys they wrote, the state's changes since it (large values folded), the "
+            "questions pending at it, its metadata, and the audit entries written from it "
+            "until the next checkpoint. A page of `limit` checkpoints; pass `next` as "
+            "`before` for older ones."
+        ),
+        path_params=(_THREAD,),
+        query=TimelineQuery,
+        answers={
+            200: _json(TimelinePage, "A page."),
+            404: _error("No such thread (or none within the identity's scopes) or checkpoint."),
+            409: _error("The thread was written by another graph than the one served."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/compare",
+        method="GET",
+        handler=compare_checkpoints,
+        summary="The changes of a thread's state from one checkpoint to another",
+        description=(
+            "Without `to`, the thread's latest checkpoint; without `from`, the thread's "
+            "first (so that, without either, the changes are the whole thread's). Large "
+            "values are folded."
+        ),
+        path_params=(_THREAD,),
+        query=CompareQuery,
+        answers={
+            200: _json(Comparison, "The changes."),
+            404: _error("No such thread (or none within the identity's scopes) or checkpoint."),
+            409: _error("The thread was written by another graph than the one served."),
+        },
     ),
     Route(
         path="/v1/threads/{thread}/runs",
