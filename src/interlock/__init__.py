@@ -111,6 +111,7 @@ from ._errors import InterlockError as InterlockError
 from ._errors import InterruptAlreadyResolved as InterruptAlreadyResolved
 from ._errors import InvalidId as InvalidId
 from ._errors import InvalidResume as InvalidResume
+from ._errors import InvalidStateEdit as InvalidStateEdit
 from ._errors import InvalidUpdate as InvalidUpdate
 from ._errors import ModelError as ModelError
 from ._errors import ModelSpecError as ModelSpecError
@@ -246,6 +247,7 @@ __all__ = [
     "InvalidId",
     "ModelSpecError",
     "InvalidResume",
+    "InvalidStateEdit",
     "InvalidUpdate",
     "ModelError",
     "NodeError",

@@ -33,6 +33,7 @@ kept apart from failures of a run, and both apart from storage problems::
     └── RunError                    a run failed
         ├── NodeError               a node raised; the original exception is chained
         ├── InvalidUpdate           a node returned an update the state cannot take
+        │   └── InvalidStateEdit    an edit of a fork does not fit the state's schema
         ├── RecursionLimit          the run took more supersteps than allowed
         ├── ModelError              a chat model's endpoint failed or answered nonsense
         │   └── ReplyCutShort       a reply ended on the token limit (an agent refuses it)
@@ -65,6 +66,7 @@ __all__ = [
     "InterruptAlreadyResolved",
     "InvalidId",
     "InvalidResume",
+    "InvalidStateEdit",
     "InvalidUpdate",
     "ModelError",
     "ModelSpecError",
@@ -290,22 +292,24 @@ class InvalidResume(ResumeError):
 
 
 class NotAuthorized(ResumeError):
-    """Raised when the principal deciding a question is outside its authority.
+    """Raised when a principal is outside the authority of what it does (decide, fork).
 
+    A decision is checked against the question's authority; a fork needs the admin role.
     Nothing was recorded. The message says which rule refused and who may decide instead.
 
     Attributes:
-        interrupt_id: The question.
+        interrupt_id: The question (None for an act that decides none, such as a fork).
         rule: Which rule refused: ``who`` (not one of the principals, groups or roles it names),
             ``starter`` (the run's starter may not decide it), ``approver`` (someone who
             approved an earlier question of the thread may not), ``principal`` (the question
-            names who may decide, and the decision named nobody), or ``override`` (an override
-            by someone who is not an admin, or without a reason).
+            names who may decide, and the decision named nobody), ``override`` (an override
+            by someone who is not an admin, or without a reason), or ``admin`` (an act only an
+            admin may do, such as forking a thread, by someone who is not one).
         principal: The principal's normalised name, if one was given.
     """
 
     def __init__(
-        self, message: str, *, interrupt_id: str, rule: str, principal: str | None = None
+        self, message: str, *, interrupt_id: str | None, rule: str, principal: str | None = None
     ) -> None:
         super().__init__(message)
         self.interrupt_id = interrupt_id
@@ -515,6 +519,25 @@ class NodeError(RunError):
 
 class InvalidUpdate(RunError):
     """Raised when a node's update cannot be applied to the state."""
+
+
+class InvalidStateEdit(InvalidUpdate):
+    """Raised when values given to edit a state do not fit the state's schema.
+
+    Nothing was written. The message lists every problem found and says what to do.
+
+    Attributes:
+        problems: ``(path, message)`` per problem; ``path`` points into the values given, as
+            a JSON pointer (``/messages/3/role``; ``/notes`` for a whole key).
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]], *, schema: str) -> None:
+        listed = "; ".join(f"{path}: {message}" for path, message in problems)
+        super().__init__(
+            f"the edit does not fit state schema {schema}: {listed}. Fix these values (the "
+            "state's JSON Schema, app.state_schema(), says what each key holds) and fork again"
+        )
+        self.problems = list(problems)
 
 
 class RecursionLimit(RunError):

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import re
+import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from .._errors import GraphDefinitionError, InvalidUpdate
+import msgspec
+
+from .._errors import GraphDefinitionError, InvalidStateEdit, InvalidUpdate
 from ._channels import (
     MISSING,
     AppendChannel,
@@ -126,6 +132,68 @@ class StateSchema:
             f"expected a dict of state keys for {self.cls.__name__}, got {type(obj).__name__}"
         )
 
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the state: an object with one property per key.
+
+        Each key's schema is its annotation's (reducers left out), as `msgspec.json.schema`
+        describes it (pydantic's for a pydantic state); a union msgspec cannot describe at
+        once is described member by member. A type neither can describe is ``{}`` with a
+        description saying so: its values are kept as given. Shared types are in ``$defs``.
+
+        >>> from typing import TypedDict
+        >>> class S(TypedDict):
+        ...     n: int
+        >>> StateSchema(S).json_schema()["properties"]
+        {'n': {'type': 'integer'}}
+        """
+        defs: dict[str, Any] = {}
+        properties = {
+            name: _describe(_plain(spec.annotation), defs, pydantic=self.kind == "pydantic")
+            for name, spec in self.fields.items()
+        }
+        schema: dict[str, Any] = {
+            "title": self.cls.__name__,
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        if defs:
+            schema["$defs"] = defs
+        return schema
+
+    def convert_edit(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``values`` (key → whole new value) against the schema; return them typed.
+
+        Each value is converted to its key's annotation (reducers left out): JSON objects
+        become the TypedDicts, dataclasses, msgspec Structs or pydantic models it names
+        (`msgspec.convert`, lax; pydantic's ``TypeAdapter`` for pydantic types). A type
+        neither can check keeps the value as given.
+
+        Raises:
+            InvalidStateEdit: A key is not in the state, or a value does not fit; every
+                problem found is listed, with its path (``/messages/3/role``).
+        """
+        if not isinstance(values, Mapping):
+            raise InvalidStateEdit(
+                [("", f"expected an object of state keys, got {type(values).__name__}")],
+                schema=self.cls.__name__,
+            )
+        problems: list[tuple[str, str]] = []
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            spec = self.fields.get(key) if isinstance(key, str) else None
+            if spec is None:
+                problems.append(
+                    (f"/{key}", f"not a key of the state; its keys: {sorted(self.fields)}")
+                )
+                continue
+            out[key] = _convert(
+                value, _plain(spec.annotation), f"/{key}", problems, self.kind == "pydantic"
+            )
+        if problems:
+            raise InvalidStateEdit(problems, schema=self.cls.__name__)
+        return out
+
     def view(self, channels: Mapping[str, Channel]) -> Any:
         """Build the state value nodes receive, without copying channel values."""
         return self.view_of({k: c.value for k, c in channels.items() if c.value is not MISSING})
@@ -144,3 +212,149 @@ class StateSchema:
                     f"yet: {missing}. Give them defaults or pass them in the input"
                 ) from exc
         return self.cls.model_construct(**values)
+
+
+# -- checking and describing values of a key's type ------------------------------------------
+
+_UNDESCRIBED: Final = "values of this key are not described (its type has no JSON Schema)"
+_PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+def _plain(annotation: Any) -> Any:
+    """The annotation without its ``Annotated`` metadata (the reducer)."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = annotation.__origin__
+    return annotation
+
+
+def _pointer(base: str, message: str) -> tuple[str, str]:
+    """A msgspec validation message as ``(path, message)``: its ``$[1].role`` joins ``base``."""
+    text, sep, where = message.rpartition(" - at `")
+    if not sep:
+        return base, message
+    parts = [
+        m.group(1) or ("*" if m.group(2) == "..." else m.group(2))
+        for m in _PATH_PART.finditer(where.rstrip("`").removeprefix("$"))
+    ]
+    return base + "".join(f"/{p}" for p in parts), text
+
+
+def _convert(
+    value: Any, tp: Any, path: str, problems: list[tuple[str, str]], pydantic: bool
+) -> Any:
+    """``value`` as type ``tp``; what does not fit goes to ``problems`` (value kept)."""
+    if pydantic:
+        return _by_pydantic(value, tp, path, problems)
+    try:
+        return msgspec.convert(value, tp, strict=False)
+    except msgspec.ValidationError as exc:
+        problems.append(_pointer(path, str(exc)))
+        return value
+    except TypeError:
+        pass  # msgspec cannot check this type as a whole: check its parts
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return _convert_union(value, args, path, problems)
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence) and args:
+        if not isinstance(value, list | tuple):
+            problems.append((path, f"Expected `array`, got `{type(value).__name__}`"))
+            return value
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(value):
+                problems.append((path, f"Expected an array of {len(args)} items"))
+                return value
+            return tuple(
+                _convert(v, a, f"{path}/{i}", problems, False)
+                for i, (v, a) in enumerate(zip(value, args, strict=True))
+            )
+        items = [_convert(v, args[0], f"{path}/{i}", problems, False) for i, v in enumerate(value)]
+        return items if origin in (list, collections.abc.Sequence) else origin(items)
+    if origin in (dict, collections.abc.Mapping) and len(args) == 2:
+        if not isinstance(value, Mapping):
+            problems.append((path, f"Expected `object`, got `{type(value).__name__}`"))
+            return value
+        return {k: _convert(v, args[1], f"{path}/{k}", problems, False) for k, v in value.items()}
+    return _by_pydantic(value, tp, path, problems)
+
+
+def _convert_union(
+    value: Any, members: tuple[Any, ...], path: str, problems: list[tuple[str, str]]
+) -> Any:
+    """``value`` as one of ``members``: a Struct by its tag, else the first that fits."""
+    if value is None and type(None) in members:
+        return None
+    for member in members:
+        if isinstance(member, type) and isinstance(value, member):
+            return value
+    if isinstance(value, Mapping):
+        for member in members:
+            config = getattr(member, "__struct_config__", None)
+            if (
+                config is not None
+                and config.tag is not None
+                and value.get(config.tag_field) == config.tag
+            ):
+                return _convert(value, member, path, problems, False)
+    first: list[tuple[str, str]] = []
+    for member in members:
+        tried: list[tuple[str, str]] = []
+        converted = _convert(value, member, path, tried, False)
+        if not tried:
+            return converted
+        first = first or tried
+    names = ", ".join(getattr(m, "__name__", repr(m)) for m in members)
+    where, message = first[0] if first else (path, "")
+    problems.append((where, f"fits none of {names}: {message}"))
+    return value
+
+
+def _by_pydantic(value: Any, tp: Any, path: str, problems: list[tuple[str, str]]) -> Any:
+    """``value`` through pydantic's ``TypeAdapter``; kept as given without pydantic."""
+    # pydantic is optional: a pydantic type can only exist once pydantic is imported.
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None:
+        return value
+    try:
+        adapter = pydantic.TypeAdapter(tp)
+    except pydantic.PydanticSchemaGenerationError:
+        return value  # a type pydantic cannot check either: kept as given
+    try:
+        return adapter.validate_python(value)
+    except pydantic.ValidationError as exc:
+        for error in exc.errors():
+            where = path + "".join(f"/{p}" for p in error["loc"])
+            problems.append((where, error["msg"]))
+        return value
+
+
+def _describe(tp: Any, defs: dict[str, Any], *, pydantic: bool) -> dict[str, Any]:
+    """The JSON Schema of ``tp``, its shared parts added to ``defs``."""
+    if not pydantic:
+        try:
+            (schema,), components = msgspec.json.schema_components(
+                [tp], ref_template="#/$defs/{name}"
+            )
+        except TypeError:
+            pass  # msgspec cannot describe it as a whole: describe its parts
+        else:
+            defs.update(components)
+            return schema
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is typing.Union or origin is types.UnionType:
+            return {"anyOf": [_describe(m, defs, pydantic=False) for m in args]}
+        if origin in (list, tuple, set, frozenset, collections.abc.Sequence) and args:
+            return {"type": "array", "items": _describe(args[0], defs, pydantic=False)}
+        if origin in (dict, collections.abc.Mapping) and len(args) == 2:
+            return {
+                "type": "object",
+                "additionalProperties": _describe(args[1], defs, pydantic=False),
+            }
+    pd = sys.modules.get("pydantic")  # optional, as in `_by_pydantic`
+    if pd is None:
+        return {"description": _UNDESCRIBED}
+    try:
+        described: dict[str, Any] = pd.TypeAdapter(tp).json_schema(ref_template="#/$defs/{model}")
+    except (pd.PydanticSchemaGenerationError, pd.errors.PydanticInvalidForJsonSchema):
+        return {"description": _UNDESCRIBED}
+    defs.update(described.pop("$defs", {}))
+    return described

@@ -708,16 +708,82 @@ class App(Generic[StateT]):
             self._calls, thread, values, as_node=as_node, on_pending=on_pending, actor=actor
         )
 
-    async def fork(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
+    async def fork(
+        self,
+        thread: str,
+        checkpoint_id: str | None,
+        new_thread: str,
+        *,
+        values: Mapping[str, Any] | None = None,
+        as_node: str | None = None,
+        actor: str | None = None,
+        principal: Principal | None = None,
+    ) -> str:
         """Copy a thread's state at a checkpoint into a new thread; return its checkpoint id.
 
-        Pending interrupts are copied with new ids (resume the new thread by the new ids or by
-        key); tasks waiting inside subgraphs keep their progress.
+        The source thread is not changed: its checkpoints and head stay as they are. Pending
+        interrupts are copied with new ids (resume the new thread by the new ids or by key);
+        tasks waiting inside subgraphs keep their progress.
+
+        Args:
+            thread: The thread to fork.
+            checkpoint_id: The checkpoint to fork from (None: the thread's latest).
+            new_thread: The new thread's id; it must not exist.
+            values: State keys whose values the branch replaces (whole values, not through
+                the reducers: an editor shows the whole value). They are checked against the
+                state's schema (`state_schema`) and converted to the keys' types, a JSON
+                object becoming the Struct, dataclass or TypedDict the key holds.
+            as_node: Plan the branch as if this node had just run (its successors next);
+                interrupts of tasks no longer planned are not copied.
+            actor: Who forked, for the audit log (default: ``principal``'s name).
+            principal: Who forks; when given it must have the ``admin`` role.
+
+        The branch's first checkpoint (source ``fork``) has the metadata ``forked_from``
+        (``thread``, ``checkpoint``, ``step``), ``actor``, ``as_node`` and ``edited`` (the keys
+        replaced); Nones are left out. A ``fork`` audit entry goes into the branch's log with
+        that checkpoint, then into the source's log (`Store.append_audit`): a crash between the
+        two leaves the branch knowing where it came from.
+
+        For example (a sketch; the tests run it), with a graph that doubles ``n``::
+
+            start = app.history_sync("t")[-1].checkpoint_id  # the thread's first checkpoint
+            app.fork_sync("t", start, "t2", values={"n": 20}, actor="ana")
+            app.resume_sync("t2").values["n"]  # 40; thread "t" is as it was
+
+        Raises:
+            CheckpointNotFound: No such thread or checkpoint.
+            InvalidStateEdit: ``values`` do not fit the state's schema (``problems`` lists
+                each); nothing was written.
+            NotAuthorized: ``principal`` is not an admin (``rule`` ``admin``); nothing was
+                written.
+            GraphDefinitionError: ``new_thread`` exists, or ``as_node`` is no node of the graph.
         """
         check_id(thread, "thread")
         check_id(checkpoint_id, "checkpoint_id", optional=True)
         check_name(new_thread, "new_thread")
-        return await _threads.fork(self._calls, thread, checkpoint_id, new_thread)
+        check_id(as_node, "as_node", optional=True)
+        check_name(actor, "actor", optional=True)
+        check_instance(principal, Principal, "principal", optional=True)
+        if values is not None and not isinstance(values, Mapping):
+            raise TypeError(f"values must be a mapping of state keys, not {type(values).__name__}")
+        return await _threads.fork(
+            self._calls,
+            thread,
+            checkpoint_id,
+            new_thread,
+            values=values,
+            as_node=as_node,
+            actor=actor,
+            principal=principal,
+        )
+
+    def state_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the graph's state (what an edit of `fork` is checked against).
+
+        An object with one property per state key, reducers left out; see
+        `StateSchema.json_schema`.
+        """
+        return self.plan.schema.json_schema()
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -800,9 +866,11 @@ class App(Generic[StateT]):
         """`update_state` for scripts (starts an event loop)."""
         return _blocking("update_state", lambda: self.update_state(thread, values, **kwargs))
 
-    def fork_sync(self, thread: str, checkpoint_id: str | None, new_thread: str) -> str:
+    def fork_sync(
+        self, thread: str, checkpoint_id: str | None, new_thread: str, **kwargs: Any
+    ) -> str:
         """`fork` for scripts (starts an event loop)."""
-        return _blocking("fork", lambda: self.fork(thread, checkpoint_id, new_thread))
+        return _blocking("fork", lambda: self.fork(thread, checkpoint_id, new_thread, **kwargs))
 
     def decide_sync(self, thread: str, answers: Mapping[str, Any], **kwargs: Any) -> list[Decision]:
         """`decide` for scripts (starts an event loop)."""

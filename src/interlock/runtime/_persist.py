@@ -62,6 +62,7 @@ __all__ = [
     "ThreadIO",
     "cancellations",
     "dropped_entry",
+    "fork_entry",
     "ran_its_decisions",
 ]
 
@@ -574,6 +575,9 @@ class ThreadIO:
         if gone:
             resolutions = [*resolutions, *cancellations(gone)]
         entries: list[AuditEntry] = []
+        if source == "fork" and "forked_from" in metadata:
+            # A branch's log starts with where it came from (the source's log says it next).
+            entries.append(fork_entry(metadata, thread, record.id))
         if fresh or resolutions or decisions or source == "update":
             entries.extend(self._raised_entry(r) for r in fresh)
             # Every approval of a quorum has its own entry, the last one's before the
@@ -908,6 +912,19 @@ def dropped_entry(
         "checkpoint": checkpoint,
     }
     return AuditEntry(kind="dropped", actor=actor, data=to_json(data))
+
+
+def fork_entry(metadata: Mapping[str, Any], thread: str, checkpoint: str) -> AuditEntry:
+    """The ``fork`` audit entry of branch ``thread``, whose first checkpoint is ``checkpoint``
+    (its ``metadata`` says where it came from, who forked it, how, and what was edited)."""
+    origin = metadata["forked_from"]
+    data = {
+        "source": {"thread": origin["thread"], "checkpoint": origin["checkpoint"]},
+        "branch": {"thread": thread, "checkpoint": checkpoint},
+        "as_node": metadata.get("as_node"),
+        "edited": list(metadata.get("edited", ())),
+    }
+    return AuditEntry(kind="fork", actor=metadata.get("actor"), data=to_json(data))
 
 
 def to_json(value: Any) -> bytes:

@@ -7,8 +7,9 @@ lease as a run's commits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -18,13 +19,15 @@ from .._errors import (
     CheckpointNotFound,
     GraphDefinitionError,
     InterlockError,
+    NotAuthorized,
     ThreadInterrupted,
 )
 from ..stores import AuditEntry, CheckpointRecord, PendingFilter, Resolution
 from ._answers import child_plan
+from ._authority import ADMIN, Principal
 from ._calls import Calls, OnPending
 from ._level import Level, new_id
-from ._persist import cancellations, dropped_entry, ran_its_decisions
+from ._persist import cancellations, dropped_entry, fork_entry, ran_its_decisions
 from ._reader import Question, Reader
 from ._records import Interrupt, StateSnapshot
 from ._resume import decided_unrun
@@ -311,16 +314,68 @@ def _edit_inside(level: Level, path: str, values: Any, *, where: str) -> list[st
     return gone
 
 
-async def fork(calls: Calls[Any], thread: str, checkpoint_id: str | None, new_thread: str) -> str:
-    """Copy a thread's state at a checkpoint into a new thread; return its checkpoint id."""
+async def fork(
+    calls: Calls[Any],
+    thread: str,
+    checkpoint_id: str | None,
+    new_thread: str,
+    *,
+    values: Mapping[str, Any] | None = None,
+    as_node: str | None = None,
+    actor: str | None = None,
+    principal: Principal | None = None,
+) -> str:
+    """Copy a thread's state at a checkpoint into a new thread; return its checkpoint id.
+
+    Everything that can refuse the fork is checked before anything is written: the
+    principal's role, the edit against the state's schema, the node, the checkpoint, the new
+    id. ``values`` replace their keys' values (a channel's `set`, not its reducer); with
+    ``as_node`` the successors of that node are planned next (`_replan`, writing nothing),
+    and the interrupts of tasks that are no longer planned are not copied.
+
+    Two audit entries record it: first the branch's, with its first checkpoint; then the
+    source's (`Store.append_audit`). A crash between the two leaves the branch knowing where
+    it came from, and the source's log without the entry; a source deleted in between keeps
+    its closed log as it is.
+    """
+    if principal is not None and not principal.has_role(ADMIN):
+        raise NotAuthorized(
+            f"{principal.name!r} may not fork thread {thread!r}: forking needs the "
+            f"{ADMIN!r} role. Ask an admin to fork it, or to give {principal.name!r} that role",
+            interrupt_id=None,
+            rule="admin",
+            principal=principal.key,
+        )
+    if actor is None and principal is not None:
+        actor = principal.name
+    edits = calls.plan.schema.convert_edit(values) if values is not None else {}
+    if as_node is not None and as_node not in calls.plan.nodes:
+        raise GraphDefinitionError(
+            f"as_node={as_node!r} is not a node of graph {calls.plan.name!r}; "
+            f"its nodes: {sorted(calls.plan.nodes)}"
+        )
     source = await calls.io.get(thread, checkpoint_id)
     level, _ = await calls.io.load(thread, source)
     if await calls.io.head(new_thread) is not None:
         raise GraphDefinitionError(f"thread {new_thread!r} already exists; pick a new id")
     level.thread = new_thread
     calls.io.relineage(level, new_id())
+    for key, value in edits.items():
+        level.channels[key].set(value)
+    if as_node is not None:
+        _replan(level, as_node, {})
+    origin = {"thread": thread, "checkpoint": source.record.id, "step": source.record.step}
+    metadata: dict[str, Any] = {"forked_from": origin}
+    if as_node is not None:
+        metadata["as_node"] = as_node
+    metadata["edited"] = list(edits)
     ctx = _edit_ctx(calls, new_thread, Opened(None, level, set()))
-    return await ctx.commit(level, "fork", (), final=True)
+    branch = await ctx.commit(level, "fork", (), actor=actor, final=True, metadata=metadata)
+    entry = fork_entry({**metadata, "actor": actor}, new_thread, branch)
+    # A source deleted meanwhile has a closed log: the branch's entry says it all.
+    with contextlib.suppress(CheckpointNotFound):
+        await calls.store.append_audit(thread, [entry])
+    return branch
 
 
 def _edit_ctx(calls: Calls[Any], thread: str, opened: Opened) -> RunCtx:

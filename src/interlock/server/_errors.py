@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 from starlette.responses import Response
 
-from ._views import DecisionBody, ErrorBody
+from ._views import DecisionBody, ErrorBody, StateProblem
 
 __all__ = ["ApiError", "json_response"]
 
@@ -24,10 +24,13 @@ class ApiError(Exception):
         decision: DecisionBody | None = None,
         headers: Mapping[str, str] | None = None,
         error_id: str | None = None,
+        problems: Sequence[StateProblem] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.body = ErrorBody(error=error, message=message, decision=decision, error_id=error_id)
+        if problems is not None:
+            self.body.problems = list(problems)
         self.headers = dict(headers or {})
 
     def response(self) -> Response:

@@ -52,6 +52,15 @@ from ._api import (
     post_pause,
     post_run,
 )
+from ._fork import (
+    CheckpointState,
+    ForkRequest,
+    ForkResult,
+    StateSchemaView,
+    get_checkpoint,
+    get_state_schema,
+    post_fork,
+)
 from ._graph import AppGraph, ThreadGraph, get_app_graph, get_thread_graph
 from ._params import (
     AuditQuery,
@@ -374,6 +383,74 @@ ROUTES: Final[tuple[Route, ...]] = (
             202: _json(PauseAccepted, "Stored."),
             404: _error("No such thread."),
             422: _error("The body is not valid."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/schema",
+        method="GET",
+        handler=get_state_schema,
+        summary="The JSON Schema of the thread's state, and its graph's nodes",
+        description=(
+            "What an edit of a fork is checked against: an object with one property per "
+            "state key. The nodes are those a fork may plan the thread as (as_node)."
+        ),
+        path_params=(_THREAD,),
+        query=ThreadQuery,
+        answers={
+            200: _json(StateSchemaView, "The schema."),
+            404: _error("No such thread (or none within the identity's scopes)."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/checkpoints/{checkpoint}",
+        method="GET",
+        handler=get_checkpoint,
+        summary="A thread's state at one of its checkpoints",
+        description=(
+            "The whole state, for an identity limited to some tools without the calls of "
+            "the others (as the thread's view shows it)."
+        ),
+        path_params=(
+            _THREAD,
+            Param(name="checkpoint", kind=PathId, description="The checkpoint id."),
+        ),
+        query=ThreadQuery,
+        answers={
+            200: _json(CheckpointState, "The state."),
+            404: _error("No such thread (or none within the identity's scopes) or checkpoint."),
+            409: _error("The checkpoint was written by a graph this server cannot read."),
+        },
+    ),
+    Route(
+        path="/v1/threads/{thread}/fork",
+        method="POST",
+        handler=post_fork,
+        summary="Fork the thread at a checkpoint into a new thread, maybe with its state edited",
+        description=(
+            "Admin only, by an identity that sees every tool, with both threads within its "
+            "thread prefixes. The values replace their keys' whole values, checked against "
+            "the state's schema (GET .../schema) first: an edit that does not fit is refused "
+            "with every problem listed, and nothing is written. The source thread is not "
+            "changed; both threads' audit logs record the fork and who made it. With run, "
+            "the new thread continues in the background."
+        ),
+        path_params=(_THREAD,),
+        body=ForkRequest,
+        body_required=True,
+        answers={
+            201: _json(ForkResult, "Forked."),
+            404: _error(
+                "No such thread (or none within the identity's scopes), checkpoint or app."
+            ),
+            409: _error(
+                "The new thread exists (thread_exists), or the checkpoint was written by a "
+                "graph this server cannot read."
+            ),
+            422: _error(
+                "The body is not valid, the values do not fit the state's schema "
+                "(invalid_state: problems lists each), or as_node is no node of the graph "
+                "(unknown_node)."
+            ),
         },
     ),
     Route(

@@ -28,6 +28,7 @@ __all__ = [
     "PauseRequest",
     "RunAccepted",
     "RunRequest",
+    "StateProblem",
     "Status",
     "ThreadItem",
     "ThreadPage",
@@ -175,6 +176,14 @@ class DecisionResult(msgspec.Struct, kw_only=True):
     thread_view: ThreadView | None = None
 
 
+class StateProblem(msgspec.Struct, kw_only=True):
+    """One way an edit of a state does not fit its schema."""
+
+    path: str
+    """Where, as a JSON pointer into the values sent (``/messages/3/role``)."""
+    message: str
+
+
 class ErrorBody(msgspec.Struct, kw_only=True):
     """Every refusal: a stable ``error`` code and a message that says what to do."""
 
@@ -183,6 +192,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     decision: DecisionBody | None = None
     error_id: str | None = None
     """For a failure of the server (500): the id its log has the details under."""
+    problems: list[StateProblem] | msgspec.UnsetType = msgspec.UNSET
+    """For ``invalid_state``: every problem of the edit (absent from other refusals)."""
 
 
 class TallyView(msgspec.Struct, kw_only=True):

@@ -103,6 +103,7 @@ AuditKind = Literal[
     "effect_done",
     "effect_reconciled",
     "thread_deleted",
+    "fork",
 ]
 """What an audit entry records.
 
@@ -116,8 +117,10 @@ dropped before they ran; ``effect_started``: a dangerous call is about to be mad
 ``effect_retried``: it is made again after a person said retry; ``effect_done``: its outcome
 was recorded; ``effect_reconciled``: a person recorded the outcome of a call that may or may
 not have happened; ``thread_deleted``: the thread was deleted or expired (the log's last
-entry). A store refuses to write any other kind, and reports a row read back with another as
-damage (`CheckpointCorrupt`).
+entry); ``fork``: a new thread was started from one of this thread's checkpoints, maybe with
+its state edited (written in both logs: the new thread's, with its first checkpoint, then
+the source's, with `Store.append_audit`). A store refuses to write any other kind, and
+reports a row read back with another as damage (`CheckpointCorrupt`).
 """
 
 PauseKind = Literal["planned", "forced"]
@@ -565,6 +568,33 @@ class Store(Protocol):
         self, *, thread: str | None = None, after: tuple[str, int] | None = None, limit: int = 1000
     ) -> list[AuditRecord]:
         """Return audit records ordered by (thread, seq), after the ``(thread, seq)`` cursor."""
+        ...
+
+    async def append_audit(
+        self, thread: str, entries: Sequence[AuditEntry], *, durable: bool = True
+    ) -> None:
+        """Append entries to an existing thread's audit log, without a checkpoint.
+
+        For what is recorded about a thread by a change made elsewhere: a fork records itself
+        in its new thread's first checkpoint and then here, in the log of the thread it came
+        from. The entries join the thread's hash chain after its last entry, serialised with
+        every other write to that log (`append_checkpoint`, effects), so concurrent writers
+        never fork the chain. The thread's lease is not checked: the entries change nothing
+        its holder reads.
+
+        Args:
+            thread: A thread that exists (has a head checkpoint).
+            entries: The entries, in order (at least one).
+            durable: As for `append_checkpoint`.
+
+        Raises:
+            CheckpointNotFound: The thread does not exist (or was deleted).
+            TypeError: ``entries`` is not a list or tuple of `AuditEntry`, or an entry's
+                ``data`` is not bytes.
+            ValueError: ``entries`` is empty, or an entry's kind is not an `AuditKind`.
+            StoreClosed: The store was closed.
+        Nothing is written when any of these is raised.
+        """
         ...
 
     async def request_pause(self, thread: str, *, kind: PauseKind = "planned") -> bool:

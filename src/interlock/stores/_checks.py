@@ -29,6 +29,7 @@ __all__ = [
     "FREE",
     "Lease",
     "check_append_args",
+    "check_audit_append",
     "check_pause_kind",
     "check_pending_args",
     "check_renewal",
@@ -158,6 +159,32 @@ def check_write(fence: Fence | None, audit: Sequence[AuditEntry] = ()) -> None:
                 "log records only these"
             )
         check_text("audit actor", entry.actor, optional=True)
+
+
+def check_audit_append(thread: str, entries: Sequence[AuditEntry]) -> None:
+    """Refuse an `append_audit` call no backend can store, before anything is read.
+
+    Raises:
+        TypeError: ``thread`` is not a str, ``entries`` is not a list or tuple of
+            `AuditEntry`, or an entry's ``data`` is not bytes.
+        ValueError: ``entries`` is empty, an entry's kind is not an `AuditKind`, or a text
+            holds a lone surrogate.
+    """
+    check_text("thread", thread)
+    if not isinstance(entries, list | tuple):
+        raise TypeError(
+            f"entries must be a list or tuple of AuditEntry, not {type(entries).__name__}"
+        )
+    if not entries:
+        raise ValueError("append_audit needs at least one entry; pass the entries to append")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, AuditEntry):
+            raise TypeError(f"entries[{i}] must be an AuditEntry, not {type(entry).__name__}")
+        if type(entry.data) is not bytes:
+            raise TypeError(
+                f"entries[{i}].data must be bytes (UTF-8 JSON), not {type(entry.data).__name__}"
+            )
+    check_write(None, entries)
 
 
 def check_renewal(fence: Fence) -> None:

@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 import msgspec
 
 from .._args import check_limit, check_name
-from .._errors import InterruptAlreadyResolved, StoreClosed, StoreError, UnknownInterrupt
+from .._errors import (
+    CheckpointNotFound,
+    InterruptAlreadyResolved,
+    StoreClosed,
+    StoreError,
+    UnknownInterrupt,
+)
 from .._principals import principal_key
 from ._audit import chain, thread_deleted
 from ._base import (
@@ -38,6 +44,7 @@ from ._channels import (
 from ._checks import (
     Lease,
     check_append_args,
+    check_audit_append,
     check_pause_kind,
     check_pending_args,
     check_renewal,
@@ -287,6 +294,16 @@ class MemoryStore(StoreLifecycle):
                     return out
                 out.append(r)
         return out
+
+    async def append_audit(
+        self, thread: str, entries: Sequence[AuditEntry], *, durable: bool = True
+    ) -> None:
+        """Append entries to an existing thread's audit log (see `Store.append_audit`)."""
+        check_audit_append(thread, entries)
+        self._check_open()
+        if thread not in self._threads:
+            raise CheckpointNotFound(thread)
+        self._extend(thread, self._chained(thread, entries))
 
     def _check_append(
         self,

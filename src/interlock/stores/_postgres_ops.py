@@ -19,6 +19,7 @@ from psycopg import Connection
 
 from .._errors import (
     CheckpointCorrupt,
+    CheckpointNotFound,
     FencedOut,
     InterruptAlreadyResolved,
     StoreError,
@@ -47,6 +48,7 @@ from ._checks import finish_refused, head_mismatch, lease_after
 __all__ = [
     "Conn",
     "append",
+    "append_audit",
     "audit_log",
     "begin_effect",
     "change_cursor",
@@ -294,6 +296,19 @@ def finish_effect(
                 return  # the same outcome recorded again (a retried call)
             raise refused
         _log(conn, thread, audit, now)
+
+
+def append_audit(
+    conn: Conn, thread: str, entries: Sequence[AuditEntry], now: float, *, durable: bool = True
+) -> None:
+    """`Store.append_audit`: the thread's row lock serialises it with every other write to
+    the log (``interlock_append`` takes the same lock)."""
+    with conn.transaction():
+        if not durable:  # this transaction only: safe behind a transaction-pooling proxy
+            conn.execute(sql.COMMIT_LAZILY)
+        if _fetchone(conn, sql.SELECT_LEASE, (thread,)) is None:
+            raise CheckpointNotFound(thread)
+        _log(conn, thread, entries, now)
 
 
 def audit_log(

@@ -56,6 +56,7 @@ from ._base import (
 from ._changes import check_follow, check_prune, seq_cursor
 from ._checks import (
     check_append_args,
+    check_audit_append,
     check_pause_kind,
     check_pending_args,
     check_renewal,
@@ -257,6 +258,20 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         if after is not None:
             check_text("after[0]", after[0])
         return await self._run(lambda c: ops.audit_log(c, thread, after, max(limit, 0)))
+
+    async def append_audit(
+        self, thread: str, entries: Sequence[AuditEntry], *, durable: bool = True
+    ) -> None:
+        """Append entries to an existing thread's audit log (see `Store.append_audit`).
+
+        One ``BEGIN IMMEDIATE`` transaction, as an append's; ``durable=False`` commits at
+        ``NORMAL`` as `append_checkpoint` does.
+        """
+        check_audit_append(thread, entries)
+        level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
+        await self._run(
+            lambda c: ops.append_audit(c, thread, entries, self._clock()), synchronous=level
+        )
 
     async def get_checkpoint(self, thread: str, id: str | None = None) -> CheckpointRecord | None:
         """Return one checkpoint (the head when ``id`` is None), or None if absent."""

@@ -19,6 +19,7 @@ import msgspec
 from .._collector import collector_paused
 from .._errors import (
     CheckpointCorrupt,
+    CheckpointNotFound,
     InterruptAlreadyResolved,
     StoreError,
     ThreadBusy,
@@ -46,6 +47,7 @@ from ._checks import Lease, finish_refused, head_mismatch, lease_after
 __all__ = [
     "KnownHeads",
     "append",
+    "append_audit",
     "audit_log",
     "begin_effect",
     "change_cursor",
@@ -427,6 +429,17 @@ def finish_effect(
                 return  # the same outcome recorded again (a retried call)
             raise refused
         _log(conn, thread, audit, now)
+
+
+def append_audit(
+    conn: sqlite3.Connection, thread: str, entries: Sequence[AuditEntry], now: float
+) -> None:
+    """`Store.append_audit`: the write lock serialises it with every other write to the log."""
+    with _write(conn):
+        if conn.execute(sql.SELECT_LEASE, (thread,)).fetchone() is None:
+            _no_thread(conn, thread)
+            raise CheckpointNotFound(thread)
+        _log(conn, thread, entries, now)
 
 
 def audit_log(
