@@ -139,8 +139,9 @@ def desk_supervisor(path: Path) -> App[Any]:
         return "Done."
 
     def billing_reply(messages: Any, tools: Any) -> Any:
-        if isinstance(messages[-1], ToolMessage):
-            return messages[-1].content
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name == "refund":
+            return last.content
         return call("refund", {"amount": 5})
 
     billing = ToolAgent("billing", ScriptedModel(billing_reply, name="billing"), [refund])
