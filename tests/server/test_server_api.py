@@ -278,11 +278,13 @@ def test_no_get_changes_anything(client: httpx.Client, db: Path) -> None:
                 )
             )
 
+    head = client.get("/v1/threads/t1", headers=bearer("vic")).json()["checkpoint_id"]
     before = record()
     for route in ROUTES:
         if route.method != "GET":
             continue
         url = route.path.replace("{id}", item["id"]).replace("{thread}", "t1")
+        url = url.replace("{checkpoint}", head)
         if route.name == "get_events":
             with client.stream("GET", url, headers=bearer("root")) as events:
                 assert events.status_code == 200

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import httpx2 as httpx
 import pytest
-from _serving import Serving, auth, bearer, mail_agent, order_app, serving, wait_for
+from _serving import auth, bearer, mail_agent, order_app, serving, wait_for
 
 from interlock import SqliteStore
 from interlock.agents import AssistantMessage, ToolCall, UserMessage
@@ -61,9 +61,7 @@ def fork(client: httpx.Client, who: str, thread: str, **body: Any) -> httpx.Resp
     return client.post(f"/v1/threads/{thread}/fork", json=body, headers=bearer(who))
 
 
-def test_an_admin_forks_with_an_edit_and_both_logs_say_who(
-    client: httpx.Client, db: Path
-) -> None:
+def test_an_admin_forks_with_an_edit_and_both_logs_say_who(client: httpx.Client, db: Path) -> None:
     paused, first = start(client, "t1")
     timeline = client.get("/v1/threads/t1/history", headers=bearer("vic")).json()["items"]
     r = fork(
@@ -161,7 +159,10 @@ def test_an_edit_that_breaks_the_schema_is_refused_with_its_problems(
     body = r.json()
     assert body["error"] == "invalid_state" and "fork again" in body["message"]
     assert sorted(body["problems"], key=lambda p: p["path"]) == [
-        {"path": "/colour", "message": "not a key of the state; its keys: ['approved', 'done', 'n']"},
+        {
+            "path": "/colour",
+            "message": "not a key of the state; its keys: ['approved', 'done', 'n']",
+        },
         {"path": "/n", "message": "Expected `int`, got `str`"},
     ]
     assert recorded(db) == before
@@ -298,7 +299,5 @@ def test_agent_messages_are_typed_in_the_branch_and_hidden_calls_stay_hidden(
 
     assert anyio.run(read) == [
         UserMessage(content="hello"),
-        AssistantMessage(
-            tool_calls=(ToolCall(id="c9", name="send_email", arguments={"to": "a"}),)
-        ),
+        AssistantMessage(tool_calls=(ToolCall(id="c9", name="send_email", arguments={"to": "a"}),)),
     ]

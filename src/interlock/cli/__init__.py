@@ -2,8 +2,9 @@
 
 Each area is a module of its own: finding the app and its store (`_load`), the inbox and one
 question (`_inbox`), decisions (`_decide`), a thread's record and moving it on (`_threads`),
-the audit log (`_audit`), the approval server (`_serve`), its principals and tokens
-(`_identities`), workers (`_worker`), the graph's picture (`_graph`) and the demo (`_demo`).
+forking a thread (`_fork`), the audit log (`_audit`), the approval server (`_serve`), its
+principals and tokens (`_identities`), workers (`_worker`), the graph's picture (`_graph`) and
+the demo (`_demo`).
 A new command is a click command in a module of its own, added to `COMMANDS`.
 """
 
@@ -16,6 +17,7 @@ import click
 from ._audit import audit
 from ._decide import answer, approve, edit, reject, respond
 from ._demo import demo
+from ._fork import fork
 from ._graph import graph
 from ._identities import principal, token
 from ._inbox import inbox, show
@@ -34,7 +36,7 @@ def cli() -> None:
     Name your app as module:attribute with --app (or INTERLOCK_APP), and where its threads
     are with --store URL (or INTERLOCK_STORE): sqlite:///path.db, sqlite:////abs/path.db or
     postgresql://user@host:port/db. Reading (inbox, show, threads, history, audit verify) and pause
-    need only the store; deciding and continuing need the app; graph needs only the app.
+    need only the store; deciding, continuing and forking need the app; graph needs only the app.
 
     \b
     Exit codes:
@@ -53,6 +55,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     respond,
     answer,
     resume,
+    fork,
     threads,
     history,
     pause,

@@ -163,6 +163,15 @@ async def post_fork(request: Request) -> Response:
         )
     served = await _readable_thread(state, identity, thread, body.app)
     app = served.app
+    # What the request refers to first (404), then what it asks (409, 422): a request the
+    # document allows is refused as malformed only once it names what exists.
+    if await served.store.get_checkpoint(thread, body.checkpoint_id) is None:
+        raise ApiError(
+            404,
+            "unknown_checkpoint",
+            f"thread {thread!r} has no checkpoint {body.checkpoint_id!r}; GET .../history "
+            "lists them",
+        )
     if body.as_node is not None and body.as_node not in app.plan.nodes:
         raise ApiError(
             422,
