@@ -17,11 +17,11 @@ from typing import Annotated, Any, TypedDict
 from _serving import (
     TOKENS,
     auth,
-    refund,
     failing_update_graph,
     mail_agent,
     ops_agent,
     order_app,
+    refund,
     release_app,
     shell_agent,
 )

@@ -75,7 +75,9 @@ def test_a_supervisors_graph_renders_with_the_waiting_tool_marked(
         # The tools node of the billing agent, inside the supervisor's block, is the one marked.
         marked = card.locator(".drawing svg g.node.waiting")
         expect(marked.filter(has_text="refund")).to_have_count(1)
-        expect(card.locator(".drawing svg g.node.waiting").filter(has_text="model")).to_have_count(0)
+        expect(card.locator(".drawing svg g.node.waiting").filter(has_text="model")).to_have_count(
+            0
+        )
         expect(card.locator(".legend li.present")).to_contain_text(["waits for a person"])
         # The text is there too, for a reader or a copy.
         card.get_by_text("The graph as text").click()
@@ -181,7 +183,9 @@ def test_a_fork_whose_edit_breaks_the_schema_is_refused_and_changes_nothing(
         form = page.get_by_role("form", name="Fork from step")
         editor = form.get_by_label("State (JSON)")
         expect(editor).to_have_value(re.compile('"n": 2'))
-        expect(form.get_by_text("No changes: the branch starts with the same state.")).to_be_visible()
+        expect(
+            form.get_by_text("No changes: the branch starts with the same state.")
+        ).to_be_visible()
 
         # Not JSON: said at once, never sent.
         editor.fill('{"n": ')
@@ -197,6 +201,13 @@ def test_a_fork_whose_edit_breaks_the_schema_is_refused_and_changes_nothing(
         expect(problems).to_contain_text("/n")
         expect(form.locator(".problems")).to_contain_text("nothing was written")
         expect(page.get_by_role("heading", level=1)).to_have_text("Studio · o-3")
+
+        # A valid edit into a thread that exists: refused too, the id pointed out.
+        editor.fill(json.dumps({"n": 3}, indent=2))
+        form.get_by_label("New thread").fill("o-3")
+        form.get_by_role("button", name="Fork", exact=True).click()
+        expect(form.locator(".problems")).to_contain_text("a thread named o-3 exists already")
+        expect(form.get_by_label("New thread")).to_be_focused()
 
     assert api.call("GET", "/v1/threads/o-3-broken", "root")[0] == 404
     assert api.get("/v1/threads?limit=100")["items"] == threads_before
@@ -217,9 +228,7 @@ def test_a_fork_runs_and_both_branches_show_where_they_meet(browser: Browser, ur
         expect(editor).to_have_value(re.compile('"n": 2'))
         editor.fill(json.dumps({"n": 41}, indent=2))
         expect(form.get_by_text("Changed: n")).to_be_visible()
-        expect(form.get_by_label("New thread")).to_have_value(
-            re.compile(r"^o-4-fork-[0-9a-f]{6}$")
-        )
+        expect(form.get_by_label("New thread")).to_have_value(re.compile(r"^o-4-fork-[0-9a-f]{6}$"))
         form.get_by_label("New thread").fill("o-4-b")
         form.get_by_label("As node").select_option("prepare")
         form.get_by_label("Run it after forking").check()
@@ -250,8 +259,8 @@ def test_a_fork_runs_and_both_branches_show_where_they_meet(browser: Browser, ur
     assert fork["actor"] == "root" and fork["data"]["branch"]["thread"] == "o-4-b"
 
 
-@pytest.mark.parametrize("who", ["vic", "ana"])
-def test_a_viewer_or_an_approver_sees_the_studio_but_no_fork(
+@pytest.mark.parametrize("who", ["vic", "ana", "auditor"])
+def test_a_viewer_an_approver_or_a_scoped_admin_sees_the_studio_but_no_fork(
     browser: Browser, url: str, who: str
 ) -> None:
     api = Api(url)
@@ -267,7 +276,7 @@ def test_a_viewer_or_an_approver_sees_the_studio_but_no_fork(
         expect(entries.first.get_by_role("checkbox")).to_be_visible()
         expect(page.get_by_role("button", name="Fork from")).to_have_count(0)
         expect(page.locator(".studio-fork")).to_be_hidden()
-    # The server agrees: forking is for admins.
+    # The server agrees: forking is for admins who see every tool (auditor sees refunds only).
     head = checkpoints(api, "o-5")[0]
     status, refused = api.call(
         "POST", "/v1/threads/o-5/fork", who, {"checkpoint_id": head, "new_thread": "o-5-x"}
