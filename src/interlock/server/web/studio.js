@@ -35,7 +35,7 @@ export function studioView(id, { me, app: wanted = null }) {
   const status = h("span", { className: "thread-status" });
   const problem = h("p", { className: "error", role: "alert" });
 
-  const drawing = h("div", { className: "drawing", role: "img", "aria-label": `The graph of thread ${id}` });
+  const drawing = h("figure", { className: "drawing", "aria-label": `The graph of thread ${id}` });
   const legend = h("ul", { className: "legend", "aria-label": "What the colours mean" });
   const graphText = h("pre", { className: "json", tabindex: 0, "aria-label": "The graph as Mermaid text" });
   const graphNote = h("p", { className: "error", role: "alert" });

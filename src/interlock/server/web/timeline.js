@@ -23,21 +23,26 @@ function shortId(checkpoint) {
   return typeof checkpoint === "string" && checkpoint.length > 14 ? `${checkpoint.slice(0, 14)}…` : String(checkpoint);
 }
 
-/** A fork entry of the audit log, from the side of thread `thread`: where it came from, or went. */
-function forkText(event, thread, app) {
+/**
+ * A fork entry of the audit log, from the side of thread `thread`: where it came from, or went.
+ * It is listed under the checkpoint that was the thread's newest when the fork was made, which
+ * need not be the one forked from: `at` is the checkpoint it is listed under.
+ */
+function forkText(event, thread, app, at) {
   const d = event.data && typeof event.data === "object" ? event.data : {};
   const who = event.actor ?? "someone";
   const how = [d.as_node ? ` as node ${d.as_node}` : "", d.edited?.length ? ` with ${d.edited.join(", ")} edited` : ""].join("");
   if (d.branch?.thread && d.branch.thread !== thread) {
-    return [`${who} forked a branch from here${how}: `, studioLink(d.branch.thread, app)];
+    const from = d.source?.checkpoint === at ? "from here" : `from checkpoint ${shortId(d.source?.checkpoint)}`;
+    return [`${who} forked a branch ${from}${how}: `, studioLink(d.branch.thread, app)];
   }
   const source = d.source ?? {};
   return [`${who} forked this thread from `, studioLink(source.thread ?? "?", app), ` at checkpoint ${shortId(source.checkpoint)}${how}`];
 }
 
-function eventItem(event, thread, app) {
+function eventItem(event, thread, app, at) {
   let what;
-  if (event.kind === "fork") what = forkText(event, thread, app);
+  if (event.kind === "fork") what = forkText(event, thread, app, at);
   else if (event.kind === "interrupt" && typeof event.data?.interrupt === "string") {
     const where = event.data.address ? ` at ${event.data.address}` : "";
     what = [h("a", { href: `#/interrupts/${encodeURIComponent(event.data.interrupt)}` }, "A question was asked"), where];
@@ -138,6 +143,6 @@ export function entryItem(entry, { thread, app, picked, onPick, onFork }) {
     origin(entry, app),
     ranList(entry.ran),
     entry.changes?.length ? changeList(entry.changes) : null,
-    entry.events?.length ? h("ol", { className: "audit events", "aria-label": `What happened after step ${entry.step}` }, entry.events.map((e) => eventItem(e, thread, app))) : null,
+    entry.events?.length ? h("ol", { className: "audit events", "aria-label": `What happened after step ${entry.step}` }, entry.events.map((e) => eventItem(e, thread, app, entry.checkpoint_id))) : null,
   );
 }
