@@ -153,6 +153,7 @@ def desk_supervisor(path: Path) -> App[Any]:
 class Chat(TypedDict, total=False):
     messages: Annotated[list[str], append]
     turns: int
+    note: str
 
 
 def chat_graph() -> Graph[Chat]:

@@ -103,9 +103,9 @@ def test_a_300_turn_threads_timeline_opens_on_its_newest_page_and_pages_to_the_s
     browser: Browser, url: str
 ) -> None:
     api = Api(url)
-    status, done = api.call(
-        "POST", "/v1/threads/chat-1/runs", "ana", {"input": {}, "app": "chat", "wait": True}
-    )
+    note = "A long note. " * 400  # 5,200 characters: folded in the timeline
+    body = {"input": {"note": note}, "app": "chat", "wait": True}
+    status, done = api.call("POST", "/v1/threads/chat-1/runs", "ana", body)
     assert status == 200 and done["thread_view"]["status"] == "done", done
     every = checkpoints(api, "chat-1")
     assert len(every) == CHAT_TURNS + 1
@@ -138,8 +138,12 @@ def test_a_300_turn_threads_timeline_opens_on_its_newest_page_and_pages_to_the_s
         shown_ids = entries.evaluate_all("els => els.map(e => e.dataset.checkpoint)")
         assert shown_ids == every  # each once, newest first
         first = entries.last
-        expect(first).to_contain_text("Step ")
+        expect(first).to_contain_text("Step 0")
         expect(first).to_have_attribute("data-source", "input")
+        folded = first.locator(".state-changes li", has_text="note").locator(".folded")
+        expect(folded).to_contain_text('"A long note. A long note.')
+        expect(folded).to_contain_text(f"({len(json.dumps(note)):,} characters)")
+        assert len(folded.inner_text()) < 400
 
 
 def test_two_ticked_entries_are_compared(browser: Browser, url: str) -> None:
@@ -282,3 +286,25 @@ def test_a_viewer_an_approver_or_a_scoped_admin_sees_the_studio_but_no_fork(
         "POST", "/v1/threads/o-5/fork", who, {"checkpoint_id": head, "new_thread": "o-5-x"}
     )
     assert status == 403, refused
+
+
+def test_the_timeline_follows_the_thread_live(browser: Browser, url: str) -> None:
+    api = Api(url)
+    api.order("o-6", wait=True)
+    with opened(browser, url) as page:
+        sign_in(page, "ana")
+        open_studio(page, "o-6")
+        entries = page.locator(".timeline li.entry")
+        expect(entries.first).to_contain_text("waiting for a decision")
+        count = entries.count()
+        page.evaluate("window.stillTheSamePage = true")
+
+        [question] = api.pending("o-6")
+        api.decide(question, True, who="ben")
+        expect(entries.first).to_contain_text("done", timeout=LIVE_MS)
+        expect(page.locator(".timeline li[data-kind='decision']")).to_contain_text(
+            "ben decided: approve"
+        )
+        assert entries.count() > count
+        expect(page.locator("#studio-status")).to_have_text("done")
+        assert page.evaluate("window.stillTheSamePage") is True  # no reload brought it
