@@ -21,6 +21,7 @@ from _serving import (
     mail_agent,
     ops_agent,
     order_app,
+    order_graph,
     refund,
     release_app,
     shell_agent,
@@ -174,10 +175,14 @@ CHAT_TURNS = 300
 
 
 def studio_server(folder: Path) -> ASGIApp:
-    """The approval server for the order graph (``orders``), the supervisor ``desk`` (see
-    `desk_supervisor`) and the 300-turn chat (``chat``), on SQLite files in ``folder``."""
+    """The approval server for the order graph (``orders``; ``shipments``: the same, which
+    pauses before ``finish``), the supervisor ``desk`` (see `desk_supervisor`) and the 300-turn
+    chat (``chat``), on SQLite files in ``folder``."""
     apps = {
         "orders": order_app(folder / "orders.db"),
+        "shipments": order_graph().compile(
+            store=SqliteStore(folder / "shipments.db"), interrupt_before=["finish"]
+        ),
         "desk": desk_supervisor(folder / "desk.db"),
         "chat": chat_graph().compile(
             store=SqliteStore(folder / "chat.db"), recursion_limit=CHAT_TURNS + 10

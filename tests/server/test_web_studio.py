@@ -308,3 +308,22 @@ def test_the_timeline_follows_the_thread_live(browser: Browser, url: str) -> Non
         assert entries.count() > count
         expect(page.locator("#studio-status")).to_have_text("done")
         assert page.evaluate("window.stillTheSamePage") is True  # no reload brought it
+
+
+def test_a_pause_at_a_breakpoint_shows_where_the_run_stopped(browser: Browser, url: str) -> None:
+    api = Api(url)
+    body = {"input": {"n": 1}, "app": "shipments", "wait": True}
+    status, started = api.call("POST", "/v1/threads/s-1/runs", "ana", body)
+    assert status == 200, started
+    [question] = started["thread_view"]["interrupts"]
+    assert api.decide(question, True)["status"] == "paused"
+    with opened(browser, url) as page:
+        sign_in(page, "vic")
+        open_studio(page, "s-1")
+        newest = page.locator(".timeline li.entry").first
+        expect(newest.locator(".paused")).to_have_text("Paused before finish")
+        expect(newest.locator("li[data-kind='interrupt']")).to_contain_text(
+            "The run paused at a breakpoint"
+        )
+        decided = page.locator(".timeline li[data-kind='decision']")
+        expect(decided).to_contain_text("ben decided: approve")

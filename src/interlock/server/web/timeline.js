@@ -13,6 +13,18 @@ const SOURCES = {
   resume: "resumed",
 };
 
+/** What an interrupt entry of a pause says (its data's `kind`): the run stopped, nobody asked. */
+const PAUSES = {
+  before: "The run paused at a breakpoint",
+  after: "The run paused at a breakpoint",
+  external: "The run was paused on request",
+};
+
+/** What an interrupt entry of a question of another kind than a node's own says. */
+const QUESTIONS = {
+  reconcile: "An outside call's outcome is unknown: a person was asked to settle it",
+};
+
 /** The link to thread `thread`'s Studio (in app `app`). */
 export function studioLink(thread, app, text = thread) {
   const query = app ? `?app=${encodeURIComponent(app)}` : "";
@@ -45,7 +57,8 @@ function eventItem(event, thread, app, at) {
   if (event.kind === "fork") what = forkText(event, thread, app, at);
   else if (event.kind === "interrupt" && typeof event.data?.interrupt === "string") {
     const where = event.data.address ? ` at ${event.data.address}` : "";
-    what = [h("a", { href: `#/interrupts/${encodeURIComponent(event.data.interrupt)}` }, "A question was asked"), where];
+    const asked = PAUSES[event.data.kind] ?? QUESTIONS[event.data.kind] ?? "A question was asked";
+    what = [h("a", { href: `#/interrupts/${encodeURIComponent(event.data.interrupt)}` }, asked), where];
   } else what = describe(event);
   return h(
     "li",
@@ -84,11 +97,17 @@ function origin(entry, app) {
     lines.push(h("p", { className: "paused" }, `Paused${before}${m.reason ? `: ${m.reason}` : ""}`));
   }
   if (entry.interrupts?.length) {
+    const waits =
+      entry.status === "paused"
+        ? "Resume it to go on: "
+        : entry.interrupts.length === 1
+          ? "Waits on a question: "
+          : `Waits on ${entry.interrupts.length} questions: `;
     lines.push(
       h(
         "p",
         { className: "waits" },
-        entry.interrupts.length === 1 ? "Waits on a question: " : `Waits on ${entry.interrupts.length} questions: `,
+        waits,
         entry.interrupts.map((id, n) => [n ? ", " : "", h("a", { href: `#/interrupts/${encodeURIComponent(id)}` }, shortId(id))]),
       ),
     );
