@@ -405,6 +405,18 @@ def test_an_agent_tool_under_a_policy_is_marked_on_its_block() -> None:
     assert "    class n1,n1_t1_n1 gated\n" in text
 
 
+def test_show_tool_leaves_tools_out_and_the_others_keep_their_ids() -> None:
+    outer = _helper_outer()  # its tools: search (0), helper (1)
+    text = outer.draw(show_tool=lambda name: name != "search")
+    assert '    subgraph n1 ["tools"]\n        subgraph n1_t1 ["helper"]\n' in text
+    assert "search" not in text
+    only = outer.draw(show_tool=lambda name: name == "search")
+    assert '    n1["tools<br>search"]\n' in only
+    assert "helper" not in only and "delete_file" not in only and "gated" not in only
+    with pytest.raises(TypeError, match="show_tool must be a function of a tool's name"):
+        outer.draw(show_tool="search")  # type: ignore[arg-type]
+
+
 def test_a_graph_in_a_tools_metadata_must_be_a_plan() -> None:
     with pytest.raises(GraphDefinitionError, match=r"the 'graph' of tool 't' in metadata"):
         Graph(S).add_node("a", _noop, metadata={"tools": [{"name": "t", "graph": "plan"}]})

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+import anyio
 import httpx2 as httpx
 import pytest
 from _serving import Serving, auth, bearer, serving
@@ -101,9 +102,26 @@ def _apps(folder: Path) -> dict[str, App[Any]]:
     }
 
 
+def _write_legacy_thread(path: Path) -> None:
+    """Thread ``legacy`` in ``path``, written by an older ``team`` (an agent, no supervisor),
+    waiting on its tools node's question."""
+    older = ToolAgent(
+        "team",
+        ScriptedModel([call("delete_file", {"path": "/srv/a.log"}), "ok"], name="team"),
+        [delete_file],
+        policy=ApprovalPolicy(),
+    )
+    app = older.compile(store=SqliteStore(path))
+    try:
+        assert app.run_sync({"messages": ["go"]}, thread="legacy").status == "interrupted"
+    finally:
+        anyio.run(app.store.close)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
     folder = tmp_path_factory.mktemp("graphs")
+    _write_legacy_thread(folder / "team.db")
     with serving(lambda: create_app(_apps(folder), auth=auth())) as s:
         yield s
 
@@ -203,6 +221,20 @@ def test_a_new_turn_starts_the_done_marks_again(client: httpx.Client) -> None:
     body = _graph(client, "f2").json()
     assert body["marks"] == {"count": "done"}
     assert body["mermaid"].endswith("    class n2 done\n")
+
+
+def test_a_thread_written_by_an_older_graph_shows_its_questions_where_they_still_fit(
+    client: httpx.Client,
+) -> None:
+    # Its state cannot be read with this graph; its pending question can: asked in "tools",
+    # which the supervisor has too. Nothing else is known of its position.
+    body = _graph(client, "legacy").json()
+    assert (body["app"], body["status"], body["marks"]) == (
+        "team",
+        "interrupted",
+        {"tools": "waiting"},
+    )
+    assert body["mermaid"].endswith("    class n1 waiting\n")
 
 
 def test_an_unknown_thread_and_one_outside_the_prefixes_answer_404_alike(

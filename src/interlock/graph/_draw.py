@@ -25,14 +25,14 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, Union, get_args
+from typing import Any, Final, Literal, Protocol, Union
 
 __all__ = ["AFTER_MARK", "BEFORE_MARK", "GATED_MARK", "MARKS", "Mark", "Plan", "draw", "node_path"]
 
 Mark = Literal["waiting", "done", "failed", "next"]
 """Where a thread stands at a node: waiting on a person there, ran in the current run, failed
 there, or runs next."""
-MARKS: Final[tuple[Mark, ...]] = get_args(Mark)
+MARKS: Final[tuple[Mark, ...]] = typing.get_args(Mark)
 
 BEFORE_MARK: Final = "⏸"
 """Shown before the name of a node the graph pauses before (``interrupt_before``)."""

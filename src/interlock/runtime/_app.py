@@ -136,7 +136,8 @@ class App(Generic[StateT]):
         Nodes, edges, conditional edges with their labels, breakpoints, and the graphs nested
         inside nodes (subgraphs, an agent's children, a tools node's gated tools, agents
         offered as tools): see `CompiledGraph.draw`. ``marks`` (node path → `Mark`) show
-        where a thread stands; ``show_tool`` picks the tools shown, by name. ``interlock graph --app module:attr`` prints it.
+        where a thread stands; ``show_tool`` picks the tools shown, by name.
+        ``interlock graph --app module:attr`` prints it.
         """
         return self.plan.draw(marks=marks, show_tool=show_tool)
 
