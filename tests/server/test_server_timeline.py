@@ -9,9 +9,10 @@ see).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any, TypedDict
 
 import anyio
@@ -21,6 +22,7 @@ from _serving import WIPE_SECRETS, auth, bearer, ops_agent, order_app, serving
 
 from interlock import START, App, Graph, SqliteStore, append
 from interlock.server import create_app
+from interlock.server._timeline import _first_at
 
 TURNS = 300
 BIG_DOC = "lorem ipsum " * 500
@@ -66,15 +68,32 @@ async def _long_chat(path: Path) -> None:
         await app.store.close()
 
 
+ORDERS = 25
+
+
+async def _many_orders(path: Path) -> None:
+    """Thread ``many``: 25 orders, each asked and approved (an audit entry each)."""
+    app = order_app(path)
+    try:
+        for n in range(ORDERS):
+            asked = await app.run({"n": n}, thread="many")
+            await app.resume("many", {asked.interrupts[0].id: True}, actor="ben")
+    finally:
+        await app.store.close()
+
+
 @dataclass
 class Studio:
     client: httpx.Client
+    root: Path
+    """Where the apps' files are."""
 
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     root = tmp_path_factory.mktemp("timeline")
     anyio.run(_long_chat, root / "chat.db")
+    anyio.run(_many_orders, root / "orders.db")
 
     def factory() -> Any:
         apps = {
@@ -85,7 +104,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         return create_app(apps, auth=auth())
 
     with serving(factory) as s, httpx.Client(base_url=s.url, timeout=30) as client:
-        yield Studio(client=client)
+        yield Studio(client=client, root=root)
 
 
 def _get(studio: Studio, path: str, who: str = "root", **params: Any) -> Any:
@@ -227,6 +246,49 @@ def test_each_audit_entry_lands_on_one_checkpoint_whatever_the_page_size(
     # The newest question is on the thread's latest checkpoint.
     assert [e["kind"] for e in wide[0]["events"]] == ["interrupt"]
     assert wide[0]["interrupts"] == [log[-1]["data"]["interrupt"]]
+
+
+def test_the_entries_of_a_long_log_are_found_page_by_page(studio: Studio) -> None:
+    log = _get(studio, "/v1/threads/many/audit", limit=500)["items"]
+    assert [e["kind"] for e in log] == ["interrupt", "decision"] * ORDERS
+    for size in (4, 7, 500):
+        items = _all_pages(studio, "many", size)
+        placed = [e for c in reversed(items) for e in c["events"]]
+        assert placed == log, size
+        for c in items:
+            for e in c["events"]:
+                if e["kind"] == "interrupt":
+                    assert c["interrupts"] == [e["data"]["interrupt"]]
+                    assert c["status"] == "interrupted"
+                else:
+                    assert c["source"] == "resume" and e["actor"] == "ben"
+
+
+@pytest.mark.anyio
+async def test_the_first_entry_of_a_page_is_found_by_bisection(
+    studio: Studio, sqlite_files: Callable[[Path], SqliteStore]
+) -> None:
+    store = sqlite_files(studio.root / "orders.db")
+    log = await store.audit_log(thread="many")
+    assert len(log) == 2 * ORDERS
+    reads: list[int] = []
+    read = store.audit_log
+
+    async def counted(**kwargs: Any) -> Any:
+        rows = await read(**kwargs)
+        reads.append(len(rows))
+        return rows
+
+    store.audit_log = counted  # type: ignore[method-assign]
+    served = SimpleNamespace(store=store)
+    moments = [log[0].at - 1, *(e.at for e in log), log[-1].at + 1]
+    for moment in moments:
+        reads.clear()
+        found = await _first_at(served, "many", moment)  # type: ignore[arg-type]
+        expected = next((e.seq for e in log if e.at >= moment), None)
+        assert found == expected, moment
+        # One entry per read, about 2 * log2(50) reads: the log is never read whole.
+        assert max(reads) <= 1 and len(reads) <= 14, reads
 
 
 # -- a long chat -------------------------------------------------------------------------------
@@ -373,6 +435,10 @@ def test_an_unknown_checkpoint_is_404(studio: Studio) -> None:
     assert r.status_code == 404 and r.json()["error"] == "unknown_thread"
     r = studio.client.get("/v1/threads/c-2/timeline", params={"limit": 0}, headers=bearer("vic"))
     assert r.status_code == 400 and "limit" in r.json()["message"]
+    # The parameter is named as the query spells it, not as the field that holds it.
+    r = studio.client.get("/v1/threads/c-2/compare", params={"from": "a\0b"}, headers=bearer("vic"))
+    assert r.status_code == 400, r.text
+    assert r.json()["message"].startswith("from ") and "from_" not in r.json()["message"]
 
 
 # -- scopes --------------------------------------------------------------------------------------

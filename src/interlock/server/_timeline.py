@@ -31,13 +31,14 @@ probe, and the log is read on from there.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .._collector import collector_paused
 from .._errors import CheckpointCorrupt, CheckpointNotFound, GraphChanged
 from ..runtime import Change, ChangeOp, StateSnapshot, diff_values
 from ._api import _audit, _metadata, _readable_thread, _thread_read, _tool_of
@@ -59,6 +60,8 @@ __all__ = [
     "compare_checkpoints",
     "get_timeline",
 ]
+
+T = TypeVar("T")
 
 FOLD_CHARS: Final = 2000
 """A value of a change whose JSON is longer than this is folded."""
@@ -154,7 +157,12 @@ async def get_timeline(request: Request) -> Response:
     # One more than the page: the oldest checkpoint of the page is compared with it.
     snapshots = await _read(served.app.history(thread, limit=limit + 1, before=query.before))
     page, older = snapshots[:limit], snapshots[limit:]
-    shown = [_shown_values(s.values, identity) for s in snapshots]
+    with collector_paused():  # a long chat's page is tens of thousands of containers
+        shown = [_shown_values(s.values, identity) for s in snapshots]
+        changes = [
+            _views(diff_values(shown[i + 1] if i + 1 < len(shown) else {}, shown[i]))
+            for i in range(len(page))
+        ]
     until = None
     if query.before is not None:
         newer = await served.store.get_checkpoint(thread, query.before)
@@ -170,9 +178,9 @@ async def get_timeline(request: Request) -> Response:
             created_at=s.created_at,
             next=list(s.next),
             ran=_ran(s.metadata),
-            changes=_views(diff_values(shown[i + 1] if i + 1 < len(shown) else {}, shown[i])),
+            changes=changes[i],
             metadata=_metadata(s.metadata, identity),
-            interrupts=[i.id for i in s.interrupts if identity.sees_tool(_tool_of(i))],
+            interrupts=[q.id for q in s.interrupts if identity.sees_tool(_tool_of(q))],
             events=found,
         )
         for i, (s, found) in enumerate(zip(page, events, strict=True))
@@ -199,7 +207,7 @@ async def compare_checkpoints(request: Request) -> Response:
     return json_response(comparison)
 
 
-async def _read(reading: Any) -> Any:
+async def _read(reading: Awaitable[T]) -> T:
     """Await a read of checkpoints; a checkpoint the thread does not have is a 404."""
     try:
         return await reading
