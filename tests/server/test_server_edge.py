@@ -52,6 +52,7 @@ def test_every_route_that_takes_a_body_is_in_the_table() -> None:
         "/v1/interrupts/{id}/decision",
         "/v1/principals",
         "/v1/principals/{name}",
+        "/v1/threads/{thread}/fork",
         "/v1/threads/{thread}/pause",
         "/v1/threads/{thread}/runs",
         "/v1/tokens",
