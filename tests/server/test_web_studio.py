@@ -327,3 +327,26 @@ def test_a_pause_at_a_breakpoint_shows_where_the_run_stopped(browser: Browser, u
         )
         decided = page.locator(".timeline li[data-kind='decision']")
         expect(decided).to_contain_text("ben decided: approve")
+
+
+def test_an_admin_limited_to_some_threads_is_told_why_a_fork_outside_them_is_refused(
+    browser: Browser, url: str
+) -> None:
+    api = Api(url)
+    api.order("other-1", wait=True)
+    with opened(browser, url) as page:
+        sign_in(page, "outsider")  # an admin of the threads whose ids start with "other-"
+        open_studio(page, "other-1")
+        page.locator(".timeline li.entry").first.get_by_role("button", name="Fork from").click()
+        form = page.get_by_role("form", name="Fork from step")
+        expect(form.get_by_label("New thread")).to_have_value(re.compile(r"^other-1-fork-"))
+        form.get_by_label("New thread").fill("mine-1")
+        form.get_by_role("button", name="Fork", exact=True).click()
+        expect(form.locator(".problems")).to_contain_text("Not forked:")
+        expect(form.locator(".problems")).to_contain_text("other-")
+        assert api.call("GET", "/v1/threads/mine-1", "root")[0] == 404
+
+        form.get_by_label("New thread").fill("other-1-b")
+        form.get_by_role("button", name="Fork", exact=True).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Studio · other-1-b")
+    assert api.get("/v1/threads/other-1-b")["values"] == api.get("/v1/threads/other-1")["values"]
