@@ -350,3 +350,16 @@ def test_an_admin_limited_to_some_threads_is_told_why_a_fork_outside_them_is_ref
         form.get_by_role("button", name="Fork", exact=True).click()
         expect(page.get_by_role("heading", level=1)).to_have_text("Studio · other-1-b")
     assert api.get("/v1/threads/other-1-b")["values"] == api.get("/v1/threads/other-1")["values"]
+
+
+def test_on_a_phone_the_studio_does_not_scroll_sideways(browser: Browser, url: str) -> None:
+    api = Api(url)
+    body = {"input": {"messages": ["Refund order 7, please."]}, "app": "desk", "wait": True}
+    assert api.call("POST", "/v1/threads/desk-2/runs", "ana", body)[0] == 200
+    with opened(browser, url, phone=True) as page:
+        sign_in(page, "root")
+        open_studio(page, "desk-2")
+        expect(page.locator(".studio-graph .drawing svg")).to_be_visible()
+        page.locator(".timeline li.entry").first.get_by_role("button", name="Fork from").tap()
+        expect(page.get_by_label("State (JSON)")).not_to_have_value("")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
