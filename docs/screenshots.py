@@ -3,7 +3,7 @@
 Run from the repository's root, in its venv (the dev extras and Playwright installed)::
 
     python docs/screenshots.py          # all of them
-    python docs/screenshots.py phone    # only the phone's (or: desktop, email)
+    python docs/screenshots.py phone    # only the phone's (or: desktop, email, studio)
 
 It needs Debian's Chromium at /usr/bin/chromium (the ``chromium`` package). It serves the test
 suite's two apps (an order graph with an approve() question, a mail agent whose send_email
@@ -21,6 +21,13 @@ shell agent beside them whose ``rm`` commands ask for a confirmation step:
 - ``docs/images/phone-confirm.png``: the confirmation step of an ``rm`` command;
 - ``docs/images/email-link.png``: the page an e-mail's approve link opens (a desk agent's
   refund, its mail caught by an aiosmtpd mailbox on loopback).
+
+and, from the Studio (1200 wide; a supervisor whose billing agent's refunds wait for a person,
+and the order graph):
+
+- ``docs/images/studio-graph.png``: the supervisor's graph, its waiting refund marked;
+- ``docs/images/studio-timeline.png``: the timeline of an order whose question was approved;
+- ``docs/images/studio-fork.png``: the fork form from that order's question, its state edited.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from _web_page import (  # noqa: E402
     opened,
     phone_server,
     sign_in,
+    studio_server,
 )
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
@@ -144,10 +152,54 @@ def email() -> None:
     print(f"wrote {IMAGES / 'email-link.png'}")
 
 
+def studio() -> None:
+    """The Studio's pictures: a graph, a timeline and the fork form, 1200 wide."""
+    names = ["studio-graph.png", "studio-timeline.png", "studio-fork.png"]
+    with tempfile.TemporaryDirectory() as folder, serving(lambda: studio_server(Path(folder))) as s:
+        api = Api(s.url)
+        body = {"input": {"messages": ["Refund order 7, please."]}, "app": "desk", "wait": True}
+        status, started = api.call("POST", "/v1/threads/refund-order-7/runs", "ana", body)
+        assert status == 200, started
+        api.order("order-1042", n=1041, wait=True)
+        [question] = api.pending("order-1042")
+        api.decide(question, True)
+        with sync_playwright() as playwright:
+            browser = launch(playwright)
+            with opened(browser, s.url, width=1200, height=900) as page:
+                sign_in(page, "root")
+                page.goto(s.url + "/inbox#/threads/refund-order-7/studio")
+                graph = page.locator(".studio-graph")
+                expect(graph.locator(".drawing svg g.node.waiting").first).to_be_visible()
+                graph.screenshot(path=str(IMAGES / names[0]))
+
+                page.goto(s.url + "/inbox#/threads/order-1042/studio")
+                entries = page.locator(".timeline li.entry")
+                expect(entries.first).to_contain_text("done")
+                entries.first.get_by_role("checkbox").check()
+                entries.last.get_by_role("checkbox").check()
+                expect(page.locator(".studio-compare .state-changes")).to_be_visible()
+                page.locator(".columns").screenshot(path=str(IMAGES / names[1]))
+
+                entries.filter(has_text="waiting for a decision").get_by_role(
+                    "button", name="Fork from"
+                ).click()
+                form = page.get_by_role("form", name="Fork from step")
+                editor = form.get_by_label("State (JSON)")
+                expect(editor).not_to_have_value("")
+                editor.fill(json.dumps({"n": 2000}, indent=2))
+                form.get_by_label("New thread").fill("order-1042-bigger")
+                form.get_by_label("Run it after forking").check()
+                expect(form.get_by_text("Changed: n")).to_be_visible()
+                page.locator(":focus").blur()
+                page.locator(".columns").screenshot(path=str(IMAGES / names[2]))
+            browser.close()
+    print("wrote " + ", ".join(str(IMAGES / name) for name in names))
+
+
 def main() -> None:
-    """Make the pictures named on the command line (desktop, phone, email), or all of them."""
+    """Make the pictures named on the command line (desktop, phone, email, studio), or all."""
     IMAGES.mkdir(parents=True, exist_ok=True)
-    makers = {"desktop": desktop, "phone": phone, "email": email}
+    makers = {"desktop": desktop, "phone": phone, "email": email, "studio": studio}
     wanted = sys.argv[1:] or list(makers)
     unknown = [name for name in wanted if name not in makers]
     if unknown:

@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from _serving import (
     TOKENS,
@@ -21,13 +21,25 @@ from _serving import (
     mail_agent,
     ops_agent,
     order_app,
+    order_graph,
+    refund,
     release_app,
     shell_agent,
 )
 from playwright.sync_api import Browser, Page, Playwright, expect
 from starlette.types import ASGIApp
 
-from interlock import END, START, App, Graph, SqliteStore, interrupt
+from interlock import END, START, App, Graph, SqliteStore, append, interrupt
+from interlock.agents import (
+    ApprovalPolicy,
+    ScriptedModel,
+    ToolAgent,
+    ToolMessage,
+    UserMessage,
+    call,
+    require_approval,
+    supervisor,
+)
 from interlock.server import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -116,6 +128,67 @@ def phone_server(folder: Path) -> ASGIApp:
 def ops_server(folder: Path) -> ASGIApp:
     """The approval server for the ops agent alone (it wipes disks and refunds)."""
     return create_app({"ops": ops_agent(folder / "ops.db")}, auth=auth())
+
+
+def desk_supervisor(path: Path) -> App[Any]:
+    """A supervisor (``desk``) that hands every request to its ``billing`` agent, whose
+    ``refund`` calls wait for a person (the supervisor's policy gates them)."""
+
+    def desk_reply(messages: Any, tools: Any) -> Any:
+        if isinstance(messages[-1], UserMessage):
+            return call("transfer_to_billing")
+        return "Done."
+
+    def billing_reply(messages: Any, tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name == "refund":
+            return last.content
+        return call("refund", {"amount": 5})
+
+    billing = ToolAgent("billing", ScriptedModel(billing_reply, name="billing"), [refund])
+    policy = ApprovalPolicy({"refund": [require_approval(name="money")]})
+    desk = supervisor(ScriptedModel(desk_reply, name="desk"), [billing], name="desk", policy=policy)
+    return desk.compile(store=SqliteStore(path))
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[str], append]
+    turns: int
+    note: str
+
+
+def chat_graph() -> Graph[Chat]:
+    """One turn per step, a question and its echo appended, until ``turns`` reaches 300."""
+
+    def turn(state: Chat) -> Chat:
+        n = state.get("turns", 0) + 1
+        return {"messages": [f"question {n}", f"answer {n}"], "turns": n}
+
+    g = Graph(Chat, name="chat")
+    g.add_node("turn", turn).add_edge(START, "turn")
+    g.add_conditional_edges("turn", lambda s: END if s["turns"] >= CHAT_TURNS else "turn")
+    return g
+
+
+CHAT_TURNS = 300
+"""How many turns `chat_graph` runs."""
+
+
+def studio_server(folder: Path) -> ASGIApp:
+    """The approval server for the order graph (``orders``; ``shipments``: the same, which
+    pauses before ``finish``), the supervisor ``desk`` (see `desk_supervisor`) and the 300-turn
+    chat (``chat``), on SQLite files in ``folder``."""
+    apps = {
+        "orders": order_app(folder / "orders.db"),
+        "shipments": order_graph().compile(
+            store=SqliteStore(folder / "shipments.db"), interrupt_before=["finish"]
+        ),
+        "desk": desk_supervisor(folder / "desk.db"),
+        "chat": chat_graph().compile(
+            store=SqliteStore(folder / "chat.db"), recursion_limit=CHAT_TURNS + 10
+        ),
+    }
+    return create_app(apps, auth=auth())
 
 
 class Api:

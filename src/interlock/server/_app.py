@@ -399,8 +399,10 @@ async def _page(request: Request) -> Response:
         page.read_bytes(),
         media_type="text/html; charset=utf-8",
         headers={
+            # Styles inline too: the graph renderer (Mermaid) styles the SVG it draws with
+            # a <style> element and style attributes. Scripts still come from the server only.
             "Content-Security-Policy": (
-                "default-src 'self'; script-src 'self'; style-src 'self'; "
+                "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
                 "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
             ),
             "Cache-Control": "no-store",

@@ -85,6 +85,12 @@ export function get(path, params = {}) {
   return send(url, { headers: headers() });
 }
 
+/** POST `body` as JSON to `path` (relative to the page), signed in as every call is. */
+export function post(path, body) {
+  const init = { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body) };
+  return send(path, init);
+}
+
 /** The identity the token belongs to, or an ApiError (401 for a wrong token). */
 export async function whoAmI(token) {
   const response = await fetch("v1/me", {
@@ -147,3 +153,12 @@ export const interrupt = (id) => get(`v1/interrupts/${encodeURIComponent(id)}`);
 export const thread = (id, app) => get(`v1/threads/${encodeURIComponent(id)}`, { app });
 export const audit = (id, app) => get(`v1/threads/${encodeURIComponent(id)}/audit`, { app, limit: 500 });
 export const threads = (params) => get("v1/threads", params);
+
+const threadPath = (id) => `v1/threads/${encodeURIComponent(id)}`;
+export const graph = (id, app) => get(`${threadPath(id)}/graph`, { app });
+export const timeline = (id, app, before = null, limit = 20) => get(`${threadPath(id)}/timeline`, { app, before, limit });
+export const compare = (id, app, from, to) => get(`${threadPath(id)}/compare`, { app, from, to });
+export const checkpoint = (id, app, checkpointId) => get(`${threadPath(id)}/checkpoints/${encodeURIComponent(checkpointId)}`, { app });
+export const schema = (id, app) => get(`${threadPath(id)}/schema`, { app });
+/** Fork thread `id` (admins only): `body` is {checkpoint_id, new_thread, values, as_node, run, app}. */
+export const fork = (id, body) => post(`${threadPath(id)}/fork`, body);

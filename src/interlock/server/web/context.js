@@ -92,7 +92,8 @@ export function stateBlock(values) {
   return h("details", { className: "state" }, h("summary", {}, "State"), jsonBlock(values, "The thread's state"));
 }
 
-function describe(entry) {
+/** What an audit `entry` says, in words (and a diff or reason where it has one). */
+export function describe(entry) {
   const d = entry.data && typeof entry.data === "object" ? entry.data : {};
   const who = entry.actor ?? "someone";
   switch (entry.kind) {

@@ -1,8 +1,9 @@
 // The web inbox: sign in (single sign-on, or a token), see what waits for a decision, decide.
 //
 // Routes live in the URL's hash: #/ (the pending list, #/?thread=…&tool=…&key=… filtered),
-// #/interrupts/<id> (one question), #/threads/<id> (one thread) and #/failed (the threads
-// whose run failed). One event stream feeds
+// #/interrupts/<id> (one question), #/threads/<id> (one thread), #/threads/<id>/studio (its
+// graph, timeline and forks; ?app=… to pick the app) and #/failed (the threads whose run
+// failed). One event stream feeds
 // whichever view is shown.
 
 import * as api from "./api.js";
@@ -11,6 +12,7 @@ import { h, fill, tick } from "./dom.js";
 import { EventStream } from "./events.js";
 import { failedView } from "./failed.js";
 import { listView } from "./list.js";
+import { studioView } from "./studio.js";
 import { threadView } from "./thread.js";
 
 const main = document.getElementById("main");
@@ -39,7 +41,9 @@ function route() {
   const [path, query = ""] = hash.split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "interrupts" && parts[1]) view = detailView(parts[1], { me });
-  else if (parts[0] === "threads" && parts[1]) view = threadView(parts[1]);
+  else if (parts[0] === "threads" && parts[1] && parts[2] === "studio") {
+    view = studioView(parts[1], { me, app: new URLSearchParams(query).get("app") });
+  } else if (parts[0] === "threads" && parts[1]) view = threadView(parts[1]);
   else if (parts[0] === "failed") view = failedView();
   else view = listView(new URLSearchParams(query));
   document.title = `${view.title} · interlock`;

@@ -30,6 +30,7 @@ export function threadView(id) {
     if (seq < shown) return; // an older read answered late
     shown = seq;
     app = thread.app;
+    studio.href = `#/threads/${encodeURIComponent(id)}/studio?app=${encodeURIComponent(app)}`;
     const waiting = thread.interrupts.length
       ? h(
           "ul",
@@ -75,12 +76,14 @@ export function threadView(id) {
     if (event.thread === id && (!app || !event.app || event.app === app)) load();
   }
 
+  const studio = h("a", { className: "button secondary small", href: `#/threads/${encodeURIComponent(id)}/studio` }, "Open in Studio");
   load();
   const element = h(
     "article",
     { className: "view" },
     h("nav", { className: "crumbs" }, h("a", { href: "#/" }, "← Pending questions")),
     title,
+    h("p", { className: "views" }, studio),
     body,
   );
   return { element, title: `Thread ${id}`, onEvent, reload: load };
