@@ -25,11 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import sys
 import tempfile
 import types
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -86,23 +84,6 @@ class Crossings:
         self.doors[(caller, callee)].add(frame.f_code.co_qualname)
 
 
-@contextlib.asynccontextmanager
-async def _serving(asgi: Any) -> AsyncIterator[str]:
-    import uvicorn
-
-    config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, help="measure this interlock source tree instead")
@@ -111,6 +92,7 @@ async def main() -> None:
         sys.path.insert(0, str(args.src.resolve()))
 
     import httpx
+    from _serve import serving
 
     import interlock
     from interlock import END, START, Graph, SqliteStore, approve
@@ -149,7 +131,7 @@ async def main() -> None:
         asgi = create_app(app, auth=auth, continue_runs=False, poll_interval=3600)
         headers = {"authorization": "Bearer alice"}
         async with (
-            _serving(asgi) as url,
+            serving(asgi) as url,
             httpx.AsyncClient(base_url=url, headers=headers) as client,
         ):
             await asyncio.sleep(0.05)  # the change feed's first read happens now, not below

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import random
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -42,23 +40,6 @@ def _text(rng: random.Random, lo: int = 200, hi: int = 500) -> str:
     return " ".join(out)[:size]
 
 
-@contextlib.asynccontextmanager
-async def _serving(asgi: Any) -> AsyncIterator[str]:
-    import uvicorn
-
-    config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers no event to wait on)
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300)
@@ -71,6 +52,7 @@ async def main() -> None:
 
     import httpx
     from _common import percentile
+    from _serve import serving
 
     import interlock
     from interlock import START, Graph, SqliteStore, append
@@ -131,7 +113,7 @@ async def main() -> None:
             "thread": ("/v1/threads/chat", {}),
         }
         async with (
-            _serving(asgi) as url,
+            serving(asgi) as url,
             httpx.AsyncClient(
                 base_url=url, headers={"authorization": "Bearer viewer"}, timeout=60
             ) as client,

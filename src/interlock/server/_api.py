@@ -32,7 +32,7 @@ from .._errors import (
     StoreClosed,
     ThreadBusy,
 )
-from ..runtime import Interrupt, Tally, usage_of
+from ..runtime import Interrupt, StateSnapshot, Tally, usage_of
 from ..stores import InterruptRecord, PendingFilter
 from ._auth import Identity, Role
 from ._deciding import background, decide_as, find_question
@@ -535,19 +535,26 @@ async def get_history(request: Request) -> Response:
         raise ApiError(404, "unknown_checkpoint", f"{exc}") from exc
     items = [
         CheckpointItem(
-            checkpoint_id=s.checkpoint_id,
-            parent_id=s.parent_id,
-            step=s.step,
-            status=s.status,
-            source=s.source,
-            created_at=s.created_at,
-            next=list(s.next),
+            **checkpoint_fields(s),
             metadata=_metadata(s.metadata, identity),
         )
         for s in snapshots
     ]
     more = items[-1].checkpoint_id if len(items) == limit else None
     return json_response(HistoryPage(items=items, next=more))
+
+
+def checkpoint_fields(s: StateSnapshot[Any]) -> dict[str, Any]:
+    """The fields every view of one checkpoint shows, read from its snapshot."""
+    return {
+        "checkpoint_id": s.checkpoint_id,
+        "parent_id": s.parent_id,
+        "step": s.step,
+        "status": s.status,
+        "source": s.source,
+        "created_at": s.created_at,
+        "next": list(s.next),
+    }
 
 
 def _metadata(metadata: dict[str, Any], identity: Identity) -> Any:

@@ -25,7 +25,7 @@ from .._errors import (
     NotAuthorized,
     ThreadBusy,
 )
-from ._api import _body, _path, _readable_thread, _thread_read, _thread_request
+from ._api import _body, _path, _readable_thread, _thread_read, _thread_request, checkpoint_fields
 from ._auth import Identity
 from ._deciding import background
 from ._errors import ApiError, json_response
@@ -123,13 +123,7 @@ async def get_checkpoint(request: Request) -> Response:
         raise ApiError(409, "graph_changed", str(exc)) from exc
     return json_response(
         CheckpointState(
-            checkpoint_id=snapshot.checkpoint_id,
-            parent_id=snapshot.parent_id,
-            step=snapshot.step,
-            status=snapshot.status,
-            source=snapshot.source,
-            created_at=snapshot.created_at,
-            next=list(snapshot.next),
+            **checkpoint_fields(snapshot),
             values=_shown(snapshot.values, identity),
         )
     )

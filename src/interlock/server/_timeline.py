@@ -41,7 +41,7 @@ from starlette.responses import Response
 from .._collector import collector_paused
 from .._errors import CheckpointCorrupt, CheckpointNotFound, GraphChanged
 from ..runtime import Change, ChangeOp, StateSnapshot, diff_values
-from ._api import _audit, _metadata, _readable_thread, _thread_read, _tool_of
+from ._api import _audit, _metadata, _readable_thread, _thread_read, _tool_of, checkpoint_fields
 from ._auth import Identity
 from ._errors import ApiError, json_response
 from ._params import CompareQuery, TimelineQuery, read_query
@@ -170,13 +170,7 @@ async def get_timeline(request: Request) -> Response:
     events = await _events(served, identity, thread, page, until)
     items = [
         TimelineEntry(
-            checkpoint_id=s.checkpoint_id,
-            parent_id=s.parent_id,
-            step=s.step,
-            status=s.status,
-            source=s.source,
-            created_at=s.created_at,
-            next=list(s.next),
+            **checkpoint_fields(s),
             ran=_ran(s.metadata),
             changes=changes[i],
             metadata=_metadata(s.metadata, identity),
