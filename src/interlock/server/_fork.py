@@ -31,7 +31,7 @@ from ._deciding import background
 from ._errors import ApiError, json_response
 from ._params import NewName, PathId, ThreadQuery, read_query
 from ._scopes import opaque, sees_every_tool, strip_calls
-from ._views import StateProblem, plain
+from ._views import CheckpointFields, StateProblem, plain
 
 __all__ = [
     "CheckpointState",
@@ -54,17 +54,9 @@ class StateSchemaView(msgspec.Struct, kw_only=True):
     """The graph's top-level nodes, in the order they were added."""
 
 
-class CheckpointState(msgspec.Struct, kw_only=True):
+class CheckpointState(CheckpointFields, kw_only=True):
     """A thread's state at one of its checkpoints."""
 
-    checkpoint_id: str
-    parent_id: str | None
-    step: int
-    status: str
-    source: str
-    created_at: float
-    next: list[str]
-    """The nodes planned next."""
     values: Any
     """The whole state; for an identity limited to some tools, without the calls of others."""
 

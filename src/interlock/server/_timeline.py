@@ -47,7 +47,7 @@ from ._errors import ApiError, json_response
 from ._params import CompareQuery, TimelineQuery, read_query
 from ._scopes import opaque, sees_every_tool, strip_calls, visible_audit
 from ._served import Served
-from ._views import AuditItem, plain
+from ._views import AuditItem, CheckpointFields, plain
 
 __all__ = [
     "FOLD_CHARS",
@@ -95,18 +95,9 @@ class ChangeView(msgspec.Struct, kw_only=True):
     """The value after (for ``append``: the added items, each folded on its own)."""
 
 
-class TimelineEntry(msgspec.Struct, kw_only=True):
+class TimelineEntry(CheckpointFields, kw_only=True):
     """One checkpoint of a thread's timeline, with what led to it and what followed."""
 
-    checkpoint_id: str
-    parent_id: str | None
-    step: int
-    status: str
-    source: str
-    """Why it was written: ``input``, ``loop``, ``resume``, ``update`` or ``fork``."""
-    created_at: float
-    next: list[str]
-    """The nodes that run next from it."""
     ran: list[RanNode]
     """The tasks that ran since the checkpoint before it, in task order."""
     changes: list[ChangeView]

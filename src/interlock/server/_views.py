@@ -263,16 +263,23 @@ class ThreadPage(msgspec.Struct, kw_only=True):
     next: str | None
 
 
-class CheckpointItem(msgspec.Struct, kw_only=True):
-    """One checkpoint of a thread's history."""
+class CheckpointFields(msgspec.Struct, kw_only=True):
+    """What every view of one checkpoint shows (`checkpoint_fields` reads it from a snapshot)."""
 
     checkpoint_id: str
     parent_id: str | None
     step: int
     status: str
     source: str
+    """Why it was written: ``input``, ``loop``, ``resume``, ``update`` or ``fork``."""
     created_at: float
     next: list[str]
+    """The nodes planned next."""
+
+
+class CheckpointItem(CheckpointFields, kw_only=True):
+    """One checkpoint of a thread's history."""
+
     metadata: Any
 
 
