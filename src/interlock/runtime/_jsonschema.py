@@ -151,7 +151,7 @@ def _canonical(schema: Mapping[str, Any]) -> bytes:
 
 @functools.cache
 def _no_refs() -> Any:
-    """The empty registry that every validator resolves ``$ref`` in: never fetch over the network."""
+    """The empty registry every validator resolves ``$ref`` in: nothing is fetched."""
     import referencing
 
     return referencing.Registry()
