@@ -6,9 +6,12 @@
 
 Each run is a new interpreter that does nothing but ``import interlock``. It reports the wall
 time of that import, the peak RSS of the process after it (the figure the target is set for)
-and what the import added to the interpreter's own, and ``len(sys.modules)``. Then the same
-number of runs under ``python -X importtime`` give each module's median self time, and the ten
-most expensive are printed with their cumulative time and the chain that imported them.
+and what the import added to the interpreter's own, and ``len(sys.modules)``. Interleaved with
+those, a process that imports only what a run cannot do without (`FLOOR`: msgspec, asyncio,
+anyio and the standard modules the core uses) gives the floor under the figures, and what
+interlock costs above it. Then the same number of runs under ``python -X importtime`` give each
+module's median self time, and the ten most expensive are printed with their cumulative time
+and the chain that imported them.
 
 Bytecode is compiled once, before the first measured run, into a temporary cache
 (``PYTHONPYCACHEPREFIX``), whatever ``PYTHONDONTWRITEBYTECODE`` says: an installed package has
@@ -44,6 +47,11 @@ import json
 print(json.dumps({"ms": ms, "rss": after / 1024, "added": (after - before) / 1024,
                   "modules": modules, "file": interlock.__file__}))
 """
+FLOOR = (
+    "msgspec, msgspec.json, asyncio, anyio, anyio.abc, anyio.to_thread, anyio.lowlevel, sqlite3, "
+    "hashlib, inspect, dataclasses, importlib.resources, json, queue, random, pathlib"
+)
+"""What a run cannot do without: interlock's dependencies and the standard modules its core uses."""
 # ru_maxrss is in KiB on Linux (bytes on macOS, where the MB figures read 1024 times too big).
 
 
@@ -88,14 +96,20 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(args.src.resolve()), PYTHONPYCACHEPREFIX=cache)
         run(env, "-c", "import interlock")  # compile once, as an installed package is
-        probes = [json.loads(run(env, "-c", PROBE).stdout) for _ in range(args.runs)]
+        probes, floors = [], []
+        for _ in range(args.runs):  # interleaved, so that both see the same load
+            probes.append(json.loads(run(env, "-c", PROBE).stdout))
+            floor = PROBE.replace("import interlock\n", f"import {FLOOR}\n")
+            floors.append(
+                json.loads(run(env, "-c", floor.replace("interlock.__file__", "''")).stdout)
+            )
         traces = [
             importtime(run(env, "-X", "importtime", "-c", "import interlock").stderr)
             for _ in range(args.runs)
         ]
 
-    def median(key: str) -> float:
-        return statistics.median(p[key] for p in probes)
+    def median(key: str, of: list[dict[str, float]] = probes) -> float:
+        return statistics.median(p[key] for p in of)
 
     print(f"import interlock from {Path(probes[0]['file']).parent.parent}")
     print(f"  median of {args.runs} fresh processes, bytecode cached")
@@ -103,6 +117,12 @@ def main() -> None:
     print(f"  {'peak RSS':<22}{median('rss'):8.1f} MB     target <= {TARGET_MB:.0f} MB")
     print(f"  {'RSS added by import':<22}{median('added'):8.1f} MB")
     print(f"  {'modules loaded':<22}{median('modules'):8.0f}")
+    print("\nthe floor: msgspec, asyncio, anyio and the standard modules alone, same runs")
+    print(f"  {'wall time':<22}{median('ms', floors):8.1f} ms")
+    print(f"  {'peak RSS':<22}{median('rss', floors):8.1f} MB")
+    print(f"  {'modules loaded':<22}{median('modules', floors):8.0f}")
+    above = median("ms") - median("ms", floors), median("rss") - median("rss", floors)
+    print(f"  {'interlock above it':<22}{above[0]:8.1f} ms, {above[1]:.1f} MB")
     own: dict[str, list[int]] = {}
     total: dict[str, list[int]] = {}
     for rows in traces:
