@@ -6,13 +6,17 @@ import math
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._records import Address, Interrupt, RunResult
+
+if TYPE_CHECKING:
+    # Annotations only: the streams are made by `anyio.create_memory_object_stream` when a
+    # run is streamed, so a run that is not streamed never imports them.
+    import anyio.abc
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = [
     "MODES",

@@ -15,6 +15,10 @@ of failing the node after the answer was committed.
 
 Invariant: a validator is built once per distinct schema (cached by its canonical JSON), and the
 schema itself is checked once, where `interrupt()` is called.
+
+`jsonschema` and `referencing` are imported on first use, not with this module: together they
+are most of what `import interlock` would otherwise cost, and a graph without answer schemas
+never needs them.
 """
 
 from __future__ import annotations
@@ -25,13 +29,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
-import referencing
-import referencing.exceptions
-import referencing.jsonschema
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.validators import validator_for
-from jsonschema_specifications import REGISTRY
 
 from .._errors import GraphDefinitionError
 
@@ -42,7 +39,6 @@ TYPE_KEYWORD: Final = "x-interlock-type"
 
 _CACHED: Final = 512  # distinct schemas kept compiled; a graph has a handful
 _SHOWN: Final = 300  # characters of a refusal message, so a huge answer is not echoed whole
-_NO_REFS: Final = referencing.Registry()  # never fetch a schema from the network
 
 _Converter = Callable[[Any], Any]
 _ANSWER_TYPES: dict[str, _Converter] = {}
@@ -117,6 +113,8 @@ def _judged(canonical: bytes, answer: bytes) -> str | None:
 
 def _judge(canonical: bytes, instance: Any) -> str | None:
     """What is wrong with ``instance`` under the schema, or None: a pure function of the two."""
+    from jsonschema.exceptions import best_match
+
     validator = _validator(canonical)
     try:
         error = best_match(validator.iter_errors(instance))
@@ -151,15 +149,28 @@ def _canonical(schema: Mapping[str, Any]) -> bytes:
     return msgspec.json.encode(schema, order="deterministic")
 
 
+@functools.cache
+def _no_refs() -> Any:
+    """The empty registry every validator resolves ``$ref`` in: nothing is fetched."""
+    import referencing
+
+    return referencing.Registry()
+
+
 @functools.lru_cache(maxsize=_CACHED)
 def _validator(canonical: bytes) -> Any:
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
     schema = msgspec.json.decode(canonical)
     cls = validator_for(schema, default=Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_NO_REFS)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_no_refs())
 
 
 @functools.lru_cache(maxsize=_CACHED)
 def _checked(canonical: bytes) -> None:
+    from jsonschema.exceptions import SchemaError
+
     validator = _validator(canonical)
     try:
         validator.check_schema(validator.schema)
@@ -173,13 +184,17 @@ def _checked(canonical: bytes) -> None:
 
 def _check_refs(validator: Any) -> None:
     """Refuse a ``$ref`` that does not resolve: no answer could ever be checked against it."""
+    import referencing.exceptions
+    import referencing.jsonschema
+    from jsonschema_specifications import REGISTRY
+
     cls = type(validator)
     spec = referencing.jsonschema.specification_with(
         cls.ID_OF(cls.META_SCHEMA) or "urn:unknown-dialect",
         default=referencing.Specification.OPAQUE,
     )
     root = spec.create_resource(validator.schema)
-    resolver = REGISTRY.combine(_NO_REFS).resolver_with_root(root)
+    resolver = REGISTRY.combine(_no_refs()).resolver_with_root(root)
     todo = [(root, resolver)]
     while todo:
         resource, at = todo.pop()

@@ -1,0 +1,149 @@
+"""What `import interlock` costs a fresh process: wall time, memory, modules, and where it goes.
+
+    python bench/import_cost.py                       # this checkout's src/, median of 7 runs
+    python bench/import_cost.py --runs 15
+    python bench/import_cost.py --src /path/to/other/checkout/src   # another tree, same driver
+
+Each run is a new interpreter that does nothing but ``import interlock``. It reports the wall
+time of that import, the peak RSS of the process after it (the figure the target is set for)
+and what the import added to the interpreter's own, and ``len(sys.modules)``. Interleaved with
+those, a process that imports only what a run cannot do without (`FLOOR`: msgspec, asyncio,
+anyio and the standard modules the core uses) gives the floor under the figures, and what
+interlock costs above it. Then the same number of runs under ``python -X importtime`` give each
+module's median self time, and the ten most expensive are printed with their cumulative time
+and the chain that imported them.
+
+Bytecode is compiled once, before the first measured run, into a temporary cache
+(``PYTHONPYCACHEPREFIX``), whatever ``PYTHONDONTWRITEBYTECODE`` says: an installed package has
+its ``.pyc`` files, and compiling the sources on every import would measure the compiler.
+Timings move with the machine's load; the module count and the list of modules do not, and
+`tests/test_import_cost.py` holds the list of what must stay out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGET_MS = 60.0
+TARGET_MB = 25.0
+
+PROBE = """
+import resource, sys, time
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+import interlock
+ms = (time.perf_counter() - start) * 1000
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+modules = len(sys.modules)
+import json
+print(json.dumps({"ms": ms, "rss": after / 1024, "added": (after - before) / 1024,
+                  "modules": modules, "file": interlock.__file__}))
+"""
+FLOOR = (
+    "msgspec, msgspec.json, asyncio, anyio, anyio.abc, anyio.to_thread, anyio.lowlevel, sqlite3, "
+    "hashlib, inspect, dataclasses, importlib.resources, json, queue, random, pathlib"
+)
+"""What a run cannot do without: interlock's dependencies and the standard modules its core uses."""
+# ru_maxrss is in KiB on Linux (bytes on macOS, where the MB figures read 1024 times too big).
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"the import failed:\n{out.stderr}")
+    return out
+
+
+def importtime(stderr: str) -> list[tuple[str, int, int, int]]:
+    """``(module, self µs, cumulative µs, depth)`` per line of ``-X importtime`` output."""
+    rows = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, cumulative, name = line.removeprefix("import time:").split("|")
+        depth = (len(name) - len(name.lstrip())) // 2
+        rows.append((name.strip(), int(own), int(cumulative), depth))
+    return rows
+
+
+def importers(rows: list[tuple[str, int, int, int]]) -> dict[str, str]:
+    """Which module's import brought each module in (the next line less indented)."""
+    found: dict[str, str] = {}
+    for i, (name, _, _, depth) in enumerate(rows):
+        for later, _, _, d in rows[i + 1 :]:
+            if d < depth:
+                found[name] = later
+                break
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--src", type=Path, default=HERE.parent / "src")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="interlock-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(PYTHONPATH=str(args.src.resolve()), PYTHONPYCACHEPREFIX=cache)
+        run(env, "-c", "import interlock")  # compile once, as an installed package is
+        probes, floors = [], []
+        for _ in range(args.runs):  # interleaved, so that both see the same load
+            probes.append(json.loads(run(env, "-c", PROBE).stdout))
+            floor = PROBE.replace("import interlock\n", f"import {FLOOR}\n")
+            floors.append(
+                json.loads(run(env, "-c", floor.replace("interlock.__file__", "''")).stdout)
+            )
+        traces = [
+            importtime(run(env, "-X", "importtime", "-c", "import interlock").stderr)
+            for _ in range(args.runs)
+        ]
+
+    def median(key: str, of: list[dict[str, float]] = probes) -> float:
+        return statistics.median(p[key] for p in of)
+
+    print(f"import interlock from {Path(probes[0]['file']).parent.parent}")
+    print(f"  median of {args.runs} fresh processes, bytecode cached")
+    print(f"  {'wall time':<22}{median('ms'):8.1f} ms     target <= {TARGET_MS:.0f} ms")
+    print(f"  {'peak RSS':<22}{median('rss'):8.1f} MB     target <= {TARGET_MB:.0f} MB")
+    print(f"  {'RSS added by import':<22}{median('added'):8.1f} MB")
+    print(f"  {'modules loaded':<22}{median('modules'):8.0f}")
+    print("\nthe floor: msgspec, asyncio, anyio and the standard modules alone, same runs")
+    print(f"  {'wall time':<22}{median('ms', floors):8.1f} ms")
+    print(f"  {'peak RSS':<22}{median('rss', floors):8.1f} MB")
+    print(f"  {'modules loaded':<22}{median('modules', floors):8.0f}")
+    above = median("ms") - median("ms", floors), median("rss") - median("rss", floors)
+    print(f"  {'interlock above it':<22}{above[0]:8.1f} ms, {above[1]:.1f} MB")
+    own: dict[str, list[int]] = {}
+    total: dict[str, list[int]] = {}
+    for rows in traces:
+        for name, us, cumulative, _ in rows:
+            own.setdefault(name, []).append(us)
+            total.setdefault(name, []).append(cumulative)
+    by = importers(traces[0])
+    print("\nthe ten most expensive modules (median self time, -X importtime)")
+    print(f"  {'self ms':>8} {'cumul. ms':>10}  module  <- imported by")
+    ranked = sorted(own, key=lambda name: statistics.median(own[name]), reverse=True)
+    for name in ranked[:10]:
+        chain, at = [], name
+        while at in by and len(chain) < 3:
+            at = by[at]
+            chain.append(at)
+        print(
+            f"  {statistics.median(own[name]) / 1000:8.1f} "
+            f"{statistics.median(total[name]) / 1000:10.1f}  {name}"
+            + (f"  <- {' <- '.join(chain)}" if chain else "")
+        )
+
+
+if __name__ == "__main__":
+    main()
