@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-import interlock
 import interlock.agents as agents
+from _imports import run_fresh
 
 
 def test_all_names_exist_are_unique_and_documented() -> None:
@@ -37,12 +33,7 @@ def test_the_agents_layer_imports_without_its_extras() -> None:
         "try:\n    a.OpenAIChatModel\nexcept ImportError as e:\n    print('openai:', e)\n"
         "try:\n    a.AnthropicChatModel\nexcept ImportError as e:\n    print('claude:', e)\n"
     )
-    src = str(Path(interlock.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": src}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert "interlock[mcp]" in out.stdout
-    assert "openai" in out.stdout.split("openai:", 1)[1].split("claude:")[0]
-    assert "interlock[anthropic]" in out.stdout.split("claude:", 1)[1]
+    stdout = "\n".join(run_fresh(code))
+    assert "interlock[mcp]" in stdout
+    assert "openai" in stdout.split("openai:", 1)[1].split("claude:")[0]
+    assert "interlock[anthropic]" in stdout.split("claude:", 1)[1]

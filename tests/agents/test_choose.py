@@ -7,18 +7,15 @@ keys), so each model here is built from its name alone, as a user's program buil
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import types
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from llmock.pytest_plugin import LLMock
 
-import interlock
+from _imports import run_fresh
 from interlock import InterlockError, ModelSpecError
 from interlock.agents import (
     AnthropicChatModel,
@@ -197,13 +194,7 @@ def test_nothing_is_imported_until_a_model_is_built() -> None:
         "a.chat_model('anthropic:claude-sonnet-4-5', api_key='k')\n"
         "print(sorted(m for m in sdks if m in sys.modules))\n"
     )
-    src = str(Path(interlock.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": src}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["[]", "['anthropic']"]
+    assert run_fresh(code) == ["[]", "['anthropic']"]
 
 
 # -- bad names ----------------------------------------------------------------------------------
