@@ -224,26 +224,35 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
     turns, window, size, page = p["turns"], p["window"], p["message_bytes"], p["page"]
     graph = chat_graph(size)
 
-    async def chat(path: Path, n: int, copies: dict[int, Path]) -> list[float]:
+    async def chat(
+        path: Path, n: int, copies: dict[int, Path], marks: tuple[int, ...] = ()
+    ) -> tuple[list[float], dict[str, float]]:
         store = SqliteStore(path)
         app = graph.compile(store=store)
         times = []
+        first: dict[str, float] = {}
         for turn in range(n):
             user = {"role": "user", "content": message_text(turn, "user", size)}
             t0 = perf_counter()
             r = await app.run({"messages": [user]}, thread="chat")
             times.append(perf_counter() - t0)
+            if turn + 1 in marks:  # the first read in the App that has just run the turn
+                t1 = perf_counter()
+                snap = await app.get_state("chat")
+                first[f"s3_get_state_first_ms_t{turn + 1}"] = (perf_counter() - t1) * 1e3
+                check_chat(snap.values["messages"], turn + 1, size)
             if turn + 1 in copies:  # untimed: the chat as it is after this turn, for "state"
                 snapshot_db(path, copies[turn + 1])
         if len(r.values["messages"]) != 2 * n:
             raise AssertionError(f"{len(r.values['messages'])} messages after {n} turns")
         await store.close()
-        return times
+        return times, first
 
-    await chat(work / "s3-interlock-warmup.db", 2, {})
+    await chat(work / "s3-interlock-warmup.db", 2, {}, (1, 2))
     path = work / "s3-interlock.db"
-    copies = {at: s3_state_file(work, SIDE, at, turns) for at in s3_checkpoints(turns)[:-1]}
-    times = await chat(path, turns, copies)
+    marks = s3_checkpoints(turns)
+    copies = {at: s3_state_file(work, SIDE, at, turns) for at in marks[:-1]}
+    times, first = await chat(path, turns, copies, marks)
     main_bytes, wal_bytes = db_sizes(path)
     raw = 2 * turns * size
 
@@ -270,6 +279,7 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
         "s3_turn_ms_early": early * 1e3,
         "s3_turn_ms_late": late * 1e3,
         "s3_history_s": history_s,
+        **first,
     }
     info = {
         "reducer": "interlock.append on list[dict]",

@@ -318,8 +318,11 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
     )
     graph = chat_graph(size)
 
-    async def chat(path: Path, n: int, copies: dict[int, Path]) -> list[float]:
+    async def chat(
+        path: Path, n: int, copies: dict[int, Path], marks: tuple[int, ...] = ()
+    ) -> tuple[list[float], dict[str, float]]:
         times = []
+        first: dict[str, float] = {}
         async with sqlite_saver(path, api) as saver:
             run = Runner(graph.compile(checkpointer=saver), api)
             for turn in range(n):
@@ -327,16 +330,22 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
                 t0 = perf_counter()
                 out = await run.invoke({"messages": [user]}, config("chat"))
                 times.append(perf_counter() - t0)
+                if turn + 1 in marks:  # the first read in the graph that has just run the turn
+                    t1 = perf_counter()
+                    snap = await run.get_state(config("chat"))
+                    first[f"s3_get_state_first_ms_t{turn + 1}"] = (perf_counter() - t1) * 1e3
+                    check_chat(snap.values["messages"], turn + 1, size)
                 if turn + 1 in copies:  # untimed: the chat as it is after this turn, for "state"
                     snapshot_db(path, copies[turn + 1])
         if len(out["messages"]) != 2 * n:
             raise AssertionError(f"{len(out['messages'])} messages after {n} turns")
-        return times
+        return times, first
 
-    await chat(work / "s3-langgraph-warmup.db", 2, {})
+    await chat(work / "s3-langgraph-warmup.db", 2, {}, (1, 2))
     path = work / "s3-langgraph.db"
-    copies = {at: s3_state_file(work, SIDE, at, turns) for at in s3_checkpoints(turns)[:-1]}
-    times = await chat(path, turns, copies)
+    marks = s3_checkpoints(turns)
+    copies = {at: s3_state_file(work, SIDE, at, turns) for at in marks[:-1]}
+    times, first = await chat(path, turns, copies, marks)
     main_bytes, wal_bytes = db_sizes(path)
     raw = 2 * turns * size
 
@@ -362,6 +371,7 @@ async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
         "s3_turn_ms_early": early * 1e3,
         "s3_turn_ms_late": late * 1e3,
         "s3_history_s": history_s,
+        **first,
     }
     info = {
         "reducer": "operator.add on list[dict] (not add_messages)",

@@ -16,6 +16,9 @@ and warm-up:
 - S2: one round trip of the approval graph (run to the interrupt, resume to the end), as
   compare.py's S2 runs it.
 - S5: one resume of a thread waiting at the approval, 200 threads waiting in the file.
+- S3: the first ``get_state`` of S3's chat in the App (graph) that has just run the turn, near
+  turn 300 (1 KiB messages): both counts run the same 300 turns, and read after the last
+  ``N`` of them (``--only S3``; not in the default set).
 
 Instructions count CPU work in user space: not the kernel's part of a write or a flush, and
 not the time a thread waits for another. A wall-clock ratio above the instruction ratio is
@@ -43,20 +46,44 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 
 # (smaller, larger) count per scenario, and the units one count stands for.
-COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60)}
-UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1}
-UNITS = {"S1": "node-step", "S2": "round trip", "S5": "resume"}
+COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60), "S3": (10, 30)}
+UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1, "S3": 1}
+UNITS = {
+    "S1": "node-step",
+    "S2": "round trip",
+    "S5": "resume",
+    "S3": "first get_state after a turn (turn ~300)",
+}
 NODES = 50
 S5_WAITING = 200
+S3_TURNS = 300
+S3_MESSAGE_BYTES = 1024
+
+
+def s3_user(turn: int) -> dict[str, str]:
+    from _common import message_text
+
+    return {"role": "user", "content": message_text(turn, "user", S3_MESSAGE_BYTES)}
 
 
 # -- the measured work (runs in the child, under valgrind) ------------------------------------
 
 
 async def interlock_child(scenario: str, n: int, work: Path) -> None:
-    from _interlock_side import approval_graph, chain_graph
+    from _interlock_side import approval_graph, chain_graph, chat_graph
 
     from interlock.stores import MemoryStore, SqliteStore
+
+    if scenario == "S3":
+        store = SqliteStore(work / "interlock.db")
+        chat = chat_graph(S3_MESSAGE_BYTES).compile(store=store)
+        for turn in range(S3_TURNS):
+            await chat.run({"messages": [s3_user(turn)]}, thread="chat")
+            if turn >= S3_TURNS - n:
+                snap = await chat.get_state("chat")
+                assert len(snap.values["messages"]) == 2 * (turn + 1)
+        await store.close()
+        return
 
     if scenario == "S1":
         app = chain_graph(NODES).compile(
@@ -91,12 +118,23 @@ async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
         Runner,
         approval_graph,
         chain_graph,
+        chat_graph,
         config,
         interrupts_of,
         sqlite_saver,
     )
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
+
+    if scenario == "S3":
+        async with sqlite_saver(work / "langgraph.db", api) as saver:  # type: ignore[arg-type]
+            chat = Runner(chat_graph(S3_MESSAGE_BYTES).compile(checkpointer=saver), api)  # type: ignore[arg-type]
+            for turn in range(S3_TURNS):
+                await chat.invoke({"messages": [s3_user(turn)]}, config("chat"))
+                if turn >= S3_TURNS - n:
+                    snap = await chat.get_state(config("chat"))
+                    assert len(snap.values["messages"]) == 2 * (turn + 1)
+        return
 
     if scenario == "S1":
         run = Runner(chain_graph(NODES).compile(checkpointer=InMemorySaver()), "sync")
@@ -178,7 +216,7 @@ def per_unit(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5")
+    parser.add_argument("--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5, S3")
     parser.add_argument(
         "--api", default="async", choices=("sync", "async"), help="LangGraph's API for S2 and S5"
     )

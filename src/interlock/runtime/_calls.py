@@ -262,6 +262,20 @@ class Calls(Generic[StateT]):
         while len(self._warm) > WARM_THREADS:
             self._warm.popitem(last=False)
 
+    def warm_at(self, head: Head) -> tuple[Head, Level] | None:
+        """The level this process committed (or held) last for ``head``'s thread, if ``head``,
+        just read from the store, is still that very checkpoint; None otherwise.
+
+        The level is the next call's to change: a reader hands out copies of it only.
+        """
+        warm = self._warm.get(head.record.thread)
+        if warm is None:
+            return None
+        kept, level, _ = warm
+        if kept.record.id != head.record.id or kept.record.seq != head.record.seq:
+            return None  # another process (or an edit) wrote since: the store's is newer
+        return kept, level
+
     def keep_warm(self, ctx: RunCtx, level: Level) -> None:
         """Remember the level the call committed last, for the thread's next call."""
         if ctx.head is None:

@@ -102,6 +102,13 @@ async def get_state(
 ) -> StateSnapshot[StateT]:
     """The thread's state at its latest (or the given) checkpoint."""
     head = await calls.io.get(thread, checkpoint_id)
+    warm = calls.warm_at(head)
+    if warm is not None:
+        # The level this App committed last is still the thread's latest: no rebuild from
+        # the store's snapshot and deltas. It is the next call's to change, so it goes out
+        # as a copy.
+        held, level = warm
+        return _snapshot(level, head.record, held.meta, clone=calls.io.codec.detach)
     level, kept = await calls.io.read(thread, head)
     # What the App keeps is handed out as copies; what it does not is the caller's own.
     return _snapshot(level, head.record, head.meta, clone=calls.io.codec.detach if kept else None)
