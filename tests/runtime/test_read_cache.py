@@ -126,10 +126,10 @@ async def test_what_a_read_returns_is_a_copy_the_caller_may_change(tmp_path: Pat
     g.add_edge(START, "reply").add_edge("reply", "gate").add_edge("gate", END)
     app = g.compile(store=SqliteStore(tmp_path / "c.db"))
     await app.run({"messages": [{"role": "user", "text": TEXT}]}, thread="t0")  # stops at gate
-    first = await app.get_state("t0")  # handed over whole: the App keeps only its rows
+    first = await app.get_state("t0")  # a copy of the level the App kept
     first.values["messages"][0]["text"] = "changed first"
     first.interrupts[0].info["details"]["items"].append(0)
-    one = await app.get_state("t0")  # rebuilt from those rows, and kept
+    one = await app.get_state("t0")  # a new copy: the first was the caller's own
     assert one.values["messages"][0]["text"] == TEXT
     assert one.interrupts[0].info["details"]["items"] == [1, 2]
     one.values["messages"][0]["text"] = "changed"
