@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -427,12 +427,20 @@ def _concerns(entry: AuditItem, interrupt_id: str) -> bool:
     return data.get("interrupt") == interrupt_id or interrupt_id in (data.get("interrupts") or ())
 
 
+def shown_state(values: dict[str, Any], identity: Identity) -> Any:
+    """A whole state as ``identity`` may read it, as JSON: for an identity limited to some
+    tools, without the calls of the others (and their answers)."""
+    if sees_every_tool(identity):
+        return plain(values)
+    return strip_calls(identity, plain(values, unknown=opaque))
+
+
 def _context(values: dict[str, Any], identity: Identity) -> tuple[Any, list[Any]]:
     """A thread's state besides its messages, and its recent messages, as ``identity`` may
     read them (without the calls of tools outside its scope)."""
     if not sees_every_tool(identity):
         # The whole state at once: a call may be outside the recent messages, its answer in.
-        shown = strip_calls(identity, plain(values, unknown=opaque))
+        shown = shown_state(values, identity)
         if not isinstance(shown, dict):
             return shown, []
         values = shown
@@ -542,6 +550,26 @@ async def get_history(request: Request) -> Response:
     ]
     more = items[-1].checkpoint_id if len(items) == limit else None
     return json_response(HistoryPage(items=items, next=more))
+
+
+async def read_checkpoints(reading: Awaitable[T]) -> T:
+    """Await a read of checkpoints; a checkpoint the thread does not have is a 404."""
+    try:
+        return await reading
+    except CheckpointNotFound as exc:
+        raise ApiError(
+            404,
+            "unknown_checkpoint",
+            f"{exc}; list the thread's checkpoints with GET .../history or .../timeline",
+        ) from exc
+    except CheckpointCorrupt as exc:
+        raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
+    except GraphChanged as exc:
+        raise ApiError(
+            409,
+            "graph_changed",
+            f"{exc}; serve the graph that wrote the thread to read its states",
+        ) from exc
 
 
 def checkpoint_fields(s: StateSnapshot[Any]) -> dict[str, Any]:

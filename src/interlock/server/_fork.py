@@ -25,13 +25,21 @@ from .._errors import (
     NotAuthorized,
     ThreadBusy,
 )
-from ._api import _body, _path, _readable_thread, _thread_read, _thread_request, checkpoint_fields
-from ._auth import Identity
+from ._api import (
+    _body,
+    _path,
+    _readable_thread,
+    _thread_read,
+    _thread_request,
+    checkpoint_fields,
+    read_checkpoints,
+    shown_state,
+)
 from ._deciding import background
 from ._errors import ApiError, json_response
 from ._params import NewName, PathId, ThreadQuery, read_query
-from ._scopes import opaque, sees_every_tool, strip_calls
-from ._views import CheckpointFields, StateProblem, plain
+from ._scopes import sees_every_tool
+from ._views import CheckpointFields, StateProblem
 
 __all__ = [
     "CheckpointState",
@@ -105,28 +113,13 @@ async def get_checkpoint(request: Request) -> Response:
     checkpoint = _path(request, "checkpoint")
     query = read_query(request, ThreadQuery)
     served = await _readable_thread(state, identity, thread, query.app)
-    try:
-        snapshot = await served.app.get_state(thread, checkpoint)
-    except CheckpointNotFound as exc:
-        raise ApiError(404, "unknown_checkpoint", str(exc)) from exc
-    except CheckpointCorrupt as exc:
-        raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
-    except GraphChanged as exc:
-        raise ApiError(409, "graph_changed", str(exc)) from exc
+    snapshot = await read_checkpoints(served.app.get_state(thread, checkpoint))
     return json_response(
         CheckpointState(
             **checkpoint_fields(snapshot),
-            values=_shown(snapshot.values, identity),
+            values=shown_state(snapshot.values, identity),
         )
     )
-
-
-def _shown(values: dict[str, Any], identity: Identity) -> Any:
-    """The whole state as ``identity`` may read it: as the thread view shows it (`_context`),
-    without the calls of tools outside its scope, and nothing that is not JSON."""
-    if sees_every_tool(identity):
-        return plain(values)
-    return strip_calls(identity, plain(values, unknown=opaque))
 
 
 async def post_fork(request: Request) -> Response:

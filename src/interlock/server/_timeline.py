@@ -31,19 +31,26 @@ probe, and the log is read on from there.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from .._collector import collector_paused
-from .._errors import CheckpointCorrupt, CheckpointNotFound, GraphChanged
 from ..runtime import Change, ChangeOp, StateSnapshot, diff_values
-from ._api import _audit, _metadata, _readable_thread, _thread_read, _tool_of, checkpoint_fields
+from ._api import (
+    _audit,
+    _metadata,
+    _readable_thread,
+    _thread_read,
+    _tool_of,
+    checkpoint_fields,
+    read_checkpoints,
+)
 from ._auth import Identity
-from ._errors import ApiError, json_response
+from ._errors import json_response
 from ._params import CompareQuery, TimelineQuery, read_query
 from ._scopes import opaque, sees_every_tool, strip_calls, visible_audit
 from ._served import Served
@@ -61,7 +68,6 @@ __all__ = [
     "get_timeline",
 ]
 
-T = TypeVar("T")
 
 FOLD_CHARS: Final = 2000
 """A value of a change whose JSON is longer than this is folded."""
@@ -146,7 +152,9 @@ async def get_timeline(request: Request) -> Response:
     served = await _readable_thread(state, identity, thread, query.app)
     limit = query.limit
     # One more than the page: the oldest checkpoint of the page is compared with it.
-    snapshots = await _read(served.app.history(thread, limit=limit + 1, before=query.before))
+    snapshots = await read_checkpoints(
+        served.app.history(thread, limit=limit + 1, before=query.before)
+    )
     page, older = snapshots[:limit], snapshots[limit:]
     with collector_paused():  # a long chat's page is tens of thousands of containers
         shown = [_shown_values(s.values, identity) for s in snapshots]
@@ -178,38 +186,18 @@ async def compare_checkpoints(request: Request) -> Response:
     state, identity, thread = _thread_read(request)
     query = read_query(request, CompareQuery)
     served = await _readable_thread(state, identity, thread, query.app)
-    to = await _read(served.app.get_state(thread, query.to))
+    to = await read_checkpoints(served.app.get_state(thread, query.to))
     start_id = query.from_
     if start_id is None:
         # The thread's first checkpoint: a checkpoint's seq is its parent's + 1, from 1.
         first = await served.store.checkpoints_at(thread, [1])
         start_id = first[0].id if first else to.checkpoint_id
-    start = await _read(served.app.get_state(thread, start_id))
+    start = await read_checkpoints(served.app.get_state(thread, start_id))
     changes = diff_values(_shown_values(start.values, identity), _shown_values(to.values, identity))
     comparison = Comparison(
         from_checkpoint=_brief(start), to_checkpoint=_brief(to), changes=_views(changes)
     )
     return json_response(comparison)
-
-
-async def _read(reading: Awaitable[T]) -> T:
-    """Await a read of checkpoints; a checkpoint the thread does not have is a 404."""
-    try:
-        return await reading
-    except CheckpointNotFound as exc:
-        raise ApiError(
-            404,
-            "unknown_checkpoint",
-            f"{exc}; list the thread's checkpoints with GET .../history or .../timeline",
-        ) from exc
-    except CheckpointCorrupt as exc:
-        raise ApiError(500, "damaged_record", f"{exc}; restore the store from a backup") from exc
-    except GraphChanged as exc:
-        raise ApiError(
-            409,
-            "graph_changed",
-            f"{exc}; serve the graph that wrote the thread to read its states",
-        ) from exc
 
 
 def _brief(s: StateSnapshot[Any]) -> CheckpointBrief:
