@@ -15,7 +15,14 @@ from typing import Any
 
 from .._errors import CheckpointCorrupt, CheckpointNotFound
 from ..serde import Codec
-from ..stores import CheckpointStatus, InterruptRecord, InterruptStatus, Store, ThreadRecord
+from ..stores import (
+    CheckpointRecord,
+    CheckpointStatus,
+    InterruptRecord,
+    InterruptStatus,
+    Store,
+    ThreadRecord,
+)
 from ._persist import interrupt_of
 from ._records import Decision, Interrupt
 from ._resume import payload_hash, recorded_decision
@@ -163,8 +170,11 @@ class Reader:
     async def checkpoint_meta(self, thread: str, checkpoint_id: str) -> dict[str, Any]:
         """The metadata stored with one checkpoint: empty when it is gone or damaged."""
         record = await self.store.get_checkpoint(thread, checkpoint_id)
-        if record is None:
-            return {}
+        return {} if record is None else self.meta(record)
+
+    def meta(self, record: CheckpointRecord) -> dict[str, Any]:
+        """The metadata stored with a checkpoint read already (its state is not rebuilt):
+        empty when it has none or its body is damaged."""
         return meta_of(self.codec, record.body)
 
     async def failure(self, thread: str, checkpoint_id: str) -> tuple[str | None, str | None]:

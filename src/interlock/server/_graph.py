@@ -89,23 +89,39 @@ class AppGraph(msgspec.Struct, kw_only=True):
 async def ran_in_run(app: App[Any], thread: str) -> set[str]:
     """The nodes that ran in the thread's current run.
 
-    Reads the history back, ``HISTORY_PAGE`` checkpoints at a time and at most ``MAX_WALK``,
-    to the latest checkpoint written for new input (or the first). A checkpoint's metadata
-    may say which nodes ran in the step that wrote it (``"ran"``: ``[{"node": name, ...}]``);
-    of one that does not, the nodes planned at the checkpoint before it (its ``next``) ran.
+    Reads the checkpoints back, ``HISTORY_PAGE`` at a time and at most ``MAX_WALK``, to the
+    latest one written for new input (or the first). A checkpoint's metadata says which nodes
+    ran in the steps that wrote it (``"ran"``: ``[{"node": name, ...}]``), so only the
+    metadata is decoded, not the states. A thread with checkpoints written before they said
+    so is read through its history: of such a checkpoint, the nodes planned at the one before
+    it (its ``next``) ran.
     """
+    walk: list[tuple[str, dict[str, Any]]] = []
+    before: int | None = None
+    while len(walk) < MAX_WALK:
+        limit = min(HISTORY_PAGE, MAX_WALK - len(walk))
+        page = await app.store.list_checkpoints(thread, before_seq=before, limit=limit)
+        walk.extend((r.source, app.reader.meta(r)) for r in page)
+        if any(r.source == "input" for r in page) or len(page) < limit:
+            break
+        before = page[-1].seq
+    start = next((i for i, (source, _) in enumerate(walk) if source == "input"), len(walk) - 1)
+    metas = [meta for _, meta in walk[: start + 1]]
+    if not all(isinstance(meta.get("ran"), list) for meta in metas[:-1]):
+        return await _ran_from_history(app, thread, len(metas))
+    return {name for meta in metas for name in _ran_names(meta.get("ran") or ())}
+
+
+async def _ran_from_history(app: App[Any], thread: str, count: int) -> set[str]:
+    """`ran_in_run` for checkpoints that do not all say what ran: the ``count`` latest."""
     walk: list[StateSnapshot[Any]] = []
     before: str | None = None
-    while len(walk) < MAX_WALK:
-        page = await app.history(
-            thread, limit=min(HISTORY_PAGE, MAX_WALK - len(walk)), before=before
-        )
+    while len(walk) < count:
+        page = await app.history(thread, limit=min(HISTORY_PAGE, count - len(walk)), before=before)
         walk.extend(page)
-        if any(s.source == "input" for s in page) or len(page) < HISTORY_PAGE:
+        if not page:
             break
         before = page[-1].checkpoint_id
-    start = next((i for i, s in enumerate(walk) if s.source == "input"), len(walk) - 1)
-    walk = walk[: start + 1]
     done: set[str] = set()
     for i, snapshot in enumerate(walk):
         ran = snapshot.metadata.get("ran")
