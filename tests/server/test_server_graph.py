@@ -31,7 +31,8 @@ from interlock.agents import (
 )
 from interlock.runtime import Address, Interrupt
 from interlock.server import create_app
-from interlock.server._graph import position
+from interlock.server._graph import position, ran_in_run
+from interlock.stores import Store
 
 MERMAID_DIR = Path(__file__).resolve().parents[1] / "graph" / "mermaid"
 
@@ -318,3 +319,22 @@ def test_the_marks_of_a_position() -> None:
         "tools": "waiting",
         "model": "done",
     }
+
+
+@pytest.mark.anyio
+async def test_the_done_marks_of_a_run_are_read_from_metadata_alone(store: Store) -> None:
+    class N(TypedDict, total=False):
+        n: int
+
+    g = Graph(N)
+    g.add_node("a", lambda s: {"n": 1}).add_node("b", lambda s: {"n": 2})
+    g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    app = g.compile(store=store)
+    await app.run({"n": 0}, thread="t")
+    await app.run({"n": 5}, thread="t")  # a second run: only its nodes are done
+
+    async def rebuilt(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("every checkpoint says what ran: no state needs rebuilding")
+
+    app.history = rebuilt  # type: ignore[method-assign]
+    assert await ran_in_run(app, "t") == {"a", "b"}
