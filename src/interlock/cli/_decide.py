@@ -35,6 +35,7 @@ from .._args import check_name
 from .._errors import InterlockError, InterruptAlreadyResolved, InvalidResume, ThreadBusy
 from .._principals import principal_key
 from ..runtime import App, Decision, Interrupt, Principal, RunResult, needs_confirmation
+from ..stores import Store
 from ._load import Target, open_target, target_options
 from ._output import Refused, err_console, out_console, run
 from ._read import QuestionForm, form_of, question, question_hash
@@ -358,12 +359,25 @@ async def _principal(target: Target, actor: str) -> Principal:
     Raises:
         Refused: The store's principal of that name is disabled.
     """
-    record = await target.store.get_principal(actor)
+    return await store_principal(target.store, actor) or Principal(name=actor)
+
+
+async def store_principal(
+    store: Store, actor: str, *, undone: str = "recorded"
+) -> Principal | None:
+    """The store's principal named ``actor`` (its groups and role); None when the store
+    knows no principal of that name. ``undone`` says what a refusal left undone ("nothing
+    was recorded").
+
+    Raises:
+        Refused: The store's principal of that name is disabled.
+    """
+    record = await store.get_principal(actor)
     if record is None:
-        return Principal(name=actor)
+        return None
     if record.disabled:
         raise Refused(
-            f"the principal {record.name!r} is disabled; nothing was recorded "
+            f"the principal {record.name!r} is disabled; nothing was {undone} "
             f"(`interlock principal enable {record.name}` enables it again)"
         )
     return Principal(name=record.name, groups=record.groups, roles=(record.role,))

@@ -23,9 +23,8 @@ from .._errors import (
     InvalidStateEdit,
     NotAuthorized,
 )
-from ..runtime import Principal, RunResult
-from ..stores import Store
-from ._decide import actor_name
+from ..runtime import RunResult
+from ._decide import actor_name, store_principal
 from ._load import open_target, target_options
 from ._output import Refused, echo_json, out_console, run
 from ._views import again, print_outcome
@@ -103,7 +102,7 @@ def fork(
 
     async def go() -> _Forked:
         try:
-            principal = await _principal(target.store, who)
+            principal = await store_principal(target.store, who, undone="written")
             forked = await app.fork(
                 thread,
                 checkpoint,
@@ -115,14 +114,10 @@ def fork(
             )
             result = await app.resume(to, actor=who) if run_it else None
             return _Forked(checkpoint_id=forked, result=result)
-        except InvalidStateEdit as exc:
-            raise Refused(f"{exc}. Nothing was written") from exc
-        except NotAuthorized as exc:
+        except (InvalidStateEdit, NotAuthorized, GraphDefinitionError) as exc:
             raise Refused(f"{exc}. Nothing was written") from exc
         except CheckpointNotFound as exc:
             raise Refused(f"{exc}: {again('history', thread)} lists them") from exc
-        except GraphDefinitionError as exc:
-            raise Refused(f"{exc}. Nothing was written") from exc
         except InvalidResume as exc:
             # Forked; the new thread waits on questions copied with it, not on this command.
             raise Refused(
@@ -181,21 +176,3 @@ def _values(text: str | None) -> dict[str, Any] | None:
             param_hint="'--update'",
         )
     return values
-
-
-async def _principal(store: Store, actor: str) -> Principal | None:
-    """Who forks: the store's principal of that name (the runtime checks its role), or None
-    for a name the store does not know (the operator).
-
-    Raises:
-        Refused: The store's principal of that name is disabled.
-    """
-    record = await store.get_principal(actor)
-    if record is None:
-        return None
-    if record.disabled:
-        raise Refused(
-            f"the principal {record.name!r} is disabled; nothing was written "
-            f"(`interlock principal enable {record.name}` enables it again)"
-        )
-    return Principal(name=record.name, groups=record.groups, roles=(record.role,))
