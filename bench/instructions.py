@@ -1,7 +1,7 @@
 """The CPU path of S1, S2 and S5 in instructions, for both systems: a figure load cannot move.
 
     python bench/instructions.py                        # S1, S2, S5; ~6 minutes
-    python bench/instructions.py --only S2 --api sync   # LangGraph's sync API for S2 and S5
+    python bench/instructions.py --only S2 --api sync   # LangGraph's sync API only
     python bench/instructions.py --src /path/to/other/checkout/src   # interlock from another tree
 
 `bench/compare.py` times each scenario; on a shared machine the same command gives S2 ratios
@@ -19,10 +19,19 @@ and warm-up:
 - S3: the first ``get_state`` of S3's chat in the App (graph) that has just run the turn, near
   turn 300 (1 KiB messages): both counts run the same 300 turns, and read after the last
   ``N`` of them (``--only S3``; not in the default set).
+- S3fresh: the first ``get_state`` of a 300-turn chat by an App that has read nothing yet:
+  the chat is written once, outside valgrind; then one store (LangGraph: one connection and
+  saver) is opened on the file and the graph built, and each read compiles a new App on it
+  and reads, as a fresh process does after opening its store, without the interpreter's imports
+  (``--only S3fresh``; not in the default set).
 
 Instructions count CPU work in user space: not the kernel's part of a write or a flush, and
 not the time a thread waits for another. A wall-clock ratio above the instruction ratio is
 time the slower side spends waiting (LangGraph's async API hands every statement to a thread).
+
+By default LangGraph is counted through both of its APIs (``--api both``): each interlock
+figure is printed with its ratio to LangGraph's async API and to its sync API, and beside the
+target the performance issue set for it (``TARGETS``: interlock's instructions per unit).
 
 Needs valgrind (``apt install valgrind``). One JSON line: instructions per unit per side.
 """
@@ -46,14 +55,24 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 
 # (smaller, larger) count per scenario, and the units one count stands for.
-COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60), "S3": (10, 30)}
-UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1, "S3": 1}
+COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60), "S3": (10, 30), "S3fresh": (5, 25)}
+UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1, "S3": 1, "S3fresh": 1}
 UNITS = {
     "S1": "node-step",
     "S2": "round trip",
     "S5": "resume",
     "S3": "first get_state after a turn (turn ~300)",
+    "S3fresh": "first get_state of a fresh App (turn 300)",
 }
+# The most interlock may spend per unit (None: no target).
+TARGETS: dict[str, int | None] = {
+    "S1": 150_000,
+    "S2": 2_500_000,
+    "S5": 1_300_000,
+    "S3": None,
+    "S3fresh": None,
+}
+APIS = ("async", "sync")
 NODES = 50
 S5_WAITING = 200
 S3_TURNS = 300
@@ -74,6 +93,23 @@ async def interlock_child(scenario: str, n: int, work: Path) -> None:
 
     from interlock.stores import MemoryStore, SqliteStore
 
+    if scenario == "S3fresh":
+        path = work / "interlock-chat.db"
+        if n < 0:  # the build, outside valgrind
+            store = SqliteStore(path)
+            chat = chat_graph(S3_MESSAGE_BYTES).compile(store=store)
+            for turn in range(S3_TURNS):
+                await chat.run({"messages": [s3_user(turn)]}, thread="chat")
+            await store.close()
+            return
+        store = SqliteStore(path)
+        await store.open()
+        graph = chat_graph(S3_MESSAGE_BYTES)
+        for _ in range(n):
+            snap = await graph.compile(store=store).get_state("chat")
+            assert len(snap.values["messages"]) == 2 * S3_TURNS
+        await store.close()
+        return
     if scenario == "S3":
         store = SqliteStore(work / "interlock.db")
         chat = chat_graph(S3_MESSAGE_BYTES).compile(store=store)
@@ -126,6 +162,21 @@ async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
 
+    if scenario == "S3fresh":
+        path = work / "langgraph-chat.db"
+        if n < 0:  # the build, outside valgrind
+            async with sqlite_saver(path, api) as saver:  # type: ignore[arg-type]
+                chat = Runner(chat_graph(S3_MESSAGE_BYTES).compile(checkpointer=saver), api)  # type: ignore[arg-type]
+                for turn in range(S3_TURNS):
+                    await chat.invoke({"messages": [s3_user(turn)]}, config("chat"))
+            return
+        graph = chat_graph(S3_MESSAGE_BYTES)
+        async with sqlite_saver(path, api) as saver:  # type: ignore[arg-type]
+            for _ in range(n):
+                chat = Runner(graph.compile(checkpointer=saver), api)  # type: ignore[arg-type]
+                snap = await chat.get_state(config("chat"))
+                assert len(snap.values["messages"]) == 2 * S3_TURNS
+        return
     if scenario == "S3":
         async with sqlite_saver(work / "langgraph.db", api) as saver:  # type: ignore[arg-type]
             chat = Runner(chat_graph(S3_MESSAGE_BYTES).compile(checkpointer=saver), api)  # type: ignore[arg-type]
@@ -137,7 +188,7 @@ async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
         return
 
     if scenario == "S1":
-        run = Runner(chain_graph(NODES).compile(checkpointer=InMemorySaver()), "sync")
+        run = Runner(chain_graph(NODES).compile(checkpointer=InMemorySaver()), api)  # type: ignore[arg-type]
         for i in range(n + 1):
             out = await run.invoke({"n": 0}, config(f"t{i}", NODES + 10))
             assert out["n"] == NODES
@@ -162,6 +213,12 @@ async def langgraph_child(scenario: str, n: int, work: Path, api: str) -> None:
 
 
 def child(side: str, scenario: str, n: int, api: str, root: Path) -> None:
+    if scenario == "S3fresh":  # reads a chat the driver had written into ``root`` (n < 0)
+        if side == "interlock":
+            asyncio.run(interlock_child(scenario, n, root))
+        else:
+            asyncio.run(langgraph_child(scenario, n, root, api))
+        return
     work = Path(tempfile.mkdtemp(dir=root))
     try:
         if side == "interlock":
@@ -205,20 +262,47 @@ def instructions(
         return int(found.group(1))
 
 
+def build(python: str, side: str, scenario: str, api: str, env: dict[str, str], root: Path) -> None:
+    """Write what a scenario's counted runs read (S3fresh's chat), without valgrind."""
+    for old in root.glob(f"{side}-chat.db*"):  # another API's chat
+        old.unlink()
+    cmd = [python, str(Path(__file__).resolve()), "--child", side, scenario, "-1"]
+    cmd += ["--api", api, "--work", str(root)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"building {side} {scenario} failed:\n{done.stderr[-3000:]}")
+
+
 def per_unit(
     python: str, side: str, scenario: str, api: str, env: dict[str, str], root: Path
 ) -> float:
+    if scenario == "S3fresh":
+        build(python, side, scenario, api, env, root)
     small, large = COUNTS[scenario]
     a = instructions(python, side, scenario, small, api, env, root)
     b = instructions(python, side, scenario, large, api, env, root)
     return (b - a) / ((large - small) * UNITS_PER_COUNT[scenario])
 
 
+def report_line(scenario: str, il: float, lg: dict[str, float], target: int | None) -> str:
+    """One scenario's figures: interlock's count, LangGraph's per API with the ratio, the target."""
+    peers = ", ".join(f"LangGraph {api} {n:,.0f} ({n / il:.2f}×)" for api, n in lg.items())
+    verdict = (
+        "" if target is None else f"; target ≤ {target:,}: {'PASS' if il <= target else 'FAIL'}"
+    )
+    return f"{scenario}: {UNITS[scenario]}: interlock {il:,.0f}; {peers}{verdict}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5, S3")
     parser.add_argument(
-        "--api", default="async", choices=("sync", "async"), help="LangGraph's API for S2 and S5"
+        "--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5, S3, S3fresh"
+    )
+    parser.add_argument(
+        "--api",
+        default="both",
+        choices=("both", *APIS),
+        help="LangGraph's API (default both: a ratio to each)",
     )
     parser.add_argument("--langgraph-python", default=str(DEFAULT_LANGGRAPH_PYTHON))
     parser.add_argument("--src", type=Path, help="measure this interlock source tree instead")
@@ -248,19 +332,25 @@ def main() -> None:
     from compare import tmpfs_root  # the driver's interpreter has compare.py's imports
 
     root = tmpfs_root()  # says what to do when there is no tmpfs; never falls back to a disk
-    result: dict[str, Any] = {"langgraph_api": args.api}
+    apis = APIS if args.api == "both" else (args.api,)
+    result: dict[str, Any] = {"langgraph_api": list(apis)}
     try:
         for scenario in scenarios:
-            il = per_unit(sys.executable, "interlock", scenario, args.api, env, root)
-            lg = per_unit(args.langgraph_python, "langgraph", scenario, args.api, env, root)
-            unit = UNITS[scenario]
-            result[scenario] = {
-                "unit": unit,
-                "interlock": round(il),
-                "langgraph": round(lg),
-                "ratio": round(lg / il, 2),
+            il = per_unit(sys.executable, "interlock", scenario, "async", env, root)
+            lg = {
+                api: per_unit(args.langgraph_python, "langgraph", scenario, api, env, root)
+                for api in apis
             }
-            print(f"{scenario}: {unit}: interlock {il:,.0f}, LangGraph {lg:,.0f} ({lg / il:.2f}×)")
+            target = TARGETS[scenario]
+            result[scenario] = {
+                "unit": UNITS[scenario],
+                "interlock": round(il),
+                "langgraph": {api: round(n) for api, n in lg.items()},
+                "ratio": {api: round(n / il, 2) for api, n in lg.items()},
+                "target": target,
+                "pass": None if target is None else il <= target,
+            }
+            print(report_line(scenario, il, lg, target))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(result))

@@ -37,6 +37,12 @@ from interlock.stores import (
 )
 from interlock.stores import _sqlite_schema as schema
 from interlock.stores import _sqlite_sql as sql
+from interlock.stores._rows import (
+    CHECKPOINT_COLUMNS,
+    checkpoint_digest,
+    checkpoint_values,
+    digest,
+)
 from interlock.stores._sqlite_ops import KNOWN_HEADS_MAX
 from interlock.testing import FakeClock, StoreConformance
 
@@ -664,3 +670,35 @@ async def test_blobs_read_back_as_bytes_whatever_their_size(tmp_path: Path) -> N
             found = await store.get_checkpoint(record.thread)
             assert found == record
             assert found is not None and type(found.body) is bytes
+
+
+@pytest.mark.parametrize("written", ["summed", "before"])
+async def test_a_checkpoint_body_is_checked_by_its_digest_in_either_form(
+    tmp_path: Path, written: str
+) -> None:
+    # A row's digest covers its body as its length and CRC-32; a row written before digests
+    # the body itself. Both read, one at a time and as a range, and a flipped byte of the
+    # body fails both.
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        await grow(store, "t", 3, body=b"x" * 5000)
+        stored = await store.checkpoint_range("t", lo=1, hi=3)
+    with side_connection(path) as side:
+        if written == "before":
+            for row in side.execute(f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints").fetchall():
+                side.execute(
+                    "UPDATE checkpoints SET digest = ? WHERE id = ?", (digest(*row[:10]), row[2])
+                )
+        (summed,) = side.execute("SELECT digest FROM checkpoints WHERE seq = 2").fetchone()
+        assert (summed == checkpoint_digest(checkpoint_values(stored[1]))) is (written == "summed")
+    async with SqliteStore(path) as store:
+        assert await store.checkpoint_range("t", lo=1, hi=3) == stored
+        assert await store.get_checkpoint("t", stored[1].id) == stored[1]
+    with side_connection(path) as side:
+        damaged = b"x" * 2000 + b"y" + b"x" * 2999  # same length, one byte changed
+        side.execute("UPDATE checkpoints SET body = ? WHERE seq = 2", (damaged,))
+    async with SqliteStore(path) as store:
+        with pytest.raises(CheckpointCorrupt, match="does not match its digest"):
+            await store.checkpoint_range("t", lo=1, hi=3)
+        with pytest.raises(CheckpointCorrupt, match="does not match its digest"):
+            await store.get_checkpoint("t", stored[1].id)

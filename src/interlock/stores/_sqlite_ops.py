@@ -315,7 +315,7 @@ def _move_head(
 def _checkpoint_params(r: CheckpointRecord) -> tuple[object, ...]:
     """`conv.checkpoint_row` with its blobs bound as `_blob` binds them."""
     values = conv.checkpoint_values(r)
-    return (*values[:9], _blob(r.body), bytearray(conv.digest(*values)))
+    return (*values[:9], _blob(r.body), bytearray(conv.checkpoint_digest(values)))
 
 
 def _interrupt_params(r: InterruptRecord) -> tuple[object, ...]:
