@@ -224,6 +224,11 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             write.again()
             self._waiting.append(write)
         waiting = self._waiting
+        if len(waiting) == 1 and waiting[0] is write:  # alone: the common, uncontended case
+            waiting.popleft()
+            self._set_synchronous(conn, write.level)
+            ops.commit_group(conn, (write,))
+            return write.outcome()
         while not write.settled:
             group: list[ops.Pending[Any]] = []
             while waiting and len(group) < _GROUP_MAX:

@@ -308,6 +308,8 @@ class Pending(Generic[T]):
 
 def group_level(group: Sequence[Pending[Any]]) -> str:
     """The ``synchronous`` level a group commits at: the strongest any of its writes asks for."""
+    if len(group) == 1:
+        return group[0].level
     return max((p.level for p in group), key=_STRENGTH.__getitem__)
 
 
@@ -324,6 +326,9 @@ def commit_group(conn: sqlite3.Connection, group: Sequence[Pending[Any]]) -> Non
     committed with it (a busy ``BEGIN`` is retried by each caller). Every write is settled on
     return.
     """
+    if len(group) == 1:
+        _commit_alone(conn, group[0])
+        return
     todo = list(group)
     try:
         while todo:
@@ -336,6 +341,23 @@ def commit_group(conn: sqlite3.Connection, group: Sequence[Pending[Any]]) -> Non
         for p in group:  # cannot happen; a caller must never wait for nothing
             if not p.settled:
                 p.fail(StoreError("a write was not committed; try it again"))
+
+
+def _commit_alone(conn: sqlite3.Connection, p: Pending[Any]) -> None:
+    """`commit_group` of one write: its own transaction, no savepoint."""
+    db = conn.cursor()
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        value, on_commit = p.write(conn)
+        db.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.rollback()
+        p.fail(_after_rollback(conn, exc))
+        return
+    if on_commit is not None:
+        on_commit()
+    p.succeed(value)
 
 
 def _commit_once(conn: sqlite3.Connection, todo: list[Pending[Any]]) -> list[Pending[Any]]:
