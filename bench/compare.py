@@ -388,7 +388,7 @@ def side_params(
 
 
 def media_of(scenario: str, args: argparse.Namespace) -> list[Medium]:
-    """Where ``scenario`` runs: S2, S3, S5 on each medium of ``--disk``; the others once."""
+    """Where ``scenario`` runs: S2, S3, S5, S6 on each medium of ``--disk``; the others once."""
     if scenario in MEDIA_SCENARIOS:
         return list(args.media)
     return [FIXED_MEDIUM.get(scenario, "disk")]
@@ -705,7 +705,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--disk",
         choices=("disk", "tmpfs", "both"),
         default="both",
-        help="where S2, S3, S5 put their SQLite files: the work folder on disk, a fresh folder "
+        help="where S2, S3, S5, S6 put their SQLite files: the work folder on disk, a fresh folder "
         "on the tmpfs /dev/shm, or both (one table each; default)",
     )
     p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where db files go")

@@ -10,6 +10,10 @@ How it stays fast and never reports "database is locked" under normal load:
   transaction with jittered backoff until the same deadline.
 * One connection per store, used from one dedicated worker thread (see `ThreadWorker`) under
   a lock: an append is a single trip to that thread, and the event loop never blocks on disk.
+* Group commit: appends that callers queue while a transaction is being written commit
+  together, in one transaction and one fsync; each in a savepoint of its own, so that each is
+  still all-or-nothing and checked on its own, and a failing one fails alone. Nobody is told
+  an append committed before its transaction did (`SqliteStore._commit`).
 
 The change feed (`SqliteStore.changes`) is a table that each append writes in its transaction,
 under the write lock, so its seqs go up in commit order across all processes.
@@ -175,7 +179,9 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         One ``BEGIN IMMEDIATE`` transaction: check the lease and the head, resolve, insert. See
         `Store.append_checkpoint` for the rules and errors. With ``durable=False`` and
         ``synchronous="FULL"`` the commit runs at ``NORMAL`` (no ``fsync``; the next ``FULL``
-        commit's ``fsync`` of the write-ahead log covers it).
+        commit's ``fsync`` of the write-ahead log covers it). Appends of concurrent callers
+        may share the transaction (group commit), which then commits at the strongest level
+        any of them asks for; each is still all-or-nothing, and its errors are its own.
         """
         check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
         level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
