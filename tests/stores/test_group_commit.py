@@ -238,3 +238,32 @@ def test_a_failed_commit_fails_every_write_of_the_group(tmp_path: Path) -> None:
         assert not conn.in_transaction
     finally:
         conn.close()
+
+
+async def test_a_group_that_found_the_file_busy_is_retried_by_each_caller(
+    tmp_path: Path, sqlite_files: Callable[[Path], SqliteStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = sqlite_files(tmp_path / "g.db")
+    await store.open()
+    real = ops.commit_group
+    sizes: list[int] = []
+
+    def busy_once(conn: sqlite3.Connection, group: Any) -> None:
+        sizes.append(len(group))
+        if len(sizes) == 1:  # as if BEGIN IMMEDIATE found another process's write lock
+            locked = sqlite3.OperationalError("database is locked")
+            locked.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+            for p in group:
+                p.fail(locked)
+            return
+        real(conn, group)
+
+    monkeypatch.setattr(ops, "commit_group", busy_once)
+    records = [make_checkpoint(f"t{i}", 1) for i in range(4)]
+    outcomes = await _as_one_group(
+        store, [lambda r=r: store.append_checkpoint(r, expected_head=None) for r in records]
+    )
+    assert outcomes == [None] * 4
+    assert sizes[0] == 4 and sum(sizes[1:]) == 4  # each written once, after the busy group
+    for r in records:
+        assert [c.id for c in await store.checkpoint_range(r.thread, lo=1, hi=EVERYTHING)] == [r.id]
