@@ -239,6 +239,8 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             group: list[ops.Pending[Any]] = []
             while waiting and len(group) < _GROUP_MAX:
                 group.append(waiting.popleft())
+            if not group:  # cannot happen: an unsettled write is in the queue
+                raise StoreError("an append left the commit queue uncommitted; try it again")
             self._set_synchronous(conn, ops.group_level(group))
             ops.commit_group(conn, group)
         return write.outcome()

@@ -3,7 +3,9 @@
 Every function here runs with the store's lock held on the one connection (on its worker
 thread, or on the caller's when the event loop has nothing else to do), and takes the store's
 clock reading (``now``) from the caller. Errors of the driver are left to
-`SqliteStore`, which translates them at its edge.
+`SqliteStore`, which translates them at its edge. Appends are the exception to "one
+transaction per write": concurrent ones may share one, each in its own savepoint
+(`commit_group`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from ._checks import Lease, finish_refused, head_mismatch, lease_after
 __all__ = [
     "KnownHeads",
     "Pending",
-    "append",
     "append_audit",
     "append_in",
     "audit_log",
@@ -161,28 +162,6 @@ class KnownHeads:
 
     def clear(self) -> None:
         self._rows.clear()
-
-
-def append(
-    conn: sqlite3.Connection,
-    record: CheckpointRecord,
-    expected_head: str | None,
-    new_interrupts: Sequence[InterruptRecord],
-    resolutions: Sequence[Resolution],
-    fence: Fence | None,
-    audit: Sequence[AuditEntry],
-    now: float,
-    known: KnownHeads,
-) -> int | None:
-    """`Store.append_checkpoint` in one ``BEGIN IMMEDIATE`` transaction."""
-    write = Pending(
-        lambda c: append_in(
-            c, record, expected_head, new_interrupts, resolutions, fence, audit, now, known
-        ),
-        "FULL",
-    )
-    commit_group(conn, [write])
-    return write.outcome()
 
 
 def append_in(
