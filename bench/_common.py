@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-SCENARIOS: Final = ("S1", "S2", "S2pg", "S3", "S4", "S5", "A1", "A2", "A3", "Aovh")
+SCENARIOS: Final = (
+    "S1", "S2", "S2pg", "S3", "S4", "S5", "S6", "S6pg", "A1", "A2", "A3", "Aovh",
+)  # fmt: skip
 
 AGENT_MESSAGE_SIZES: Final = {
     "user_bytes": 256,
@@ -29,6 +31,19 @@ AGENT_MESSAGE_SIZES: Final = {
 }
 """A2's message sizes: a user question, the lookup's query argument, its result, the answer."""
 
+S6_SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
+    "full": {
+        "S6": {"threads": 64, "rounds": 10, "warmup": 1},
+        "S6pg": {"threads": 64, "rounds": 10, "warmup": 1},
+    },
+    "quick": {
+        "S6": {"threads": 64, "rounds": 2, "warmup": 1},
+        "S6pg": {"threads": 64, "rounds": 2, "warmup": 1},
+    },
+}
+"""S6, many threads at once: ``threads`` tasks in one process, each doing ``rounds`` approval
+round trips (run → interrupt, resume → end) on a thread of its own per round, all at once."""
+
 SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
     "full": {
         "S1": {"nodes": 50, "threads": 100},
@@ -37,6 +52,7 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S3": {"turns": 300, "window": 20, "message_bytes": 1024, "page": 50, "state_reads": 20},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 5000},
+        **S6_SIZES["full"],
         "A1": {"threads": 200, "warmup": 3},
         "A2": {"turns": 200, "window": 20, **AGENT_MESSAGE_SIZES},
         "A3": {"threads": 20, "tools": 10, "gated": 3},
@@ -49,6 +65,7 @@ SIZES: Final[Mapping[str, Mapping[str, Mapping[str, int]]]] = {
         "S3": {"turns": 60, "window": 20, "message_bytes": 1024, "page": 50, "state_reads": 20},
         "S4": {"tasks": 50, "partial": 25},
         "S5": {"threads": 300},
+        **S6_SIZES["quick"],
         "A1": {"threads": 20, "warmup": 3},
         "A2": {"turns": 40, "window": 10, **AGENT_MESSAGE_SIZES},
         "A3": {"threads": 3, "tools": 10, "gated": 3},
@@ -138,6 +155,22 @@ def percentile(values: Sequence[float], q: float) -> float:
     pos = (len(ordered) - 1) * q
     lo, hi = math.floor(pos), math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def s6_metrics(rounds_s: Sequence[float], wall_s: float, violations: int) -> dict[str, float]:
+    """S6's figures: round trips per second of wall time over all tasks, round-trip latency
+    (run plus resume of one thread) p50 and p99, and the correctness violations."""
+    return {
+        "s6_round_trips_per_s": len(rounds_s) / wall_s,
+        "s6_p50_ms": percentile(rounds_s, 0.5) * 1e3,
+        "s6_p99_ms": percentile(rounds_s, 0.99) * 1e3,
+        "s6_violations": float(violations),
+    }
+
+
+def s6_thread(task: int, round_: int) -> str:
+    """The thread of task ``task``'s ``round_``-th round trip in S6."""
+    return f"t{task:03d}-r{round_:04d}"
 
 
 def mean(values: Sequence[float]) -> float:

@@ -40,6 +40,8 @@ from _common import (
     refuse_foreign,
     s3_checkpoints,
     s3_state_file,
+    s6_metrics,
+    s6_thread,
     snapshot_db,
     thread_id,
 )
@@ -218,6 +220,61 @@ async def _s2(p: dict[str, Any], store: Any) -> tuple[dict[str, float], dict[str
     store_name = type(store).__name__
     detail = " synchronous=FULL" if store_name == "SqliteStore" else ""
     return metrics, {"api": "async App.run/App.resume", "store": f"{store_name}{detail}"}
+
+
+async def s6(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    return await _s6(p, SqliteStore(work / "s6-interlock.db"))  # synchronous=FULL, the default
+
+
+async def s6pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from interlock.stores import PostgresStore
+
+    return await _s6(p, PostgresStore(p["dsn"]))
+
+
+async def _s6(p: dict[str, Any], store: Any) -> tuple[dict[str, float], dict[str, Any]]:
+    """S6: ``threads`` tasks at once, each doing ``rounds`` approval round trips in a row."""
+    tasks, rounds, warmup = p["threads"], p["rounds"], p["warmup"]
+    executed: Counter[str] = Counter()
+    app = approval_graph(executed).compile(store=store)
+    round_s: list[float] = []
+    violations = 0
+
+    async def one(task: int, r: int, timed: bool) -> None:
+        nonlocal violations
+        t = s6_thread(task, r) if timed else f"warmup-{task}-{r}"
+        t0 = perf_counter()
+        out = await app.run({"tid": t}, thread=t)
+        if out.status != "interrupted" or executed[t] != 0:
+            violations += 1
+        out = await app.resume(t, {out.interrupt().id: True})
+        if timed:
+            round_s.append(perf_counter() - t0)
+        if out.status != "done" or executed[t] != 1 or out.values["log"][-1] != "executed":
+            violations += 1
+
+    async def task_of(task: int, n: int, timed: bool) -> None:
+        for r in range(n):
+            await one(task, r, timed)
+
+    async def all_tasks(n: int, timed: bool) -> None:
+        async with anyio.create_task_group() as tg:
+            for task in range(tasks):
+                tg.start_soon(task_of, task, n, timed)
+
+    await all_tasks(warmup, False)
+    start = perf_counter()
+    await all_tasks(rounds, True)
+    wall = perf_counter() - start
+    await store.close()
+    violations += sum(1 for n in executed.values() if n != 1)
+    store_name = type(store).__name__
+    detail = " synchronous=FULL" if store_name == "SqliteStore" else ""
+    info = {
+        "api": f"async App.run/App.resume, {tasks} tasks in one event loop",
+        "store": f"{store_name}{detail}",
+    }
+    return s6_metrics(round_s, wall, violations), info
 
 
 async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
@@ -707,6 +764,8 @@ SCENARIOS = {
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,
+    ("S6", "run"): s6,
+    ("S6pg", "run"): s6pg,
     ("A1", "run"): a1,
     ("A2", "run"): a2,
     ("A3", "run"): a3,

@@ -49,6 +49,8 @@ from _common import (
     refuse_foreign,
     s3_checkpoints,
     s3_state_file,
+    s6_metrics,
+    s6_thread,
     snapshot_db,
     thread_id,
 )
@@ -306,6 +308,75 @@ async def _s2(p: dict[str, Any], saver: BaseCheckpointSaver[Any]) -> dict[str, f
         "s2_run_p50_ms": percentile(run_s, 0.5) * 1e3,
         "s2_violations": float(violations),
     }
+
+
+async def s6(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    async with sqlite_saver(work / "s6-langgraph.db", "async") as saver:
+        metrics = await _s6(p, saver)
+    info = {
+        "api": f"async (AsyncSqliteSaver), default durability, {p['threads']} tasks",
+        "store": "synchronous=FULL, one aiosqlite connection",
+    }
+    return metrics, info
+
+
+S6_POOL = 10
+"""Connections of LangGraph's pool in S6pg (AsyncPostgresSaver shares one otherwise)."""
+
+
+async def s6pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    async with AsyncPostgresSaver.from_conn_string(p["dsn"]) as saver:
+        await saver.setup()
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with AsyncConnectionPool(
+        p["dsn"], min_size=S6_POOL, max_size=S6_POOL, kwargs=kwargs, open=False
+    ) as pool:
+        metrics = await _s6(p, AsyncPostgresSaver(pool))  # type: ignore[arg-type]
+    info = {"api": f"async (AsyncPostgresSaver on a pool of {S6_POOL}), default durability"}
+    return metrics, info
+
+
+async def _s6(p: dict[str, Any], saver: BaseCheckpointSaver[Any]) -> dict[str, float]:
+    """S6: ``threads`` tasks at once, each doing ``rounds`` approval round trips in a row."""
+    tasks, rounds, warmup = p["threads"], p["rounds"], p["warmup"]
+    executed: Counter[str] = Counter()
+    run = Runner(approval_graph(executed).compile(checkpointer=saver), "async")
+    round_s: list[float] = []
+    violations = 0
+
+    async def one(task: int, r: int, timed: bool) -> None:
+        nonlocal violations
+        t = s6_thread(task, r) if timed else f"warmup-{task}-{r}"
+        cfg = config(t)
+        t0 = perf_counter()
+        out = await run.invoke({"tid": t}, cfg)
+        pending = interrupts_of(out)
+        if len(pending) != 1 or executed[t] != 0:
+            violations += 1
+            return
+        out = await run.invoke(Command(resume={pending[0].id: True}), cfg)
+        if timed:
+            round_s.append(perf_counter() - t0)
+        if interrupts_of(out) or executed[t] != 1 or out["log"][-1] != "executed":
+            violations += 1
+
+    async def task_of(task: int, n: int, timed: bool) -> None:
+        for r in range(n):
+            await one(task, r, timed)
+
+    async def all_tasks(n: int, timed: bool) -> None:
+        await asyncio.gather(*(task_of(task, n, timed) for task in range(tasks)))
+
+    await all_tasks(warmup, False)
+    start = perf_counter()
+    await all_tasks(rounds, True)
+    wall = perf_counter() - start
+    violations += sum(1 for n in executed.values() if n != 1)
+    return s6_metrics(round_s, wall, violations)
 
 
 async def s3(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
@@ -851,6 +922,8 @@ SCENARIOS = {
     ("S4", "run"): s4,
     ("S5", "build"): s5_build,
     ("S5", "serve"): s5_serve,
+    ("S6", "run"): s6,
+    ("S6pg", "run"): s6pg,
     ("A1", "run"): a1,
     ("A2", "run"): a2,
     ("A3", "run"): a3,

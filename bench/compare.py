@@ -54,6 +54,8 @@ LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
     "S4mem": "sync",
     "S5": "async",  # resuming; listing uses S5list
     "S5list": "sync",
+    "S6": "async",
+    "S6pg": "async",
     "A1": "async",
     "A2": "sync",
     "A3": "async",
@@ -62,9 +64,11 @@ LANGGRAPH_API: Mapping[str, Literal["sync", "async"]] = {
 S5_LISTINGS = ("get_tuple", "get_state", "scan")
 
 Medium = Literal["memory", "disk", "tmpfs", "postgres"]
-MEDIA_SCENARIOS = ("S2", "S3", "S5")
+MEDIA_SCENARIOS = ("S2", "S3", "S5", "S6")
 """The SQLite scenarios ``--disk`` runs on a disk, on a tmpfs, or both."""
-FIXED_MEDIUM: Mapping[str, Medium] = {"S1": "memory", "S2pg": "postgres"}
+FIXED_MEDIUM: Mapping[str, Medium] = {"S1": "memory", "S2pg": "postgres", "S6pg": "postgres"}
+PG_SCENARIOS = ("S2pg", "S6pg")
+"""The scenarios on the throwaway PostgreSQL server (a fresh schema per side and repetition)."""
 """Where the other scenarios keep their state (all not named here: SQLite files on disk)."""
 SHM = Path("/dev/shm")
 """The tmpfs ``--disk tmpfs|both`` puts a fresh work folder in."""
@@ -122,6 +126,40 @@ class Metric:
 
 def ratio_at_least(x: float) -> Target:
     return Target("ratio_at_least", x)
+
+
+def s6_metrics_for(sizes: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """S6's rows: ``threads`` tasks at once doing approval round trips, on SQLite (the table's
+    medium) and on PostgreSQL. The targets are the same on disk and on the tmpfs."""
+    n = sizes["S6"]["threads"]
+    rows = []
+    for scenario, where, target in (("S6", "SQLite", 5), ("S6pg", "PostgreSQL", 3)):
+        rows += [
+            Metric(
+                scenario,
+                "s6_round_trips_per_s",
+                f"{where}: round trips/s, {n} tasks at once",
+                "/s",
+                "higher",
+                "higher",
+                ratio_at_least(target),
+            ),
+            Metric(
+                scenario, "s6_p99_ms", f"{where}: round-trip latency p99", "ms", "lower", "faster"
+            ),
+            Metric(
+                scenario, "s6_p50_ms", f"{where}: round-trip latency p50", "ms", "lower", "faster"
+            ),
+            Metric(
+                scenario,
+                "s6_violations",
+                f"{where}: execute ≠ once or before approval",
+                "n",
+                "lower",
+                target=Target("both_zero"),
+            ),
+        ]
+    return rows
 
 
 def metrics_for(
@@ -205,6 +243,7 @@ def metrics_for(
                "less", ratio_at_least(1)),
         Metric("S5", "s5_errors", "listed/executed ≠ expected", "n", "lower",
                target=Target("both_zero")),
+        *s6_metrics_for(sizes),
         Metric("A1", "a1_round_trips_per_s", "agent round trips/s (run→approval, approve→answer)",
                "/s", "higher", "higher", ratio_at_least(5)),
         Metric("A1", "a1_resume_p50_ms", "resume latency p50 (approve→tool→answer)", "ms",
@@ -349,7 +388,7 @@ def side_params(
 
 
 def media_of(scenario: str, args: argparse.Namespace) -> list[Medium]:
-    """Where ``scenario`` runs: S2, S3, S5 on each medium of ``--disk``; the others once."""
+    """Where ``scenario`` runs: S2, S3, S5, S6 on each medium of ``--disk``; the others once."""
     if scenario in MEDIA_SCENARIOS:
         return list(args.media)
     return [FIXED_MEDIUM.get(scenario, "disk")]
@@ -388,7 +427,7 @@ def run_scenario(
             params = side_params(side, scenario, sizes, args)
             metrics: dict[str, float] = {}
             schema = contextlib.ExitStack()
-            if scenario == "S2pg":
+            if scenario in PG_SCENARIOS:
                 # Each side gets a fresh schema of the throwaway PostgreSQL server.
                 assert _PG is not None
                 params["dsn"] = schema.enter_context(_PG.schema_dsn())
@@ -666,7 +705,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--disk",
         choices=("disk", "tmpfs", "both"),
         default="both",
-        help="where S2, S3, S5 put their SQLite files: the work folder on disk, a fresh folder "
+        help="where S2, S3, S5, S6 put their SQLite files: the work folder on disk, a fresh folder "
         "on the tmpfs /dev/shm, or both (one table each; default)",
     )
     p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where db files go")
@@ -688,13 +727,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 _PG: Any = None
-"""The throwaway PostgreSQL server of S2pg (tests/_pgserver.py), while a run lasts."""
+"""The throwaway PostgreSQL server of S2pg and S6pg (tests/_pgserver.py), while a run lasts."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     with contextlib.ExitStack() as stack:
-        if "S2pg" in args.scenarios:
+        if any(s in args.scenarios for s in PG_SCENARIOS):
             global _PG
             sys.path.insert(0, str(HERE.parent / "tests"))
             from _pgserver import pg_server

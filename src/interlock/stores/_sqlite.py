@@ -10,6 +10,10 @@ How it stays fast and never reports "database is locked" under normal load:
   transaction with jittered backoff until the same deadline.
 * One connection per store, used from one dedicated worker thread (see `ThreadWorker`) under
   a lock: an append is a single trip to that thread, and the event loop never blocks on disk.
+* Group commit: appends that callers queue while a transaction is being written commit
+  together, in one transaction and one fsync; each in a savepoint of its own, so that each is
+  still all-or-nothing and checked on its own, and a failing one fails alone. Nobody is told
+  an append committed before its transaction did (`SqliteStore._commit`).
 
 The change feed (`SqliteStore.changes`) is a table that each append writes in its transaction,
 under the write lock, so its seqs go up in commit order across all processes.
@@ -22,15 +26,17 @@ is in `_sqlite_ops`, the SQL it runs in `_sqlite_sql` and `_shared_sql`, the sch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -86,6 +92,8 @@ _FRAME_HEADER_BYTES: Final = 24
 """How much of the file SQLite reads through a memory map instead of ``read()`` calls
 (address space, not memory: the pages are the kernel's page cache). A long thread's snapshots
 are large rows, which a map reads without a system call and a copy per page."""
+_GROUP_MAX: Final = 256
+"""The most appends committed in one transaction (`SqliteStore._commit`)."""
 _FIRST_BACKOFF: Final = 0.002
 _MAX_BACKOFF: Final = 0.25
 """Seconds; the n-th retry sleeps a random time up to ``_FIRST_BACKOFF * 2**n``, at most this."""
@@ -138,6 +146,9 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         self._sync_now: str = synchronous
         # The thread rows this connection wrote last (guarded by _lock like the connection).
         self._known = ops.KnownHeads()
+        # Appends waiting to be committed together (`_commit`); appended on any thread,
+        # taken under _lock.
+        self._waiting: deque[ops.Pending[Any]] = deque()
 
     @property
     def path(self) -> str:
@@ -168,14 +179,17 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         One ``BEGIN IMMEDIATE`` transaction: check the lease and the head, resolve, insert. See
         `Store.append_checkpoint` for the rules and errors. With ``durable=False`` and
         ``synchronous="FULL"`` the commit runs at ``NORMAL`` (no ``fsync``; the next ``FULL``
-        commit's ``fsync`` of the write-ahead log covers it).
+        commit's ``fsync`` of the write-ahead log covers it). Appends of concurrent callers
+        may share the transaction (group commit), which then commits at the strongest level
+        any of them asks for; each is still all-or-nothing, and its errors are its own.
         """
         check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
         level = self._synchronous if durable or self._synchronous != "FULL" else "NORMAL"
-
-        # The clock is read in the worker thread, when the transaction starts (each attempt).
-        return await self._run(
-            lambda c: ops.append(
+        known = self._known
+        clock = self._clock
+        # The clock is read in the worker thread, when the write runs (each attempt).
+        write: ops.Pending[int | None] = ops.Pending(
+            lambda c: ops.append_in(
                 c,
                 record,
                 expected_head,
@@ -183,11 +197,53 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
                 resolutions,
                 fence,
                 audit,
-                self._clock(),
-                self._known,
+                clock(),
+                known,
             ),
-            synchronous=level,
+            level,
         )
+        self._waiting.append(write)
+        try:
+            return await self._run(lambda c: self._commit(c, write), synchronous=level)
+        finally:
+            if not write.settled:  # never reached the connection (cancelled, closed)
+                self._withdraw(write)
+
+    def _withdraw(self, write: ops.Pending[Any]) -> None:
+        """Take back a write whose caller is gone before it was committed: no later group
+        may commit what its caller was told failed."""
+        with self._lock:  # no group is being committed meanwhile
+            if not write.settled:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(write)
+
+    def _commit(self, conn: sqlite3.Connection, write: ops.Pending[T]) -> T:
+        """Commit ``write`` with every other write waiting by then, in one transaction.
+
+        Group commit: the appends that callers queued while an earlier transaction was being
+        written (and fsynced) wait in ``_waiting``; the first of them to reach the connection
+        commits them all at once, one fsync for the lot, and the others find theirs settled.
+        Each write is still all-or-nothing and checked on its own (`ops.commit_group`), and
+        none is acknowledged before its transaction committed. Runs under the lock.
+        """
+        if write.delivered:  # its last transaction found the file busy: this is the retry
+            write.again()
+            self._waiting.append(write)
+        waiting = self._waiting
+        if len(waiting) == 1 and waiting[0] is write:  # alone: the common, uncontended case
+            waiting.popleft()
+            self._set_synchronous(conn, write.level)
+            ops.commit_group(conn, (write,))
+            return write.outcome()
+        while not write.settled:
+            group: list[ops.Pending[Any]] = []
+            while waiting and len(group) < _GROUP_MAX:
+                group.append(waiting.popleft())
+            if not group:  # cannot happen: an unsettled write is in the queue
+                raise StoreError("an append left the commit queue uncommitted; try it again")
+            self._set_synchronous(conn, ops.group_level(group))
+            ops.commit_group(conn, group)
+        return write.outcome()
 
     def _set_synchronous(self, conn: sqlite3.Connection, level: str) -> None:
         """Set the connection's ``synchronous`` level for the next transaction(s)."""

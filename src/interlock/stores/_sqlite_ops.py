@@ -3,16 +3,19 @@
 Every function here runs with the store's lock held on the one connection (on its worker
 thread, or on the caller's when the event loop has nothing else to do), and takes the store's
 clock reading (``now``) from the caller. Errors of the driver are left to
-`SqliteStore`, which translates them at its edge.
+`SqliteStore`, which translates them at its edge. Appends are the exception to "one
+transaction per write": concurrent ones may share one, each in its own savepoint
+(`commit_group`).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Final, cast
+from functools import partial
+from typing import Any, Final, Generic, TypeVar, cast
 
 import msgspec
 
@@ -46,8 +49,9 @@ from ._checks import Lease, finish_refused, head_mismatch, lease_after
 
 __all__ = [
     "KnownHeads",
-    "append",
+    "Pending",
     "append_audit",
+    "append_in",
     "audit_log",
     "begin_effect",
     "change_cursor",
@@ -56,10 +60,12 @@ __all__ = [
     "checkpoint_page",
     "checkpoint_range",
     "checkpoints_at",
+    "commit_group",
     "delete",
     "effect",
     "expire",
     "finish_effect",
+    "group_level",
     "head_checkpoint",
     "interrupt",
     "nothing",
@@ -73,11 +79,15 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class _UnknownTarget(Exception):
     """A resolution names an interrupt the thread does not have (raised to roll back first)."""
 
-    def __init__(self, interrupt_id: str) -> None:
+    def __init__(self, interrupt_id: str, thread: str) -> None:
         self.interrupt_id = interrupt_id
+        self.thread = thread
 
 
 def nothing(conn: sqlite3.Connection) -> None:
@@ -154,7 +164,7 @@ class KnownHeads:
         self._rows.clear()
 
 
-def append(
+def append_in(
     conn: sqlite3.Connection,
     record: CheckpointRecord,
     expected_head: str | None,
@@ -164,83 +174,222 @@ def append(
     audit: Sequence[AuditEntry],
     now: float,
     known: KnownHeads,
-) -> int | None:
-    """`Store.append_checkpoint` in one ``BEGIN IMMEDIATE`` transaction."""
+) -> tuple[int | None, Callable[[], None]]:
+    """The writes of `Store.append_checkpoint`, inside the caller's write transaction.
+
+    Returns the lease's token (None without a fence) and what to do once the transaction has
+    committed (remember the thread's new row). Raises `_UnknownTarget` for a resolution of an
+    interrupt the thread does not have: `commit_group` rolls this write back, then says
+    which are pending.
+    """
     thread = record.thread
     known_row = known.get(thread)
     known.forget(thread)  # kept again only once this append has committed
-    # One cursor for the whole transaction (Connection.execute makes one per statement).
+    # One cursor for the whole write (Connection.execute makes one per statement).
     db = conn.cursor()
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
-        moved = (
-            None
-            if known_row is None
-            else _move_known_head(db, record, expected_head, fence, now, known_row)
+    # 1. The lease, then the head (the write lock is held, so read-then-write is safe).
+    moved = (
+        None
+        if known_row is None
+        else _move_known_head(db, record, expected_head, fence, now, known_row)
+    )
+    if moved is None:
+        moved = _move_head(db, record, expected_head, fence, now)
+    new, token = moved
+    # 2. Resolutions, each a compare-and-set out of pending.
+    for res in resolutions:
+        row = db.execute(sql.SELECT_INTERRUPT_OF_THREAD, (res.id, thread)).fetchone()
+        if row is None:
+            raise _UnknownTarget(res.id, thread)
+        target = conv.interrupt_from_row(row, id=res.id, thread=thread)
+        if target.status != "pending":
+            raise InterruptAlreadyResolved(res.id, status=target.status)
+        resolved = msgspec.structs.replace(
+            target,
+            status=res.status,
+            resolved_at=res.resolved_at,
+            resolution=res.resolution,
         )
-        if moved is None:
-            moved = _move_head(db, record, expected_head, fence, now)
-        new, token = moved
-        # 2. Resolutions, each a compare-and-set out of pending.
-        for res in resolutions:
-            row = db.execute(sql.SELECT_INTERRUPT_OF_THREAD, (res.id, thread)).fetchone()
-            if row is None:
-                raise _UnknownTarget(res.id)
-            target = conv.interrupt_from_row(row, id=res.id, thread=thread)
-            if target.status != "pending":
-                raise InterruptAlreadyResolved(res.id, status=target.status)
-            resolved = msgspec.structs.replace(
-                target,
-                status=res.status,
-                resolved_at=res.resolved_at,
-                resolution=res.resolution,
-            )
-            resolution = None if res.resolution is None else _blob(res.resolution)
-            db.execute(
-                sql.RESOLVE,
-                (
-                    res.status,
-                    res.resolved_at,
-                    resolution,
-                    bytearray(conv.interrupt_digest(resolved)),
-                    res.id,
-                    thread,
-                    row[13],
-                ),
-            )
-        # 3. The new rows.
-        try:
-            db.execute(sql.INSERT_CHECKPOINT, _checkpoint_params(record))
-            if new_interrupts:
-                db.executemany(sql.INSERT_INTERRUPT, map(_interrupt_params, new_interrupts))
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(
-                f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
-                "checkpoint and interrupt ids must be unique across the store"
-            ) from exc
-        # 4. The changes it makes, for the feed (most appends make none).
-        changes = derive(record, new_interrupts, resolutions)
-        if changes:
-            db.executemany(
-                sql.INSERT_CHANGE, map(_change_params, conv.change_rows(record, changes))
-            )
-        _log(db, thread, audit, now)
+        resolution = None if res.resolution is None else _blob(res.resolution)
+        db.execute(
+            sql.RESOLVE,
+            (
+                res.status,
+                res.resolved_at,
+                resolution,
+                bytearray(conv.interrupt_digest(resolved)),
+                res.id,
+                thread,
+                row[13],
+            ),
+        )
+    # 3. The new rows.
+    try:
+        db.execute(sql.INSERT_CHECKPOINT, _checkpoint_params(record))
+        if new_interrupts:
+            db.executemany(sql.INSERT_INTERRUPT, map(_interrupt_params, new_interrupts))
+    except sqlite3.IntegrityError as exc:
+        raise StoreError(
+            f"cannot append checkpoint {record.id!r} to thread {thread!r}: {exc}; "
+            "checkpoint and interrupt ids must be unique across the store"
+        ) from exc
+    # 4. The changes it makes, for the feed (most appends make none).
+    changes = derive(record, new_interrupts, resolutions)
+    if changes:
+        db.executemany(sql.INSERT_CHANGE, map(_change_params, conv.change_rows(record, changes)))
+    _log(db, thread, audit, now)
+    return None if fence is None else token, partial(known.keep, thread, new)
+
+
+_STRENGTH: Final[dict[str, int]] = {"OFF": 0, "NORMAL": 1, "FULL": 2}
+
+
+class Pending(Generic[T]):
+    """One caller's write, waiting to be committed, alone or with others (`commit_group`).
+
+    ``write`` does the write's statements inside an open transaction and returns its result
+    and what to do once that transaction has committed; ``level`` is the ``synchronous``
+    level it asks for. `outcome` returns the result or raises the write's error, once settled.
+    """
+
+    __slots__ = ("_error", "_value", "delivered", "level", "settled", "write")
+
+    def __init__(
+        self,
+        write: Callable[[sqlite3.Connection], tuple[T, Callable[[], None] | None]],
+        level: str,
+    ) -> None:
+        self.write = write
+        self.level = level
+        self.settled = False
+        self.delivered = False
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def succeed(self, value: T) -> None:
+        self._value, self._error, self.settled = value, None, True
+
+    def fail(self, error: BaseException) -> None:
+        self._value, self._error, self.settled = None, error, True
+
+    def again(self) -> None:
+        """Make it unsettled, to be committed again (its last attempt found the file busy)."""
+        self._value, self._error, self.settled, self.delivered = None, None, False, False
+
+    def outcome(self) -> T:
+        """The write's result, or its error raised (it must be settled)."""
+        assert self.settled, "outcome() of a write that was not committed yet"
+        self.delivered = True
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+def group_level(group: Sequence[Pending[Any]]) -> str:
+    """The ``synchronous`` level a group commits at: the strongest any of its writes asks for."""
+    if len(group) == 1:
+        return group[0].level
+    return max((p.level for p in group), key=_STRENGTH.__getitem__)
+
+
+def commit_group(conn: sqlite3.Connection, group: Sequence[Pending[Any]]) -> None:
+    """Commit the writes of ``group`` in one ``BEGIN IMMEDIATE`` transaction: one fsync.
+
+    Each write is all-or-nothing on its own: it runs inside a savepoint, and one that raises
+    is rolled back to it and settled with its error while the others go on (each sees the
+    writes before it, as if they had committed one by one in this order, so every check of
+    a head or a lease holds per write). The writes that went through are settled only after
+    the ``COMMIT`` returned. If SQLite itself rolls the whole transaction back (a full disk,
+    an I/O error), the failing write is settled with its error and the others are written
+    again in a new transaction. An error of ``BEGIN`` or ``COMMIT`` settles every write not
+    committed with it (a busy ``BEGIN`` is retried by each caller). Every write is settled on
+    return.
+    """
+    if len(group) == 1:
+        _commit_alone(conn, group[0])
+        return
+    todo = list(group)
+    try:
+        while todo:
+            todo = _commit_once(conn, todo)
+    except BaseException as exc:  # BEGIN or COMMIT failed: nothing of the rest was committed
+        for p in group:
+            if not p.settled:
+                p.fail(exc)
+    finally:
+        for p in group:  # cannot happen; a caller must never wait for nothing
+            if not p.settled:
+                p.fail(StoreError("a write was not committed; try it again"))
+
+
+def _commit_alone(conn: sqlite3.Connection, p: Pending[Any]) -> None:
+    """`commit_group` of one write: its own transaction, no savepoint."""
+    db = conn.cursor()
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        value, on_commit = p.write(conn)
         db.execute("COMMIT")
-    except _UnknownTarget as unknown:
+    except BaseException as exc:
         if conn.in_transaction:
             conn.rollback()
-        # Rolled back by now, so this lists what is really pending.
-        pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (thread,))]
-        if unknown.interrupt_id in pending:  # its id index lost it: the file is damaged
-            raise conv.lost_interrupt(unknown.interrupt_id, thread) from None
-        raise UnknownInterrupt(unknown.interrupt_id, pending, thread=thread) from None
+        p.fail(_after_rollback(conn, exc))
+        return
+    if on_commit is not None:
+        on_commit()
+    p.succeed(value)
+
+
+def _commit_once(conn: sqlite3.Connection, todo: list[Pending[Any]]) -> list[Pending[Any]]:
+    """One transaction of `commit_group`; returns the writes to run again in a new one."""
+    alone = len(todo) == 1  # no savepoint needed: the transaction is the write's own
+    db = conn.cursor()
+    db.execute("BEGIN IMMEDIATE")
+    done: list[tuple[Pending[Any], Any, Callable[[], None] | None]] = []
+    try:
+        for i, p in enumerate(todo):
+            if not alone:
+                db.execute("SAVEPOINT interlock_write")
+            try:
+                value, on_commit = p.write(conn)
+            except BaseException as exc:
+                if not conn.in_transaction:  # SQLite rolled everything back
+                    p.fail(_after_rollback(conn, exc))
+                    return [q for q, _, _ in done] + todo[i + 1 :]
+                if alone:
+                    conn.rollback()
+                else:
+                    db.execute("ROLLBACK TO interlock_write")
+                    db.execute("RELEASE interlock_write")
+                p.fail(_after_rollback(conn, exc))
+                continue
+            if not alone:
+                db.execute("RELEASE interlock_write")
+            done.append((p, value, on_commit))
+        if conn.in_transaction:
+            if done:
+                db.execute("COMMIT")
+            else:
+                conn.rollback()
     except BaseException:
         if conn.in_transaction:
             conn.rollback()
         raise
-    known.keep(thread, new)
-    return None if fence is None else token
+    for p, value, on_commit in done:
+        if on_commit is not None:
+            on_commit()
+        p.succeed(value)
+    return []
+
+
+def _after_rollback(conn: sqlite3.Connection, exc: BaseException) -> BaseException:
+    """The error a rolled-back write raises: for an unknown interrupt, the pending ones."""
+    if not isinstance(exc, _UnknownTarget):
+        return exc
+    # Rolled back by now, so this lists what is really pending.
+    pending = [row[0] for row in conn.execute(sql.PENDING_IDS_OF_THREAD, (exc.thread,))]
+    if exc.interrupt_id in pending:  # its id index lost it: the file is damaged
+        return conv.lost_interrupt(exc.interrupt_id, exc.thread)
+    return UnknownInterrupt(exc.interrupt_id, pending, thread=exc.thread)
 
 
 def _head_row(record: CheckpointRecord, lease: Lease) -> _HeadRow:
