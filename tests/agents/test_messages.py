@@ -157,3 +157,52 @@ async def test_a_conversation_checkpoints_as_deltas(tmp_path: Path) -> None:
     state = await app.get_state("t")
     assert conversation(state.values["messages"])[0].content == first  # type: ignore[union-attr]
     await store.close()
+
+
+# -- stored form -----------------------------------------------------------------------------
+
+_WRITTEN_BEFORE = Path(__file__).parent / "data" / "messages-v1.ilk"
+"""Every kind of message, encoded before messages were stored by position under short names
+(each with its long name and its fields' names)."""
+
+_THOSE_MESSAGES = [
+    SystemMessage(content="Be brief."),
+    SystemMessage(content="Named.", id="s1"),
+    UserMessage(content="What is in build/?"),
+    UserMessage(content="Me too.", name="bob", id="u2"),
+    AssistantMessage(
+        tool_calls=(
+            ToolCall(id="call_1", name="lookup", arguments={"query": "build", "turn": 1}),
+            ToolCall(id="call_2", name="broken", raw_arguments="{nope"),
+        ),
+        name="assistant",
+        id="a1",
+    ),
+    ToolMessage(content="a.o b.o", tool_call_id="call_1", name="lookup", id="t1"),
+    ToolMessage(
+        content="Error: bad", tool_call_id="call_2", name="broken", status="error", id="t2"
+    ),
+    AssistantMessage(
+        content="Two object files.",
+        name="assistant",
+        id="a2",
+        finish_reason="stop",
+        usage=Usage(input_tokens=12, output_tokens=5, cached_tokens=2),
+    ),
+    AssistantMessage(content="Cut", finish_reason="length"),
+]
+
+
+def test_messages_stored_before_the_positional_form_read_back_the_same() -> None:
+    codec = Codec(types=AGENT_TYPES)
+    assert codec.decode(_WRITTEN_BEFORE.read_bytes()) == {"messages": _THOSE_MESSAGES}
+
+
+def test_messages_round_trip_and_store_smaller_than_before() -> None:
+    codec = Codec(types=AGENT_TYPES)
+    value = {"messages": _THOSE_MESSAGES}
+    data = codec.encode(value)
+    assert codec.decode(data) == value
+    # No message's field names nor long type names are written any more.
+    assert b"tool_call_id" not in data and b"interlock.UserMessage" not in data
+    assert len(data) < 0.6 * len(_WRITTEN_BEFORE.read_bytes())

@@ -158,6 +158,21 @@ def decision_schema(parameters: dict[str, Any], *, quorum: bool = False) -> dict
     form (``answer.arguments: 'command' is a required property``) rather than with every form.
     With ``quorum`` (the call needs several approvals) an approval carries nothing but itself:
     it is one vote, which cannot bring conversation edits with it.
+
+    The schema of ``conversation`` is written once, beside ``action``; each form that allows
+    it only names it (``true``), so the schema stored with every approval holds it once, not
+    once per form.
+
+    Example:
+        >>> from jsonschema import Draft202012Validator
+        >>> schema = decision_schema({"type": "object", "properties": {"n": {"type": "integer"}}})
+        >>> check = Draft202012Validator(schema).is_valid
+        >>> check({"action": "edit", "arguments": {"n": 2}}), check({"action": "edit"})
+        (True, False)
+        >>> check({"action": "approve", "conversation": [{"type": "remove", "id": "m1"}]})
+        True
+        >>> check({"action": "approve", "conversation": [{"type": "remove"}]})
+        False
     """
     arguments = {k: v for k, v in parameters.items() if k != "$defs"}
     forms = {
@@ -169,7 +184,7 @@ def decision_schema(parameters: dict[str, Any], *, quorum: bool = False) -> dict
     decision = {
         "type": "object",
         "required": ["action"],
-        "properties": {"action": {"enum": list(forms)}},
+        "properties": {"action": {"enum": list(forms)}, "conversation": _EDITS},
         "allOf": [
             {"if": {"properties": {"action": {"const": name}}}, "then": form}
             for name, form in forms.items()
@@ -190,7 +205,9 @@ def _action(
     required: tuple[str, ...] = (),
     conversation: bool = True,
 ) -> dict[str, Any]:
-    edits = {"conversation": _EDITS} if conversation else {}
+    # ``conversation`` is checked beside ``action`` (see decision_schema); here it is only
+    # allowed, or, left out, refused by additionalProperties.
+    edits = {"conversation": True} if conversation else {}
     return {
         "properties": {"action": {"const": name}, **edits, **fields},
         "required": ["action", *required],

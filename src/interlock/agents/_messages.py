@@ -51,7 +51,16 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             with a message to the model); None otherwise.
     """
 
-    __interlock_name__ = "interlock.ToolCall"  # its stable name in checkpoints
+    # Stored by position under a short name (every message is stored twice, in a delta and a
+    # snapshot); data written under the long name, with field names, still reads.
+    __interlock_name__ = "il.Call"
+    __interlock_aliases__ = ("interlock.ToolCall",)
+    __interlock_fields__ = (
+        "id",
+        "name",
+        "arguments",
+        "raw_arguments",
+    )  # a new field goes at the end, never elsewhere
 
     id: str
     name: str
@@ -64,7 +73,11 @@ class SystemMessage(
 ):
     """Instructions for the model."""
 
-    __interlock_name__ = "interlock.SystemMessage"  # its stable name in checkpoints
+    # Stored by position under a short name (every message is stored twice, in a delta and a
+    # snapshot); data written under the long name, with field names, still reads.
+    __interlock_name__ = "il.System"
+    __interlock_aliases__ = ("interlock.SystemMessage",)
+    __interlock_fields__ = ("content", "id")  # a new field goes at the end, never elsewhere
 
     content: str
     id: str | None = None
@@ -76,7 +89,11 @@ class UserMessage(
 ):
     """What the user said."""
 
-    __interlock_name__ = "interlock.UserMessage"  # its stable name in checkpoints
+    # Stored by position under a short name (every message is stored twice, in a delta and a
+    # snapshot); data written under the long name, with field names, still reads.
+    __interlock_name__ = "il.User"
+    __interlock_aliases__ = ("interlock.UserMessage",)
+    __interlock_fields__ = ("content", "name", "id")  # a new field goes at the end, never elsewhere
 
     content: str
     name: str | None = None
@@ -90,7 +107,18 @@ class AssistantMessage(
 ):
     """A model's reply: text, tool calls, or both."""
 
-    __interlock_name__ = "interlock.AssistantMessage"  # its stable name in checkpoints
+    # Stored by position under a short name (every message is stored twice, in a delta and a
+    # snapshot); data written under the long name, with field names, still reads.
+    __interlock_name__ = "il.Assistant"
+    __interlock_aliases__ = ("interlock.AssistantMessage",)
+    __interlock_fields__ = (
+        "content",
+        "tool_calls",
+        "name",
+        "id",
+        "finish_reason",
+        "usage",
+    )  # a new field goes at the end, never elsewhere
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -117,7 +145,17 @@ class ToolMessage(
 ):
     """The answer to one tool call, as the model reads it."""
 
-    __interlock_name__ = "interlock.ToolMessage"  # its stable name in checkpoints
+    # Stored by position under a short name (every message is stored twice, in a delta and a
+    # snapshot); data written under the long name, with field names, still reads.
+    __interlock_name__ = "il.Tool"
+    __interlock_aliases__ = ("interlock.ToolMessage",)
+    __interlock_fields__ = (
+        "content",
+        "tool_call_id",
+        "name",
+        "status",
+        "id",
+    )  # a new field goes at the end, never elsewhere
 
     content: str
     tool_call_id: str

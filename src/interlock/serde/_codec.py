@@ -26,7 +26,16 @@ import msgspec
 from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
 from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
-from ._types import Entry, copy_tree, ext_hook, is_plain_tree, make_entry, type_name, wire_name
+from ._types import (
+    Entry,
+    copy_tree,
+    ext_hook,
+    is_plain_tree,
+    make_entry,
+    type_name,
+    wire_aliases,
+    wire_name,
+)
 
 __all__ = ["DEFAULT_CODEC", "Codec"]
 
@@ -115,6 +124,8 @@ class Codec:
             name: The name written on the wire; defaults to the class's own
                 ``__interlock_name__`` if it sets one, else ``module.QualName``. Give a stable
                 name if the class may move to another module while checkpoints still exist.
+                Names the class sets in ``__interlock_aliases__`` are read as this class too
+                (the names it was stored under before), but never written.
 
         Raises:
             TypeError: `cls` is not a class of a kind that can be registered.
@@ -140,9 +151,19 @@ class Codec:
                 f"{type_name(cls)} is already registered as {self._by_cls[cls].name!r}; "
                 "a class has one name"
             )
+        aliases = wire_aliases(cls)
+        for alias in aliases:
+            taken = self._by_name.get(alias)
+            if taken is not None and taken.cls is not cls:
+                raise ValueError(
+                    f"cannot register {type_name(cls)} with the alias {alias!r}: that name is "
+                    f"already taken by {type_name(taken.cls)}"
+                )
         entry = make_entry(cls, name)
         self._by_cls[cls] = entry
         self._by_name[name] = entry
+        for alias in aliases:
+            self._by_name.setdefault(alias, entry)
         self._trusting.add(entry)
         self._checking.add(entry)
 

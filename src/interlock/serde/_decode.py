@@ -5,7 +5,18 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Final
 
-from ._types import DICT, ENUM, FROZENSET, KEY_TYPES, SET, TUPLE, Entry, Tag, is_plain_tree
+from ._types import (
+    DICT,
+    ENUM,
+    FROZENSET,
+    KEY_TYPES,
+    RECORD,
+    SET,
+    TUPLE,
+    Entry,
+    Tag,
+    is_plain_tree,
+)
 
 __all__ = ["Corrupt", "Rebuilder"]
 
@@ -120,6 +131,8 @@ class Rebuilder:
             if len(value) != 3:
                 raise Corrupt(f"the enum {entry.name} has {len(value) - 2} values, not 1")
             return entry.build(step(value[2], budget))
+        if code == RECORD:
+            return self._record(entry, value, budget)
         if len(value) % 2 != 0:
             raise Corrupt(f"the object {entry.name} has a field without a value")
         fields: dict[str, Any] = {}
@@ -129,6 +142,27 @@ class Rebuilder:
                 raise Corrupt(f"the object {entry.name} has a field name that is not a str")
             fields[field] = step(value[i + 1], budget)
         return entry.build(fields)
+
+    def _record(self, entry: Entry, value: list[Any], budget: int) -> Any:
+        """An object stored by position: its values in the order the class declares."""
+        if not entry.positional:
+            raise Corrupt(
+                f"the object {entry.name} is stored by position, but its class declares no "
+                "__interlock_fields__ order to read it with"
+            )
+        fields = entry.fields
+        if len(value) - 2 > len(fields):
+            raise Corrupt(
+                f"the object {entry.name} has {len(value) - 2} values but its class has "
+                f"{len(fields)} fields; it was written by a newer version of the class"
+            )
+        step = self._item
+        return entry.build(
+            {
+                field: step(item, budget)
+                for field, item in zip(fields, islice(value, 2, None), strict=False)
+            }
+        )
 
     def _entry(self, value: list[Any], code: int) -> Entry:
         name = value[1] if len(value) > 1 else None

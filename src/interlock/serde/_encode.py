@@ -20,6 +20,7 @@ from ._types import (
     NO_DEFAULT,
     OBJECT,
     PLAIN,
+    RECORD,
     SET,
     TUPLE,
     Entry,
@@ -42,6 +43,7 @@ _FROZENSET_MARK: Final = MARKERS[FROZENSET]
 _DICT_MARK: Final = MARKERS[DICT]
 _OBJECT_MARK: Final = MARKERS[OBJECT]
 _ENUM_MARK: Final = MARKERS[ENUM]
+_RECORD_MARK: Final = MARKERS[RECORD]
 
 _Step = Callable[[Any, int], Any]
 
@@ -218,6 +220,8 @@ class Walker:
 
     def _object_step(self, entry: Entry) -> _Step:
         name, fields, values, extra = entry.name, entry.fields, entry.values, entry.extra
+        if entry.positional:
+            return self._record_step(entry)
         if entry.defaults is not None:
             return self._sparse_step(entry)
 
@@ -258,6 +262,34 @@ class Walker:
             return out
 
         return walk_sparse
+
+    def _record_step(self, entry: Entry) -> _Step:
+        """Values by position, in the declared order; the trailing ones at their defaults
+        left out (the reader takes the defaults for the fields it is not given)."""
+        name, values, defaults = entry.name, entry.values, entry.defaults
+        assert defaults is not None
+
+        def walk_record(value: Any, depth: int) -> list[Any]:
+            if depth >= self._max_depth:
+                raise TooDeep
+            plain, step, inner = self._plain, self._any, depth + 1
+            out: list[Any] = [_RECORD_MARK, name]
+            end = 2  # out[:end] is what must be written: up to the last non-default value
+            for item, default in zip(values(value), defaults, strict=True):
+                out.append(item if type(item) in plain else step(item, inner))
+                if not (
+                    item is default
+                    or (
+                        default is not NO_DEFAULT
+                        and type(item) is type(default)
+                        and item == default
+                    )
+                ):
+                    end = len(out)
+            del out[end:]
+            return out
+
+        return walk_record
 
     def _enum_step(self, entry: Entry) -> _Step:
         name = entry.name

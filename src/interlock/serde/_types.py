@@ -9,6 +9,12 @@ its keys or strings look like, and user dicts and lists need no escaping.
 * A *container* tag is an array whose first item is a marker Ext with an empty payload; the
   items that follow are the contents (tuple, set, registered objects, and dicts with a key
   msgpack cannot keep as it is, such as a tuple).
+
+A registered object is written with its field names (``OBJECT``), or, for a Struct that
+declares the order of its fields (``__interlock_fields__``), by position (``RECORD``): its
+values in that order, the fields at the end that hold their defaults left out. A class that
+declares an order reads both forms, and its old names (``__interlock_aliases__``), so data
+written before it declared them stays readable.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = [
     "MARKERS",
     "OBJECT",
     "PLAIN",
+    "RECORD",
     "SET",
     "TUPLE",
     "Entry",
@@ -52,6 +59,7 @@ __all__ = [
     "make_entry",
     "registrable_kind",
     "type_name",
+    "wire_aliases",
 ]
 
 # Container tag codes: `[Ext(code, b""), item, item, ...]`.
@@ -61,7 +69,8 @@ FROZENSET: Final = 3
 DICT: Final = 4  # [marker, k1, v1, k2, v2, ...]; only if some key is not in KEY_TYPES
 OBJECT: Final = 5  # [marker, registered name, field1, value1, ...]
 ENUM: Final = 6  # [marker, registered name, value]
-CONTAINER_CODES: Final = frozenset({TUPLE, SET, FROZENSET, DICT, OBJECT, ENUM})
+RECORD: Final = 7  # [marker, registered name, value1, value2, ...]; see `Entry.positional`
+CONTAINER_CODES: Final = frozenset({TUPLE, SET, FROZENSET, DICT, OBJECT, ENUM, RECORD})
 
 # Leaf tag codes: `Ext(code, payload)`.
 _BIGINT: Final = 16  # two's complement, big-endian
@@ -286,6 +295,22 @@ def wire_name(cls: type) -> str:
     return own if isinstance(own, str) and own else type_name(cls)
 
 
+def wire_aliases(cls: type) -> tuple[str, ...]:
+    """Return the other names data may call a class by (``__interlock_aliases__``, set on the
+    class itself): the names it was written under before it took its current one.
+
+    Raises:
+        TypeError: ``__interlock_aliases__`` is not a tuple of non-empty strs.
+    """
+    aliases = cls.__dict__.get("__interlock_aliases__", ())
+    if not isinstance(aliases, tuple) or not all(isinstance(a, str) and a for a in aliases):
+        raise TypeError(
+            f"{type_name(cls)}.__interlock_aliases__ must be a tuple of non-empty strs (the "
+            f"names the class was stored under before), not {aliases!r}"
+        )
+    return aliases
+
+
 def registrable_kind(cls: type) -> Kind | None:
     """Say which kind of registrable class `cls` is, or None if it cannot be registered."""
     if issubclass(cls, enum.Enum):
@@ -323,6 +348,10 @@ class Entry:
     """For a Struct declared with ``omit_defaults=True``: each field's default (`NO_DEFAULT`
     for a required one). A field holding its default is not written; reading it back takes the
     default, as msgspec itself does for such a Struct."""
+    positional: bool = False
+    """Written by position (``RECORD``), `fields` in the order the class declares in
+    ``__interlock_fields__``: a field is only ever added at the end of that order, so data
+    written before it was added reads with the fields it has."""
 
 
 NO_DEFAULT: Final = object()
@@ -330,12 +359,14 @@ NO_DEFAULT: Final = object()
 _OMITTABLE = (type(None), bool, int, float, str, bytes, tuple, list, dict, frozenset, set)
 
 
-def struct_defaults(cls: Any) -> tuple[Any, ...] | None:
-    """The defaults of a Struct declared ``omit_defaults=True``, field by field; else None."""
-    if not getattr(cls.__struct_config__, "omit_defaults", False):
+def struct_defaults(cls: Any, order: tuple[str, ...] | None = None) -> tuple[Any, ...] | None:
+    """The defaults of a Struct declared ``omit_defaults=True``, field by field (in ``order``
+    if given; a positional Struct always has them); else None."""
+    if order is None and not getattr(cls.__struct_config__, "omit_defaults", False):
         return None
+    infos = {info.name: info for info in msgspec.structs.fields(cls)}
     out: list[Any] = []
-    for info in msgspec.structs.fields(cls):
+    for info in (infos[name] for name in order) if order is not None else infos.values():
         if info.default is not msgspec.NODEFAULT:
             default = info.default
         elif info.default_factory is not msgspec.NODEFAULT:
@@ -387,8 +418,12 @@ def make_entry(cls: type, name: str) -> Entry:
         return Entry(
             cls=cls, name=name, kind=kind, fields=(), values=_getter(()), extra=None, build=cls
         )
+    order = None
     if kind == "struct":
         fields = tuple(cls.__struct_fields__)  # type: ignore[attr-defined]
+        order = _declared_order(cls, fields)
+        if order is not None:
+            fields = order
         build: Callable[[Any], Any] = lambda kw: cls(**kw)  # noqa: E731
     elif kind == "pydantic":
         fields = tuple(cls.model_fields)  # type: ignore[attr-defined]
@@ -411,5 +446,26 @@ def make_entry(cls: type, name: str) -> Entry:
         values=_getter(fields),
         extra=extra,
         build=build,
-        defaults=struct_defaults(cls) if kind == "struct" else None,
+        defaults=struct_defaults(cls, order) if kind == "struct" else None,
+        positional=order is not None,
     )
+
+
+def _declared_order(cls: type, fields: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The wire order a Struct declares in ``__interlock_fields__`` (None if it declares none).
+
+    Raises:
+        TypeError: The order does not name every field exactly once.
+    """
+    order = cls.__dict__.get("__interlock_fields__")
+    if order is None:
+        return None
+    if not isinstance(order, tuple) or len(set(order)) != len(order) or set(order) != set(fields):
+        missing = sorted(set(fields) - set(order)) if isinstance(order, tuple) else []
+        hint = f" (missing: {', '.join(missing)})" if missing else ""
+        raise TypeError(
+            f"{type_name(cls)}.__interlock_fields__ must name each of its fields once{hint}, "
+            f"not {order!r}: it is the order values are stored in, so add a new field at its "
+            "end and never reorder or remove one"
+        )
+    return order
