@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 import anyio
 
@@ -28,6 +27,7 @@ from .._args import (
     check_time,
 )
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_module
 from ..graph._builder import CompiledGraph, Durability, Migration
 from ..graph._draw import Mark
 from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
@@ -52,6 +52,11 @@ from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
 from ._resume import Targets
 from ._runctx import LeasePolicy
 from ._usage import Price, check_prices
+
+if TYPE_CHECKING:
+    import asyncio
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_module("asyncio", globals())
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
+from .._lazy import lazy_module
 from ..graph._builder import Durability
 from ..stores import AuditEntry, CheckpointSource, Fence, Resolution
 from ._control import RunControl
@@ -24,6 +24,11 @@ from ._persist import Head, ThreadIO
 from ._recorder import EffectIO
 from ._records import Decision, RunResult, RunStatus
 from ._usage import Price, UsageMeter
+
+if TYPE_CHECKING:
+    import asyncio
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_module("asyncio", globals())
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 

@@ -17,30 +17,36 @@ thread is used.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
 from .._daemon import start_thread
+from .._lazy import lazy_module
 from ._idle import loop_is_idle
+
+if TYPE_CHECKING:
+    import asyncio
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_module("asyncio", globals())
 
 __all__ = ["ThreadWorker"]
 
 
 T = TypeVar("T")
 
-_Item = (
-    tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
-    | tuple[Callable[[], Any], None, "queue.SimpleQueue[tuple[Any, BaseException | None]]"]
-    | None
-)
+if TYPE_CHECKING:  # named in annotations only: reading asyncio's names would import it
+    _Item = (
+        tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]
+        | tuple[Callable[[], Any], None, queue.SimpleQueue[tuple[Any, BaseException | None]]]
+        | None
+    )
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
