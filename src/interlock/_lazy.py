@@ -24,37 +24,65 @@ import importlib
 from types import ModuleType
 from typing import Any, cast
 
-__all__ = ["lazy_module"]
+__all__ = ["lazy_callable", "lazy_module"]
 
 
 class _LazyModule:
     """Stands for a module until the first attribute read, which imports it."""
 
-    __slots__ = ("_name", "_namespace")
+    __slots__ = ("_name", "_namespace", "_submodules")
 
-    def __init__(self, name: str, namespace: dict[str, Any]) -> None:
+    def __init__(self, name: str, namespace: dict[str, Any], submodules: tuple[str, ...]) -> None:
         self._name = name
         self._namespace = namespace
+        self._submodules = submodules
 
     def __getattr__(self, attribute: str) -> Any:
         module = importlib.import_module(self._name)
-        # Bind the module wherever the stand-in is bound, so later reads skip this method.
-        for key, value in list(self._namespace.items()):
-            if value is self:
-                self._namespace[key] = module
+        for submodule in self._submodules:
+            importlib.import_module(submodule)
+        _replace(self._namespace, self, module)
         return getattr(module, attribute)
 
     def __repr__(self) -> str:
         return f"<module {self._name!r}, imported when first used>"
 
 
-def lazy_module(name: str, namespace: dict[str, Any]) -> ModuleType:
+class _LazyCallable:
+    """Stands for a module's function or class until the first call, which imports it."""
+
+    __slots__ = ("_module", "_name", "_namespace")
+
+    def __init__(self, module: str, name: str, namespace: dict[str, Any]) -> None:
+        self._module = module
+        self._name = name
+        self._namespace = namespace
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        target = getattr(importlib.import_module(self._module), self._name)
+        _replace(self._namespace, self, target)
+        return target(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self._module}.{self._name}, imported when first called>"
+
+
+def _replace(namespace: dict[str, Any], stand_in: object, target: object) -> None:
+    # Bind the target wherever the stand-in is bound, so later reads skip the stand-in.
+    for key, value in list(namespace.items()):
+        if value is stand_in:
+            namespace[key] = target
+
+
+def lazy_module(name: str, namespace: dict[str, Any], *submodules: str) -> ModuleType:
     """A stand-in for the module ``name`` that imports it on its first attribute read.
 
     Args:
         name: The module's absolute name (``"asyncio"``).
         namespace: The ``globals()`` of the module that binds the stand-in: the first read
             replaces the stand-in there with the module itself.
+        submodules: Submodules the code reads as attributes of the module
+            (``"anyio.to_thread"``), imported with it as ``import anyio.to_thread`` would.
 
     Example:
         >>> colorsys = lazy_module("colorsys", globals())
@@ -66,4 +94,29 @@ def lazy_module(name: str, namespace: dict[str, Any]) -> ModuleType:
         <module 'colorsys' from '...colorsys.py'>
     """
     # Typed as the module it stands for: every attribute read resolves to the module's own.
-    return cast(ModuleType, _LazyModule(name, namespace))
+    return cast(ModuleType, _LazyModule(name, namespace, submodules))
+
+
+def lazy_callable(module: str, name: str, namespace: dict[str, Any]) -> Any:
+    """A stand-in for the function or class ``name`` of ``module``, imported on its first call.
+
+    For a name the code only calls (``Path(...)``, ``sha256(...)``), bound at module level
+    as ``from module import name`` would bind it. Bind it in the ``else`` branch of an ``if
+    TYPE_CHECKING:`` that imports the real name, so that type checkers see its real type.
+
+    Args:
+        module: The module's absolute name (``"pathlib"``).
+        name: The name in it (``"Path"``).
+        namespace: The ``globals()`` of the module that binds the stand-in: the first call
+            replaces the stand-in there with the real one.
+
+    Example:
+        >>> hsv = lazy_callable("colorsys", "rgb_to_hsv", globals())
+        >>> hsv
+        <colorsys.rgb_to_hsv, imported when first called>
+        >>> hsv(0.0, 1.0, 0.0)
+        (0.3333333333333333, 1.0, 1.0)
+        >>> hsv  # doctest: +ELLIPSIS
+        <function rgb_to_hsv at 0x...>
+    """
+    return _LazyCallable(module, name, namespace)

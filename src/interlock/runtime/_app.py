@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
-
-import anyio
 
 from .._args import (
     check_choice,
@@ -55,8 +52,13 @@ from ._usage import Price, check_prices
 
 if TYPE_CHECKING:
     import asyncio
+    import socket
+
+    import anyio
 else:  # imported by the first call that needs it, not by `import interlock`
     asyncio = lazy_module("asyncio", globals())
+    socket = lazy_module("socket", globals())
+    anyio = lazy_module("anyio", globals())
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 

@@ -21,9 +21,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final
 
-import anyio
-import anyio.to_thread
-
 from .._daemon import start_thread
 from .._errors import FencedOut
 from .._lazy import lazy_module
@@ -31,8 +28,12 @@ from ..stores import Fence, Store
 
 if TYPE_CHECKING:
     import asyncio
+
+    import anyio
+    import anyio.to_thread
 else:  # imported by the first call that needs it, not by `import interlock`
     asyncio = lazy_module("asyncio", globals())
+    anyio = lazy_module("anyio", globals(), "anyio.to_thread")
 
 __all__ = ["KEEPER", "LeaseKeeper", "Watch"]
 

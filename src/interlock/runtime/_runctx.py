@@ -8,8 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import anyio
-
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
 from .._lazy import lazy_module
 from ..graph._builder import Durability
@@ -27,8 +25,11 @@ from ._usage import Price, UsageMeter
 
 if TYPE_CHECKING:
     import asyncio
+
+    import anyio
 else:  # imported by the first call that needs it, not by `import interlock`
     asyncio = lazy_module("asyncio", globals())
+    anyio = lazy_module("anyio", globals())
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 

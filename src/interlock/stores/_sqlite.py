@@ -23,19 +23,15 @@ is in `_sqlite_ops`, the SQL it runs in `_sqlite_sql` and `_shared_sql`, the sch
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Final, Literal, TypeVar
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 from .._errors import StoreClosed, StoreError
+from .._lazy import lazy_callable, lazy_module
 from . import _sqlite_identities
 from . import _sqlite_ops as ops
 from . import _sqlite_schema as schema
@@ -69,6 +65,17 @@ from ._lifecycle import StoreLifecycle
 from ._sql_channels import ChannelSql, SqlChannelMessages
 from ._sql_identities import SqlIdentities
 from ._worker import ThreadWorker
+
+if TYPE_CHECKING:
+    import random
+    from pathlib import Path
+
+    import anyio
+    import anyio.to_thread
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals(), "anyio.to_thread")
+    random = lazy_module("random", globals())
+    Path = lazy_callable("pathlib", "Path", globals())
 
 __all__ = ["SqliteStore"]
 

@@ -8,11 +8,10 @@ clock reading (``now``) from the caller. Errors of the driver are left to
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 import msgspec
 
@@ -25,6 +24,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
+from .._lazy import lazy_module
 from . import _rows as conv
 from . import _sqlite_sql as sql
 from ._audit import chain, thread_deleted
@@ -43,6 +43,11 @@ from ._base import (
 )
 from ._changes import cursor_ahead, derive
 from ._checks import Lease, finish_refused, head_mismatch, lease_after
+
+if TYPE_CHECKING:
+    import json
+else:  # imported by the first call that needs it, not by `import interlock`
+    json = lazy_module("json", globals())
 
 __all__ = [
     "KnownHeads",

@@ -18,14 +18,9 @@ thread is used.
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import anyio
-import anyio.lowlevel
-import anyio.to_thread
 
 from .._daemon import start_thread
 from .._lazy import lazy_module
@@ -33,8 +28,15 @@ from ._idle import loop_is_idle
 
 if TYPE_CHECKING:
     import asyncio
+    import queue
+
+    import anyio
+    import anyio.lowlevel
+    import anyio.to_thread
 else:  # imported by the first call that needs it, not by `import interlock`
     asyncio = lazy_module("asyncio", globals())
+    queue = lazy_module("queue", globals())
+    anyio = lazy_module("anyio", globals(), "anyio.lowlevel", "anyio.to_thread")
 
 __all__ = ["ThreadWorker"]
 
