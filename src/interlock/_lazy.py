@@ -21,10 +21,11 @@ they do not import it; code at module level that reads an attribute would, and m
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
-__all__ = ["lazy_callable", "lazy_module"]
+__all__ = ["lazy_asyncio", "lazy_callable", "lazy_module"]
 
 
 class _LazyModule:
@@ -46,6 +47,23 @@ class _LazyModule:
 
     def __repr__(self) -> str:
         return f"<module {self._name!r}, imported when first used>"
+
+
+class _LazyAsyncio(_LazyModule):
+    """`_LazyModule` for asyncio, which asks whether an asyncio loop runs without importing it."""
+
+    __slots__ = ()
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute == "get_running_loop" and "asyncio" not in sys.modules:
+            # No asyncio loop can be running in a process that has not imported asyncio (one
+            # on trio): answer as asyncio would, and keep the stand-in for a later read.
+            return _no_running_loop
+        return super().__getattr__(attribute)
+
+
+def _no_running_loop() -> NoReturn:
+    raise RuntimeError("no running event loop")
 
 
 class _LazyCallable:
@@ -95,6 +113,27 @@ def lazy_module(name: str, namespace: dict[str, Any], *submodules: str) -> Modul
     """
     # Typed as the module it stands for: every attribute read resolves to the module's own.
     return cast(ModuleType, _LazyModule(name, namespace, submodules))
+
+
+def lazy_asyncio(namespace: dict[str, Any]) -> ModuleType:
+    """`lazy_module` for ``asyncio``, whose ``get_running_loop()`` does not import it.
+
+    A process that has not imported asyncio cannot be running an asyncio loop, so until
+    something imports it, ``asyncio.get_running_loop()`` raises `RuntimeError` ("no running
+    event loop") as asyncio itself would, without importing it: a program on trio, whose
+    every store call asks, never loads asyncio.
+
+    Example:
+        >>> asyncio = lazy_asyncio(globals())
+        >>> try:
+        ...     asyncio.get_running_loop()
+        ... except RuntimeError as exc:
+        ...     print(exc)
+        no running event loop
+        >>> asyncio.run(asyncio.sleep(0, "done"))
+        'done'
+    """
+    return cast(ModuleType, _LazyAsyncio("asyncio", namespace, ()))
 
 
 def lazy_callable(module: str, name: str, namespace: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from .._args import (
     check_time,
 )
 from .._errors import GraphDefinitionError
-from .._lazy import lazy_module
+from .._lazy import lazy_asyncio, lazy_module
 from ..graph._builder import CompiledGraph, Durability, Migration
 from ..graph._draw import Mark
 from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     import anyio
 else:  # imported by the first call that needs it, not by `import interlock`
-    asyncio = lazy_module("asyncio", globals())
+    asyncio = lazy_asyncio(globals())
     socket = lazy_module("socket", globals())
     anyio = lazy_module("anyio", globals())
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._daemon import start_thread
 from .._errors import FencedOut
-from .._lazy import lazy_module
+from .._lazy import lazy_asyncio, lazy_module
 from ..stores import Fence, Store
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import anyio
     import anyio.to_thread
 else:  # imported by the first call that needs it, not by `import interlock`
-    asyncio = lazy_module("asyncio", globals())
+    asyncio = lazy_asyncio(globals())
     anyio = lazy_module("anyio", globals(), "anyio.to_thread")
 
 __all__ = ["KEEPER", "LeaseKeeper", "Watch"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
-from .._lazy import lazy_module
+from .._lazy import lazy_asyncio, lazy_module
 from ..graph._builder import Durability
 from ..stores import AuditEntry, CheckpointSource, Fence, Resolution
 from ._control import RunControl
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     import anyio
 else:  # imported by the first call that needs it, not by `import interlock`
-    asyncio = lazy_module("asyncio", globals())
+    asyncio = lazy_asyncio(globals())
     anyio = lazy_module("anyio", globals())
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]

@@ -32,13 +32,13 @@ import selectors
 import weakref
 from typing import TYPE_CHECKING, Final, cast
 
-from .._lazy import lazy_module
+from .._lazy import lazy_asyncio
 
 if TYPE_CHECKING:
     import asyncio
     import asyncio.tasks
 else:  # imported by the first call that needs it, not by `import interlock`
-    asyncio = lazy_module("asyncio", globals())
+    asyncio = lazy_asyncio(globals())
 
 __all__ = ["loop_is_idle", "unknown_internals"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._daemon import start_thread
-from .._lazy import lazy_module
+from .._lazy import lazy_asyncio, lazy_module
 from ._idle import loop_is_idle
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import anyio.lowlevel
     import anyio.to_thread
 else:  # imported by the first call that needs it, not by `import interlock`
-    asyncio = lazy_module("asyncio", globals())
+    asyncio = lazy_asyncio(globals())
     queue = lazy_module("queue", globals())
     anyio = lazy_module("anyio", globals(), "anyio.lowlevel", "anyio.to_thread")
 
