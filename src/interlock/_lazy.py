@@ -1,6 +1,6 @@
-"""Standard modules that a module names at its top and imports when a call first uses them.
+"""Modules a module binds at its top and imports only when a call first uses them.
 
-`import interlock` should not pay for what only a run needs. `asyncio` is the case in point:
+`import interlock` should not pay for what only a call needs. `asyncio` is the case in point:
 importing it costs a fresh process more than all of interlock's own modules together (it loads
 ``ssl``, ``socket``, ``subprocess``, ``concurrent.futures``...), and a program that only builds
 graphs, prints a command's help or runs on trio never calls it. A module that uses it writes
@@ -8,14 +8,23 @@ graphs, prints a command's help or runs on trio never calls it. A module that us
 
     if TYPE_CHECKING:
         import asyncio
-    else:
-        asyncio = lazy_module("asyncio", globals())
+    else:  # imported by the first call that needs it, not by `import interlock`
+        asyncio = lazy_asyncio(globals())
 
 and its functions keep calling ``asyncio.get_running_loop()`` as before. The first attribute
 read imports the module and binds it in place of the stand-in, so every later read is an
-ordinary global lookup at no extra cost. Type checkers see the plain import. With ``from
-__future__ import annotations`` the annotations that name the module are never evaluated, so
-they do not import it; code at module level that reads an attribute would, and must not.
+ordinary global lookup at no extra cost; two threads that race to it both bind the same
+module. Type checkers see the plain import. With ``from __future__ import annotations`` the
+annotations that name the module are never evaluated, so they do not import it; code at
+module level that reads an attribute would, and must not (`tests/test_import_cost.py` fails).
+
+`lazy_module` stands for a module, `lazy_callable` for a name the code only calls
+(``Path(...)``). A stand-in suits a name read afresh at each use: code that keeps hold of it
+(``map(name, rows)`` over a page of rows) calls the stand-in each time until the next read.
+It is for the modules a package uses, never for its public names, which stay ordinary
+attributes (decision 90). `importlib.util.LazyLoader` is not used: it puts the module in
+``sys.modules`` before it is loaded, so ``"asyncio" in sys.modules`` would be true in every
+process, and that is how code (ours, and sniffio's) tells which event loop may be running.
 """
 
 from __future__ import annotations
@@ -139,7 +148,7 @@ def lazy_asyncio(namespace: dict[str, Any]) -> ModuleType:
 def lazy_callable(module: str, name: str, namespace: dict[str, Any]) -> Any:
     """A stand-in for the function or class ``name`` of ``module``, imported on its first call.
 
-    For a name the code only calls (``Path(...)``, ``sha256(...)``), bound at module level
+    For a name the code only calls (``Path(...)``, ``unquote(...)``), bound at module level
     as ``from module import name`` would bind it. Bind it in the ``else`` branch of an ``if
     TYPE_CHECKING:`` that imports the real name, so that type checkers see its real type.
 
