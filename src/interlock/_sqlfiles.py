@@ -39,7 +39,7 @@ from ._lazy import lazy_module
 if TYPE_CHECKING:
     from importlib import resources
     from importlib.resources.abc import Traversable
-else:  # read by the first file read, not by `import interlock`
+else:  # imported by the first file read, not by `import interlock`
     resources = lazy_module("importlib.resources", globals())
 
 __all__ = ["Migrations", "migrations", "parse", "statements"]
