@@ -7,11 +7,18 @@
 Each run is a new interpreter that does nothing but ``import interlock``. It reports the wall
 time of that import, the peak RSS of the process after it (the figure the target is set for)
 and what the import added to the interpreter's own, and ``len(sys.modules)``. Interleaved with
-those, a process that imports only what a run cannot do without (`FLOOR`: msgspec, asyncio,
-anyio and the standard modules the core uses) gives the floor under the figures, and what
-interlock costs above it. Then the same number of runs under ``python -X importtime`` give each
-module's median self time, and the ten most expensive are printed with their cumulative time
-and the chain that imported them.
+those, three more processes:
+
+* one that imports only interlock's dependencies (`DEPENDENCIES`: msgspec and sqlite3), the
+  floor under ``import interlock``, and what interlock costs above it;
+* one that imports what a run loads (`RUN_FLOOR`: msgspec, asyncio, anyio and the standard
+  modules the core uses), the floor the earlier round measured against;
+* one that imports interlock, compiles a one-node graph and runs it on a `MemoryStore`
+  (`FIRST_RUN`): what a program pays before its first result, wherever the imports fall.
+
+Then the same number of runs under ``python -X importtime`` give each module's median self
+time, and the ten most expensive are printed with their cumulative time and the chain that
+imported them.
 
 Bytecode is compiled once, before the first measured run, into a temporary cache
 (``PYTHONPYCACHEPREFIX``), whatever ``PYTHONDONTWRITEBYTECODE`` says: an installed package has
@@ -47,11 +54,24 @@ import json
 print(json.dumps({"ms": ms, "rss": after / 1024, "added": (after - before) / 1024,
                   "modules": modules, "file": interlock.__file__}))
 """
-FLOOR = (
+DEPENDENCIES = "msgspec, msgspec.json, msgspec.msgpack, sqlite3"
+"""What ``import interlock`` cannot do without: the modules of its dependencies it binds."""
+RUN_FLOOR = (
     "msgspec, msgspec.json, asyncio, anyio, anyio.abc, anyio.to_thread, anyio.lowlevel, sqlite3, "
     "hashlib, inspect, dataclasses, importlib.resources, json, queue, random, pathlib"
 )
 """What a run cannot do without: interlock's dependencies and the standard modules its core uses."""
+FIRST_RUN = """
+from typing import TypedDict
+class S(TypedDict):
+    n: int
+graph = interlock.Graph(S)
+graph.add_node("one", lambda s: {"n": s["n"] + 1})
+graph.add_edge(interlock.START, "one")
+app = graph.compile(store=interlock.MemoryStore())
+assert app.run_sync({"n": 1}, thread="t").values == {"n": 2}
+"""
+"""A program's first result: one node, compiled and run to its end in memory."""
 # ru_maxrss is in KiB on Linux (bytes on macOS, where the MB figures read 1024 times too big).
 
 
@@ -96,13 +116,19 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(args.src.resolve()), PYTHONPYCACHEPREFIX=cache)
         run(env, "-c", "import interlock")  # compile once, as an installed package is
-        probes, floors = [], []
-        for _ in range(args.runs):  # interleaved, so that both see the same load
+        probes: list[dict[str, float]] = []
+        floors: list[dict[str, float]] = []
+        run_floors: list[dict[str, float]] = []
+        first_runs: list[dict[str, float]] = []
+        for _ in range(args.runs):  # interleaved, so that all see the same load
             probes.append(json.loads(run(env, "-c", PROBE).stdout))
-            floor = PROBE.replace("import interlock\n", f"import {FLOOR}\n")
-            floors.append(
-                json.loads(run(env, "-c", floor.replace("interlock.__file__", "''")).stdout)
-            )
+            for imports, into in ((DEPENDENCIES, floors), (RUN_FLOOR, run_floors)):
+                floor = PROBE.replace("import interlock\n", f"import {imports}\n")
+                into.append(
+                    json.loads(run(env, "-c", floor.replace("interlock.__file__", "''")).stdout)
+                )
+            first = PROBE.replace("import interlock\n", f"import interlock\n{FIRST_RUN}")
+            first_runs.append(json.loads(run(env, "-c", first).stdout))
         traces = [
             importtime(run(env, "-X", "importtime", "-c", "import interlock").stderr)
             for _ in range(args.runs)
@@ -117,12 +143,23 @@ def main() -> None:
     print(f"  {'peak RSS':<22}{median('rss'):8.1f} MB     target <= {TARGET_MB:.0f} MB")
     print(f"  {'RSS added by import':<22}{median('added'):8.1f} MB")
     print(f"  {'modules loaded':<22}{median('modules'):8.0f}")
-    print("\nthe floor: msgspec, asyncio, anyio and the standard modules alone, same runs")
-    print(f"  {'wall time':<22}{median('ms', floors):8.1f} ms")
-    print(f"  {'peak RSS':<22}{median('rss', floors):8.1f} MB")
-    print(f"  {'modules loaded':<22}{median('modules', floors):8.0f}")
-    above = median("ms") - median("ms", floors), median("rss") - median("rss", floors)
-    print(f"  {'interlock above it':<22}{above[0]:8.1f} ms, {above[1]:.1f} MB")
+    for title, of in (
+        (f"the floor: interlock's dependencies alone ({DEPENDENCIES}), same runs", floors),
+        (
+            "what a run loads: msgspec, asyncio, anyio and the standard modules, same runs",
+            run_floors,
+        ),
+    ):
+        print(f"\n{title}")
+        print(f"  {'wall time':<22}{median('ms', of):8.1f} ms")
+        print(f"  {'peak RSS':<22}{median('rss', of):8.1f} MB")
+        print(f"  {'modules loaded':<22}{median('modules', of):8.0f}")
+        above = median("ms") - median("ms", of), median("rss") - median("rss", of)
+        print(f"  {'interlock above it':<22}{above[0]:8.1f} ms, {above[1]:.1f} MB")
+    print("\nimport interlock, compile one node and run it on a MemoryStore, same runs")
+    print(f"  {'wall time':<22}{median('ms', first_runs):8.1f} ms")
+    print(f"  {'peak RSS':<22}{median('rss', first_runs):8.1f} MB")
+    print(f"  {'modules loaded':<22}{median('modules', first_runs):8.0f}")
     own: dict[str, list[int]] = {}
     total: dict[str, list[int]] = {}
     for rows in traces:

@@ -2,12 +2,17 @@
 
 The cost itself (time, memory, modules) is measured by `bench/import_cost.py`, never here: a
 timed test would fail on a busy machine. What is checked is the cause: which modules a fresh
-`import interlock` brings in.
+`import interlock` brings in, and which files it reads; and that the call that needs a deferred
+module loads it and works.
 """
 
 from __future__ import annotations
 
-from _imports import run_fresh
+from pathlib import Path
+
+from _imports import SRC, run_fresh
+
+SRC_STORES = Path(SRC) / "interlock" / "stores"
 
 ANSWER_SCHEMAS = ("jsonschema", "referencing", "jsonschema_specifications", "attrs", "rpds")
 """Answer-schema checking: `jsonschema` and what it stands on."""
@@ -17,7 +22,28 @@ STREAMS = ("anyio.streams.memory",)
 them anyway (both anyio backends import them), so this moves their cost to where it is paid by a
 process that runs something, not by every ``import interlock``."""
 
-DEFERRED = ANSWER_SCHEMAS + STREAMS
+EVENT_LOOP = ("asyncio", "anyio", "ssl", "concurrent.futures", "subprocess")
+"""What runs a graph: anyio, and asyncio with what it imports. The first run loads them (a run
+on trio never loads asyncio); ``import interlock`` loads neither."""
+
+SQL_FILES = ("importlib.resources", "zipfile")
+"""What reads the SQL files shipped with the package: a store reads its migrations when it
+first migrates a database, not when its module is imported."""
+
+STANDARD = (
+    "json",
+    "pathlib",
+    "queue",
+    "random",
+    "secrets",
+    "shlex",
+    "socket",
+    "unicodedata",
+    "urllib.parse",
+)
+"""Standard modules interlock's functions call, each imported by the first call that needs it."""
+
+DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD
 """Every module `import interlock` must not import."""
 
 REPORT = """
@@ -25,6 +51,16 @@ import sys
 def loaded(*names):
     print(sorted(m for m in names if m in sys.modules))
 """
+
+SQL_READS = """
+import sys
+SQL_READ = []
+def _audit(event, args):
+    if event == "open" and str(args[0]).endswith(".sql"):
+        SQL_READ.append(str(args[0]).rpartition("/")[2])
+sys.addaudithook(_audit)
+"""
+"""Code that records the name of every ``.sql`` file the process opens, in ``SQL_READ``."""
 
 
 def asking(interrupt_args: str) -> str:
@@ -44,6 +80,70 @@ def asking(interrupt_args: str) -> str:
 def test_import_interlock_leaves_the_deferred_modules_out() -> None:
     code = REPORT + f"import interlock\nfrom interlock import *\nloaded(*{DEFERRED!r})\n"
     assert run_fresh(code) == ["[]"]
+
+
+def test_a_bare_interpreter_has_none_of_the_deferred_modules() -> None:
+    # Otherwise the test above would prove nothing about interlock.
+    assert run_fresh(REPORT + f"loaded(*{DEFERRED!r})\n") == ["[]"]
+
+
+def test_import_interlock_reads_no_sql_file() -> None:
+    code = SQL_READS + "import interlock\nfrom interlock import *\nprint(SQL_READ)\n"
+    assert run_fresh(code) == ["[]"]
+
+
+def sqlite_run(path: Path, thread: str) -> str:
+    """Code that runs ``asking`` on a `SqliteStore` at ``path`` to its question, then closes it."""
+    return asking("'ok?', key='q'").replace(
+        "il.MemoryStore()", f"il.SqliteStore({str(path)!r})"
+    ) + (
+        f"print(app.run_sync({{}}, thread={thread!r}).interrupt().info)\n"
+        "import anyio\n"
+        "anyio.run(app.store.close)\n"
+    )
+
+
+def test_the_first_run_loads_the_event_loop_and_a_new_file_reads_the_migrations(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "threads.db"
+    code = (
+        SQL_READS
+        + REPORT
+        + sqlite_run(path, "t1")
+        + (f"loaded(*{EVENT_LOOP[:2]!r})\nprint(sorted(SQL_READ)[0], len(SQL_READ))\n")
+    )
+    migrations = sorted((SRC_STORES / "sql" / "sqlite").glob("*.sql"))
+    assert run_fresh(code) == [
+        "ok?",
+        "['anyio', 'asyncio']",
+        f"{migrations[0].name} {len(migrations)}",
+    ]
+    # The file is at the current version now: opening it again reads no SQL file.
+    code = SQL_READS + sqlite_run(path, "t2") + "print(SQL_READ)\n"
+    assert run_fresh(code) == ["ok?", "[]"]
+
+
+def test_a_run_on_trio_never_imports_asyncio(tmp_path: Path) -> None:
+    # Every store call asks whether an asyncio loop is running; on trio none can be, and
+    # asking must not import asyncio to find out.
+    code = (
+        REPORT
+        + asking("'ok?', key='q'").replace(
+            "il.MemoryStore()", f"il.SqliteStore({str(tmp_path / 'threads.db')!r})"
+        )
+        + (
+            "import trio\n"
+            "async def main():\n"
+            "    try:\n"
+            "        print((await app.run({}, thread='t')).interrupt().info)\n"
+            "    finally:\n"
+            "        await app.store.close()\n"
+            "trio.run(main)\n"
+            "loaded('asyncio', 'anyio', 'trio')\n"
+        )
+    )
+    assert run_fresh(code) == ["ok?", "['anyio', 'trio']"]
 
 
 def test_a_graph_without_answer_schemas_runs_without_jsonschema() -> None:

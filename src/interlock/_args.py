@@ -19,11 +19,16 @@ the same values with the same words.
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Mapping
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ._errors import InvalidId
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import unicodedata
+else:  # imported by the first call that needs it, not by `import interlock`
+    unicodedata = lazy_module("unicodedata", globals())
 
 __all__ = [
     "DURABILITIES",

@@ -9,10 +9,15 @@ attempt to pass for someone else, and either way the caller must say what was me
 
 from __future__ import annotations
 
-import unicodedata
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._errors import InvalidId
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import unicodedata
+else:  # imported by the first call that needs it, not by `import interlock`
+    unicodedata = lazy_module("unicodedata", globals())
 
 __all__ = ["MAX_PRINCIPAL", "is_principal", "principal_key"]
 

@@ -22,17 +22,27 @@ naming the file and line.
 Migrations are the files of one folder named ``NNNN_what_it_does.sql``: file ``N`` takes a
 schema from version ``N - 1`` to ``N``, its statements run in file order. `migrations`
 refuses a folder whose files are not numbered exactly 1 to the version the code expects, so
-a file missing from an installation fails on import instead of leaving a schema behind.
+a file missing from an installation fails before a statement runs instead of leaving a schema
+behind. A store module holds its migrations as `Migrations`, which reads the folder when a
+migration is first looked at, not when the module is imported: `import interlock` reads no
+file, and opening a database that is already at the current version reads none either.
 """
 
 from __future__ import annotations
 
 import re
-from importlib.resources import files
-from importlib.resources.abc import Traversable
-from typing import Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, overload
 
-__all__ = ["migrations", "parse", "statements"]
+from ._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from importlib import resources
+    from importlib.resources.abc import Traversable
+else:  # imported by the first file read, not by `import interlock`
+    resources = lazy_module("importlib.resources", globals())
+
+__all__ = ["Migrations", "migrations", "parse", "statements"]
 
 _NAME: Final = re.compile(r"-- ([a-z0-9_]+) --")
 _MIGRATION: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
@@ -98,7 +108,7 @@ def statements(package: str, path: str) -> dict[str, str]:
         FileNotFoundError: The package was installed without the file.
         ValueError: The file breaks the layout in the module docstring.
     """
-    return _read(files(package).joinpath(path), f"{package}:{path}")
+    return _read(resources.files(package).joinpath(path), f"{package}:{path}")
 
 
 def migrations(package: str, folder: str, version: int) -> tuple[tuple[str, ...], ...]:
@@ -118,7 +128,7 @@ def migrations(package: str, folder: str, version: int) -> tuple[tuple[str, ...]
             layout in the module docstring.
     """
     where = f"{package}:{folder}"
-    directory = files(package).joinpath(folder)
+    directory = resources.files(package).joinpath(folder)
     if not directory.is_dir():
         raise FileNotFoundError(
             f"{where}: the migrations folder is missing; interlock was installed without its "
@@ -158,6 +168,51 @@ def migrations(package: str, folder: str, version: int) -> tuple[tuple[str, ...]
         tuple(_read(numbered[n], f"{where}/{numbered[n].name}").values())
         for n in range(1, version + 1)
     )
+
+
+class Migrations(Sequence[tuple[str, ...]]):
+    """The migrations of a folder of a package, as `migrations` returns them, read when first used.
+
+    A store module keeps one as a constant; indexing, slicing, ``len`` or iterating it reads
+    and checks the whole folder once (raising what `migrations` raises), and every later use
+    reads the statements kept then.
+
+    Example: building one reads nothing; the first use does, and fails as `migrations` would.
+
+        >>> steps = Migrations("interlock.stores", "sql/nowhere", 1)
+        >>> steps
+        <Migrations interlock.stores:sql/nowhere, versions 1 to 1, not read yet>
+        >>> steps[0]  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        FileNotFoundError: interlock.stores:sql/nowhere: the migrations folder is missing; ...
+    """
+
+    __slots__ = ("_folder", "_package", "_steps", "_version")
+
+    def __init__(self, package: str, folder: str, version: int) -> None:
+        self._package = package
+        self._folder = folder
+        self._version = version
+        self._steps: tuple[tuple[str, ...], ...] | None = None
+
+    def _read(self) -> tuple[tuple[str, ...], ...]:
+        if self._steps is None:  # two threads may both read it: they keep equal tuples
+            self._steps = migrations(self._package, self._folder, self._version)
+        return self._steps
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, ...]: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[tuple[str, ...], ...]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, ...] | tuple[tuple[str, ...], ...]:
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __repr__(self) -> str:
+        read = "read" if self._steps is not None else "not read yet"
+        return f"<Migrations {self._package}:{self._folder}, versions 1 to {self._version}, {read}>"
 
 
 def _read(file: Traversable, where: str) -> dict[str, str]:

@@ -8,15 +8,21 @@ glue finds the run's span there.
 
 from __future__ import annotations
 
-import secrets
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from .._lazy import lazy_module
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ._otel import Tracing
+
+if TYPE_CHECKING:
+    import secrets
+else:  # imported by the first call that needs it, not by `import interlock`
+    secrets = lazy_module("secrets", globals())
 
 __all__ = ["CURRENT", "CallKind", "Context", "Scope", "current_context"]
 

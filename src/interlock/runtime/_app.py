@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, get_args
-
-import anyio
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from .._args import (
     check_choice,
@@ -28,6 +24,7 @@ from .._args import (
     check_time,
 )
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_asyncio, lazy_module
 from ..graph._builder import CompiledGraph, Durability, Migration
 from ..graph._draw import Mark
 from ..stores import CheckpointStatus, MemoryStore, PendingFilter, Store
@@ -52,6 +49,16 @@ from ._records import Command, Decision, Interrupt, RunResult, StateSnapshot
 from ._resume import Targets
 from ._runctx import LeasePolicy
 from ._usage import Price, check_prices
+
+if TYPE_CHECKING:
+    import asyncio
+    import socket
+
+    import anyio
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_asyncio(globals())
+    socket = lazy_module("socket", globals())
+    anyio = lazy_module("anyio", globals())
 
 __all__ = ["App", "InterruptHandler", "Targets"]
 

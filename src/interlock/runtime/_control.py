@@ -7,13 +7,17 @@ import math
 import signal
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
-
-import anyio
-import anyio.abc
+from typing import TYPE_CHECKING, Any
 
 from .._errors import GraphDefinitionError, StoreError
+from .._lazy import lazy_module
 from ._records import RunResult
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.abc
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals(), "anyio.abc")
 
 __all__ = ["GracefulShutdown", "RunControl", "RunHandle"]
 

@@ -14,9 +14,7 @@ import contextlib
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from .._errors import (
     InterlockError,
@@ -27,6 +25,7 @@ from .._errors import (
     StoreError,
     ThreadBusy,
 )
+from .._lazy import lazy_module
 from ..graph._builder import CompiledGraph, NodeSpec, Subgraph
 from ..graph._channels import MISSING, AppendChannel
 from ..graph._concat import concat
@@ -41,6 +40,11 @@ from ._records import Address
 from ._signals import InterruptSignal
 from ._usage import UsageMeter
 from ._wire import level_from_wire, level_to_wire, subgraph_output
+
+if TYPE_CHECKING:
+    import anyio
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals())
 
 __all__ = ["Engine", "StepHook", "known_plan", "remember"]
 

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
+from .._lazy import lazy_module
 from ._records import Address, Interrupt, RunResult
 
 if TYPE_CHECKING:
     # Annotations only: the streams are made by `anyio.create_memory_object_stream` when a
     # run is streamed, so a run that is not streamed never imports them.
+    import anyio
     import anyio.abc
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals())
 
 __all__ = [
     "MODES",

@@ -14,14 +14,19 @@ cancelled) are never recorded as failures; they are the job queue's to retry.
 
 from __future__ import annotations
 
-import shlex
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import CheckpointCorrupt, GraphChanged, RunError, SerializationError, ThreadBusy
+from .._lazy import lazy_module
 from ..observability import _hooks
 from ..stores import CheckpointRecord, Fence
 from ._calls import Calls
 from ._persist import CONTINUE_WITH, FAILURE
+
+if TYPE_CHECKING:
+    import shlex
+else:  # imported by the first call that needs it, not by `import interlock`
+    shlex = lazy_module("shlex", globals())
 
 __all__ = ["record_failure", "strands"]
 

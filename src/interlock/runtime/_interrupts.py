@@ -13,11 +13,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal, TypeVar
-
-import anyio
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_module
 from ..graph._builder import Subgraph
 from ._authority import Authority, authority_of
 from ._context import (
@@ -33,6 +32,11 @@ from ._events import CustomEvent
 from ._jsonschema import check, convert, stored_schema
 from ._records import Address, Interrupt, OnTimeout, Segment, TimeoutDefault
 from ._signals import InterruptSignal, Raised
+
+if TYPE_CHECKING:
+    import anyio
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals())
 
 __all__ = [
     "Child",

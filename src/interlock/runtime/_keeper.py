@@ -16,18 +16,24 @@ would be due sooner. Sync nodes keep running on the event loop thread (decision 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
-from typing import Final
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Final
 
 from .._daemon import start_thread
 from .._errors import FencedOut
+from .._lazy import lazy_asyncio, lazy_module
 from ..stores import Fence, Store
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import anyio
+    import anyio.to_thread
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_asyncio(globals())
+    anyio = lazy_module("anyio", globals(), "anyio.to_thread")
 
 __all__ = ["KEEPER", "LeaseKeeper", "Watch"]
 

@@ -16,19 +16,24 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import GraphDefinitionError, InvalidUpdate
+from .._lazy import lazy_module
 from ..graph._builder import END, START, CompiledGraph
 from ..graph._channels import MISSING, AppendChannel, Channel
 from ._context import Scratch, interrupt_id
 from ._events import Event, NodeOutputEvent
 from ._records import Address, Command, Interrupt, Segment, Send
 from ._signals import InterruptSignal, Raised
+
+if TYPE_CHECKING:
+    import secrets
+else:  # imported by the first call that needs it, not by `import interlock`
+    secrets = lazy_module("secrets", globals())
 
 __all__ = [
     "ESCALATE",
@@ -45,7 +50,7 @@ LevelStatus = Literal["interrupted", "paused", "ready", "done"]
 PauseInterruptKind = Literal["before", "after", "external"]
 """The interrupts a level raises itself (breakpoints and external pauses)."""
 
-_ID_PREFIX = secrets.token_hex(6)
+_ID_PREFIX = os.urandom(6).hex()  # what secrets.token_hex(6) draws, without importing it
 _ID_COUNTER = itertools.count()
 
 _MAX_ADDRESSES: Final = 4096

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-import anyio
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
+from .._lazy import lazy_asyncio, lazy_module
 from ..graph._builder import Durability
 from ..stores import AuditEntry, CheckpointSource, Fence, Resolution
 from ._control import RunControl
@@ -24,6 +22,14 @@ from ._persist import Head, ThreadIO
 from ._recorder import EffectIO
 from ._records import Decision, RunResult, RunStatus
 from ._usage import Price, UsageMeter
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import anyio
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_asyncio(globals())
+    anyio = lazy_module("anyio", globals())
 
 __all__ = ["LeasePolicy", "Opened", "RunCtx", "Stale"]
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from msgspec.msgpack import Ext
 
 from .._errors import PayloadTooLarge, SerializationError, UnregisteredType
+from .._lazy import lazy_module
 from ._types import (
     DICT,
     ENUM,
@@ -29,6 +29,11 @@ from ._types import (
     registrable_kind,
     type_name,
 )
+
+if TYPE_CHECKING:
+    import json
+else:  # imported by the first call that needs it, not by `import interlock`
+    json = lazy_module("json", globals())
 
 __all__ = ["Walker"]
 

@@ -11,12 +11,17 @@ lists only rows up to it: every revision up to it was committed before it was gi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ContactTaken, StoreError
+from .._lazy import lazy_module
 from ._identities import ROLES, Contact, PrincipalRecord, Role, TokenRecord, email_key
+
+if TYPE_CHECKING:
+    import json
+else:  # imported by the first call that needs it, not by `import interlock`
+    json = lazy_module("json", globals())
 
 __all__ = [
     "PRINCIPAL_COLUMNS",

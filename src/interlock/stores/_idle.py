@@ -27,12 +27,18 @@ registry of Python 3.11 (``asyncio.tasks._all_tasks``) already shows at most one
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.tasks
 import collections
 import selectors
 import weakref
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
+
+from .._lazy import lazy_asyncio
+
+if TYPE_CHECKING:
+    import asyncio
+    import asyncio.tasks
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_asyncio(globals())
 
 __all__ = ["loop_is_idle", "unknown_internals"]
 
@@ -40,9 +46,6 @@ FAR_TIMER: Final = 1.0
 """Seconds: a timer due later than this (a lease renewal) does not make a loop busy.
 
 At worst it fires a moment late, after a store call that held the loop briefly."""
-
-_KNOWN_LOOP: Final = asyncio.SelectorEventLoop
-"""The one loop type whose internals `loop_is_idle` reads (its exact type, not a subclass)."""
 
 _KNOWN_SELECTORS: Final[frozenset[type[selectors.BaseSelector]]] = frozenset(
     getattr(selectors, name)
@@ -62,8 +65,10 @@ _Internals = tuple["collections.deque[object]", list[object], selectors.BaseSele
 
 def _internals(loop: object) -> _Internals | str:
     """The private state `loop_is_idle` reads, or why ``loop`` does not have it as expected."""
-    if type(loop) is not _KNOWN_LOOP:
-        return f"the loop is a {type(loop).__qualname__}, not exactly {_KNOWN_LOOP.__qualname__}"
+    # The one loop type whose internals are read: exactly this one, not a subclass.
+    known = asyncio.SelectorEventLoop
+    if type(loop) is not known:
+        return f"the loop is a {type(loop).__qualname__}, not exactly {known.__qualname__}"
     ready = getattr(loop, "_ready", None)
     if type(ready) is not collections.deque:
         return f"loop._ready is {type(ready).__name__}, not a collections.deque"

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from psycopg import Connection
 
-from .._sqlfiles import migrations
+from .._sqlfiles import Migrations
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
 
@@ -32,11 +32,9 @@ MIGRATION_LOCK: Final = 0x494C4B31
 SCHEMA_VERSION: Final = 11
 """The version this code reads and writes: the number of the last file of ``sql/postgres/``."""
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = migrations(
-    "interlock.stores", "sql/postgres", SCHEMA_VERSION
-)
+MIGRATIONS: Final = Migrations("interlock.stores", "sql/postgres", SCHEMA_VERSION)
 """``MIGRATIONS[i]``, the statements of file ``i + 1``, takes the schema from version ``i`` to
-``i + 1``."""
+``i + 1``. The files are read when a migration is first looked at, not on import."""
 
 
 class SchemaMismatch(Exception):

@@ -28,20 +28,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import sqlite3
 import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._errors import StoreClosed, StoreError
+from .._lazy import lazy_callable, lazy_module
 from . import _sqlite_identities
 from . import _sqlite_ops as ops
 from . import _sqlite_schema as schema
@@ -75,6 +71,17 @@ from ._lifecycle import StoreLifecycle
 from ._sql_channels import ChannelSql, SqlChannelMessages
 from ._sql_identities import SqlIdentities
 from ._worker import ThreadWorker
+
+if TYPE_CHECKING:
+    import random
+    from pathlib import Path
+
+    import anyio
+    import anyio.to_thread
+else:  # imported by the first call that needs it, not by `import interlock`
+    anyio = lazy_module("anyio", globals(), "anyio.to_thread")
+    random = lazy_module("random", globals())
+    Path = lazy_callable("pathlib", "Path", globals())
 
 __all__ = ["SqliteStore"]
 

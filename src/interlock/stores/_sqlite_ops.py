@@ -10,12 +10,11 @@ transaction per write": concurrent ones may share one, each in its own savepoint
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 import msgspec
 
@@ -28,6 +27,7 @@ from .._errors import (
     ThreadBusy,
     UnknownInterrupt,
 )
+from .._lazy import lazy_module
 from . import _rows as conv
 from . import _sqlite_sql as sql
 from ._audit import chain, thread_deleted
@@ -46,6 +46,11 @@ from ._base import (
 )
 from ._changes import cursor_ahead, derive
 from ._checks import Lease, finish_refused, head_mismatch, lease_after
+
+if TYPE_CHECKING:
+    import json
+else:  # imported by the first call that needs it, not by `import interlock`
+    json = lazy_module("json", globals())
 
 __all__ = [
     "KnownHeads",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from .._sqlfiles import migrations
+from .._sqlfiles import Migrations
 from ._rows import sql_digest
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SchemaMismatch", "migrate"]
@@ -26,11 +26,9 @@ APPLICATION_ID: Final = 0x494C4B31
 SCHEMA_VERSION: Final = 8
 """The version this code reads and writes: the number of the last file of ``sql/sqlite/``."""
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = migrations(
-    "interlock.stores", "sql/sqlite", SCHEMA_VERSION
-)
+MIGRATIONS: Final = Migrations("interlock.stores", "sql/sqlite", SCHEMA_VERSION)
 """``MIGRATIONS[i]``, the statements of file ``i + 1``, takes the schema from version ``i`` to
-``i + 1``."""
+``i + 1``. The files are read when a migration is first looked at, not on import."""
 
 
 class SchemaMismatch(Exception):

@@ -12,11 +12,16 @@ A URL names where the threads are, for a command line or a setting, without code
 from __future__ import annotations
 
 import re
-from typing import Final
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Final
 
+from .._lazy import lazy_callable
 from ._base import Store
 from ._sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from urllib.parse import unquote
+else:  # imported by the first call that needs it, not by `import interlock`
+    unquote = lazy_callable("urllib.parse", "unquote", globals())
 
 __all__ = ["STORE_URL_FORMS", "open_store"]
 

@@ -17,30 +17,38 @@ thread is used.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-import anyio
-import anyio.lowlevel
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._daemon import start_thread
+from .._lazy import lazy_asyncio, lazy_module
 from ._idle import loop_is_idle
+
+if TYPE_CHECKING:
+    import asyncio
+    import queue
+
+    import anyio
+    import anyio.lowlevel
+    import anyio.to_thread
+else:  # imported by the first call that needs it, not by `import interlock`
+    asyncio = lazy_asyncio(globals())
+    queue = lazy_module("queue", globals())
+    anyio = lazy_module("anyio", globals(), "anyio.lowlevel", "anyio.to_thread")
 
 __all__ = ["ThreadWorker"]
 
 
 T = TypeVar("T")
 
-_Item = (
-    tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
-    | tuple[Callable[[], Any], None, "queue.SimpleQueue[tuple[Any, BaseException | None]]"]
-    | None
-)
+if TYPE_CHECKING:  # named in annotations only: reading asyncio's names would import it
+    _Item = (
+        tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]
+        | tuple[Callable[[], Any], None, queue.SimpleQueue[tuple[Any, BaseException | None]]]
+        | None
+    )
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
