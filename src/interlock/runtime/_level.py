@@ -146,6 +146,7 @@ class Level:
         "pending",
         "plan",
         "ran",
+        "ran_given",
         "results",
         "run_after",
         "run_before",
@@ -181,6 +182,9 @@ class Level:
         self.origin: dict[str, int] = {}
         """Append-key lengths right after the input (a subgraph returns only what it added)."""
         self.ran: list[tuple[str, list[tuple[str, Any]]]] = []
+        # The list `ran_metadata` last handed out: the engine's own plain data, which a
+        # commit encodes without walking it.
+        self.ran_given: list[dict[str, Any]] | None = None
         """What ran since the last commit (top level only): ``(node, its writes)`` per
         finished task, in task order, step after step; the next commit records it in the
         checkpoint's metadata (`ran_metadata`) and clears it. Not persisted."""
@@ -503,6 +507,7 @@ class Level:
                 wrote = set(keys)
                 keys = [k for k in self.channels if k in wrote]
             out.append({"node": node, "keys": keys})
+        self.ran_given = out
         return out
 
     def result_of(self, node: str, out: Any) -> TaskResult:

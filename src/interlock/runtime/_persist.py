@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -818,6 +818,13 @@ class ThreadIO:
 
     def _encode(self, body: dict[str, Any], level: Level) -> bytes:
         try:
+            # The body's frame is this module's own plain data: only the state's values, the
+            # tasks' inputs and results, the questions and the metadata are walked.
+            ready = _prepared(body, self.codec, level.ran_given)
+            return self.codec.encode_prepared(ready, path="checkpoint")
+        except (ValueError, OverflowError, UnicodeEncodeError):
+            pass  # the whole walk below explains what it refuses, or handles what it needs to
+        try:
             return self.codec.encode(body, path="checkpoint")
         except UnregisteredType:
             # Find the offending value and name it by its state path.
@@ -842,6 +849,38 @@ class ThreadIO:
             for addr, wire in sc.children.items():
                 sc.children[addr] = _rekey_wire(wire, lineage, renamed)
         return renamed
+
+
+# Parts of a checkpoint body (`level_to_wire`) that hold values from the graph, walked by
+# `_prepared` at their depth in the body; the rest of the body is plain data of its own.
+_GRAPH_PARTS: Final = ("res", "scr", "pend", "org", "wr")
+
+
+def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]:
+    """``body`` as `Codec.encode` would write it, walking only what came from the graph.
+
+    ``ran`` is the list `Level.ran_metadata` handed out last: the engine's own, left as it is
+    when it is the metadata's ``ran`` (any other value there is walked).
+    Raises ValueError (from `Codec.prepare`) when a part needs the whole walk.
+    """
+    prepare = codec.prepare
+    ready = dict(body)
+    ready["ch"] = {key: [d[0], prepare(d[1], 3)] for key, d in body["ch"].items()}
+    ready["tasks"] = [
+        t if t[4] is None else [t[0], t[1], t[2], t[3], prepare(t[4], 3), t[5]]
+        for t in body["tasks"]
+    ]
+    for part in _GRAPH_PARTS:
+        if part in body:
+            ready[part] = prepare(body[part], 1)
+    meta = body.get("meta")
+    if meta:
+        ready["meta"] = (
+            {key: value if value is ran else prepare(value, 2) for key, value in meta.items()}
+            if all(type(key) is str for key in meta)
+            else prepare(meta, 1)
+        )
+    return ready
 
 
 def _is_approval(d: Decision) -> bool:

@@ -213,6 +213,41 @@ class Codec:
             )
         return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(body)) + body
 
+    def prepare(self, value: object, depth: int = 0) -> Any:
+        """Return `value` as `encode` would write it when found `depth` levels deep.
+
+        For a caller that builds a larger value around parts it knows to be plain (dicts with
+        str keys, lists, str, int, bool, None) and hands the whole to `encode_prepared`: only
+        the parts it does not know are walked. ``depth`` is where the part sits in the whole,
+        so that the nesting limit is the one `encode` would apply.
+
+        Raises:
+            ValueError: The part holds something `encode` would refuse or walk again (a type
+                that is not registered, nesting over the limit); call `encode` on the whole
+                instead, which raises the error that names it, or handles it.
+        """
+        try:
+            return self._trusting.any(value, depth)
+        except (Unsupported, TooDeep, RecursionError):
+            raise ValueError("not encodable as prepared; call encode") from None
+
+    def encode_prepared(self, value: Any, *, path: str = "value") -> bytes:
+        """Encode a value whose every part is plain or came from `prepare`.
+
+        Raises:
+            OverflowError: An int does not fit in 64 bits; call `encode` instead.
+            UnicodeEncodeError: A str holds a lone surrogate; `encode` explains it.
+            PayloadTooLarge: The encoding is larger than max_bytes.
+        """
+        body = self._encoder.encode(value)
+        if len(body) + _HEADER.size > self._max_bytes:
+            raise PayloadTooLarge(
+                f"{path}: the encoding is {len(body) + _HEADER.size} bytes, over the limit "
+                f"of {self._max_bytes}; keep large blobs out of the state or raise the limit "
+                "with Codec(max_bytes=...)"
+            )
+        return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(body)) + body
+
     def decode(self, data: bytes | memoryview) -> Any:
         """Decode bytes made by `encode`.
 

@@ -139,7 +139,8 @@ class Walker:
             raise Unsupported
         return step(value, 0)
 
-    def _any(self, value: Any, depth: int) -> Any:
+    def any(self, value: Any, depth: int) -> Any:
+        """`walk` for a value found ``depth`` levels deep."""
         step = self._steps.get(type(value))
         if step is None:
             raise Unsupported
@@ -204,14 +205,14 @@ class Walker:
         inner = depth + 1
         out: list[Any] = [_DICT_MARK]
         for key, item in value.items():
-            out.append(self._any(key, inner))
-            out.append(self._any(item, inner))
+            out.append(self.any(key, inner))
+            out.append(self.any(item, inner))
         return out
 
     def _items(self, mark: Ext, items: Iterable[Any], depth: int) -> list[Any]:
         if depth >= self._max_depth:
             raise TooDeep
-        plain, step, inner = self._plain, self._any, depth + 1
+        plain, step, inner = self._plain, self.any, depth + 1
         return [mark, *[item if type(item) in plain else step(item, inner) for item in items]]
 
     def _tuple(self, value: tuple[Any, ...], depth: int) -> list[Any]:
@@ -233,7 +234,7 @@ class Walker:
         def walk_object(value: Any, depth: int) -> list[Any]:
             if depth >= self._max_depth:
                 raise TooDeep
-            plain, step, inner = self._plain, self._any, depth + 1
+            plain, step, inner = self._plain, self.any, depth + 1
             out: list[Any] = [_OBJECT_MARK, name]
             for field, item in zip(fields, values(value), strict=True):
                 out.append(field)
@@ -255,7 +256,7 @@ class Walker:
         def walk_sparse(value: Any, depth: int) -> list[Any]:
             if depth >= self._max_depth:
                 raise TooDeep
-            plain, step, inner = self._plain, self._any, depth + 1
+            plain, step, inner = self._plain, self.any, depth + 1
             out: list[Any] = [_OBJECT_MARK, name]
             for field, item, default in zip(fields, values(value), defaults, strict=True):
                 if item is default or (
@@ -277,7 +278,7 @@ class Walker:
         def walk_record(value: Any, depth: int) -> list[Any]:
             if depth >= self._max_depth:
                 raise TooDeep
-            plain, step, inner = self._plain, self._any, depth + 1
+            plain, step, inner = self._plain, self.any, depth + 1
             out: list[Any] = [_RECORD_MARK, name]
             end = 2  # out[:end] is what must be written: up to the last non-default value
             for item, default in zip(values(value), defaults, strict=True):
@@ -302,7 +303,7 @@ class Walker:
         def walk_enum(value: Any, depth: int) -> list[Any]:
             if depth >= self._max_depth:
                 raise TooDeep
-            return [_ENUM_MARK, name, self._any(value.value, depth + 1)]
+            return [_ENUM_MARK, name, self.any(value.value, depth + 1)]
 
         return walk_enum
 

@@ -1,0 +1,80 @@
+"""A checkpoint body is encoded walking only what came from the graph: the same bytes as
+walking all of it, for every kind of value a state, a task, a question or metadata holds."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from interlock import END, START, Graph, Send, append, interrupt
+from interlock.runtime import _persist
+from interlock.stores import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: tuple[int, int]
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[Any], append]
+    point: Point
+    big: int
+
+
+def graph() -> Graph[State]:
+    def fan(s: State) -> dict[str, Any]:
+        return {"log": [("fan", frozenset({1}))], "point": Point(1, (2, 3))}
+
+    def route(s: State) -> list[Send]:
+        return [Send("work", {"i": i, "t": (i, Color.RED), "s": {i}}) for i in range(2)]
+
+    def work(arg: dict[str, Any]) -> dict[str, Any]:
+        answer = interrupt({"ask": (arg["i"], "ok?"), "color": Color.RED})
+        return {"log": [(arg["i"], answer)], **({"big": 2**70} if arg["i"] == 0 else {})}
+
+    g = Graph(State, types=[Color])
+    g.add_node("fan", fan).add_node("work", work)
+    g.add_edge(START, "fan").add_conditional_edges("fan", route)
+    g.add_edge("work", END)
+    return g
+
+
+async def test_a_body_walked_in_parts_is_the_body_walked_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written: list[tuple[dict[str, Any], bytes, bytes]] = []
+    encode = _persist.ThreadIO._encode
+
+    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
+        written.append((body, data, self.codec.encode(body, path="checkpoint")))
+        return data
+
+    monkeypatch.setattr(_persist.ThreadIO, "_encode", spy)
+    app = graph().compile(store=MemoryStore())
+    # Metadata with a tuple, and a `ran` of the caller's (the engine's own is left unwalked).
+    odd: dict[str, Any] = {"why": ("a", 1), "ran": [("mine",)]}
+    result = await app.run({"log": [{"k": (1, 2)}]}, thread="t", metadata=odd)
+    assert result.status == "interrupted"
+    await app.resume("t", {i.id: ("yes", {2}) for i in result.interrupts})
+    state = await app.get_state("t")
+    assert state.values["big"] == 2**70 and state.values["point"] == Point(1, (2, 3))
+    assert ("fan", frozenset({1})) in state.values["log"]
+    assert len(written) >= 5
+    for body, data, whole in written:
+        assert data == whole, body
+    # Parts the frame does not know were there to be walked: a task's input, a question, a
+    # result, user metadata, and a value too large for msgpack (walked whole).
+    parts = {key for body, _, _ in written for key in body}
+    assert {"ch", "tasks", "pend", "meta"} <= parts
