@@ -51,10 +51,20 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def server(db: Path) -> Iterator[str]:
-    """The approval server on ``db``, in a process of its own; yields its URL."""
+def server(db: Path, breakdown: bool = False) -> Iterator[str]:
+    """The approval server on ``db``, in a process of its own; yields its URL.
+
+    ``breakdown``: with its timers (``BENCH_BREAKDOWN=1``, see `bench._approvals_app`)."""
     port = _port()
-    env = {**os.environ, "BENCH_DB": str(db), "PYTHONPATH": str(ROOT)}
+    # The server imports the interlock this process imports (the checkout's, under PYTHONPATH),
+    # not whichever one the interpreter would find by itself.
+    import interlock
+
+    paths = [str(Path(interlock.__file__).parent.parent), str(ROOT)]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    env = {**os.environ, "BENCH_DB": str(db), "PYTHONPATH": os.pathsep.join(paths)}
+    env["BENCH_BREAKDOWN"] = "1" if breakdown else "0"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -137,6 +147,58 @@ async def h1(url: str, iterations: int, warmup: int, client: str = "lean") -> di
         "round_trips_per_s": round(iterations / sum(times), 1),
         "p50_ms": round(_pct(times, 0.5) * 1000, 2),
         "p99_ms": round(_pct(times, 0.99) * 1000, 2),
+    }
+
+
+async def h1_breakdown(url: str, iterations: int, warmup: int) -> dict[str, Any]:
+    """Where one H1 round trip's time goes: means per round trip, in ms, that add up to the
+    client's mean (the server's timers, `bench._approvals_app`, and the client's clock)."""
+    async with LeanClient(url, timeout=30) as c:
+        for n in range(warmup):
+            await _round_trip(c, f"warm-{n}")
+        floor = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            (await c.get("/healthz")).raise_for_status()
+            floor.append(time.perf_counter() - t0)
+        await c.post("/bench/breakdown")
+        times = []
+        for n in range(iterations):
+            t0 = time.perf_counter()
+            await _round_trip(c, f"h1-{n}")
+            times.append(time.perf_counter() - t0)
+        sums = (await c.get("/bench/breakdown")).json()
+
+    def ms(key: str) -> float:
+        return sum(v[1] for k, v in sums.items() if k.endswith(key) and k[0] != "b") * 1000
+
+    def per_trip(value: float) -> float:
+        return round(value / iterations, 3)
+
+    client = sum(times) * 1000
+    request, app = ms(" request"), ms(" app")
+    awaited, sql = ms(" store awaited"), ms(" store sql")
+    calls = sum(v[0] for k, v in sums.items() if k.endswith(" store sql") and k[0] != "b")
+    background = sums.get("bg store sql", [0, 0.0])
+    return {
+        "bench": "H1 breakdown",
+        "round_trips": iterations,
+        "client_p50_ms": round(_pct(times, 0.5) * 1000, 2),
+        "client_mean_ms": per_trip(client),
+        "parts_ms": {
+            "client, loopback, uvicorn (HTTP)": per_trip(client - request),
+            "server: routing, middleware, auth, views, JSON": per_trip(request - app),
+            "runtime (App calls less their store calls)": per_trip(app - awaited),
+            "store hand-offs (awaited less run on the worker)": per_trip(awaited - sql),
+            "SQLite on the store's worker, fsync included": per_trip(sql),
+        },
+        "store_calls_per_trip": round(calls / iterations, 2),
+        "durable_commits_per_trip": round(
+            sum(v[0] for k, v in sums.items() if k.endswith("durable commit")) / iterations, 2
+        ),
+        "background_store_calls_per_trip": round(background[0] / iterations, 2),
+        "background_sql_ms_per_trip": per_trip(background[1] * 1000),
+        "healthz_p50_ms": round(_pct(floor, 0.5) * 1000, 3),
     }
 
 
@@ -400,12 +462,21 @@ def main() -> None:
         help="H1's HTTP client, the same for both sides: lean (default) or httpx",
     )
     parser.add_argument("--repeat", type=int, default=1, help="H1: alternated runs, medians")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="H1: instead of the comparison, where interlock's round trip spends its time",
+    )
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     only = {s.strip().upper() for s in args.only.split(",")}
     with tempfile.TemporaryDirectory() as tmp:
-        if "H1" in only:
+        if "H1" in only and args.breakdown:
+            with server(Path(tmp) / "h1-breakdown.db", breakdown=True) as url:
+                out = asyncio.run(h1_breakdown(url, args.iterations, args.warmup))
+            print(json.dumps(out), flush=True)
+        elif "H1" in only:
             print(json.dumps(h1_line(Path(tmp), args)), flush=True)
         if "H2" in only:
             with server(Path(tmp) / "h2.db") as url:
