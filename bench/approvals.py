@@ -130,11 +130,18 @@ async def _round_trip(client: Any, thread: str) -> None:
 
 async def h1(url: str, iterations: int, warmup: int, client: str = "lean") -> dict[str, Any]:
     """One client's round trips, sequential; round trips/s is iterations ÷ Σ their times."""
-    opened: Any = (
-        LeanClient(url, timeout=30)
-        if client == "lean"
-        else httpx.AsyncClient(base_url=url, timeout=30)
-    )
+    if client == "lean":
+        opened: Any = LeanClient(url, timeout=30)
+    else:
+        # httpx itself (not httpx2), as the peer's client uses, with the same settings.
+        import httpx as plain_httpx
+
+        opened = plain_httpx.AsyncClient(
+            base_url=url,
+            timeout=30,
+            trust_env=False,
+            limits=plain_httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
     async with opened as c:
         for n in range(warmup):
             await _round_trip(c, f"warm-{n}")
