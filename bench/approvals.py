@@ -176,8 +176,9 @@ async def h1_breakdown(url: str, iterations: int, warmup: int) -> dict[str, Any]
             times.append(time.perf_counter() - t0)
         sums = (await c.get("/bench/breakdown")).json()
 
+    # The requests' sums ("run ..." and "decision ..."), not the follower's ("bg ...").
     def ms(key: str) -> float:
-        return sum(v[1] for k, v in sums.items() if k.endswith(key) and k[0] != "b") * 1000
+        return sum(v[1] for k, v in sums.items() if k.endswith(key) and _requests(k)) * 1000
 
     def per_trip(value: float) -> float:
         return round(value / iterations, 3)
@@ -185,7 +186,7 @@ async def h1_breakdown(url: str, iterations: int, warmup: int) -> dict[str, Any]
     client = sum(times) * 1000
     request, app = ms(" request"), ms(" app")
     awaited, sql = ms(" store awaited"), ms(" store sql")
-    calls = sum(v[0] for k, v in sums.items() if k.endswith(" store sql") and k[0] != "b")
+    calls = sum(v[0] for k, v in sums.items() if k.endswith(" store sql") and _requests(k))
     background = sums.get("bg store sql", [0, 0.0])
     return {
         "bench": "H1 breakdown",
@@ -207,6 +208,10 @@ async def h1_breakdown(url: str, iterations: int, warmup: int) -> dict[str, Any]
         "background_sql_ms_per_trip": per_trip(background[1] * 1000),
         "healthz_p50_ms": round(_pct(floor, 0.5) * 1000, 3),
     }
+
+
+def _requests(key: str) -> bool:
+    return key.startswith(("run ", "decision "))
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
