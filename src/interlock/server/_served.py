@@ -92,7 +92,7 @@ class Served:
         return out
 
     async def kinds(self, after: str | None, limit: int = 500) -> list[tuple[str, EventType]]:
-        """The store's changes after cursor ``after`` as (cursor, event type): no reads more.
+        """The store's changes after cursor ``after`` as (cursor, event type), reading nothing else.
 
         What the server's follower needs when nobody listens to whole events: the types to
         count; the event streams convert what they send (`events`)."""
