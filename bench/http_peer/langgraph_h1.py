@@ -17,7 +17,9 @@ between the run and its resume).
 so its own keep-alive connection) that share the iterations; round trips/s is then iterations ÷
 wall time. With one client it is iterations ÷ the sum of round-trip times.
 
-Needs only ``httpx`` (the LangGraph venv has it). Prints one JSON line. Usually started by
+``--client lean`` (the default) sends the requests with `lean_http.LeanClient` (standard library
+only, one keep-alive connection), the client the interlock side of H1 uses too; ``--client httpx``
+with ``httpx`` (the LangGraph venv has it), as before. Prints one JSON line. Usually started by
 ``peer.py``, which also starts and stops the server::
 
     python langgraph_h1.py --url http://127.0.0.1:2024 --iterations 200 --warmup 20
@@ -35,6 +37,7 @@ from time import perf_counter
 from typing import Any
 
 import httpx
+from lean_http import LeanClient
 
 QUESTION = {"question": "approve?", "n": 1}
 FINAL = {"n": 1, "approved": True}
@@ -124,7 +127,9 @@ async def round_trip(client: httpx.AsyncClient, assistant: str, *, check_state: 
     return Sample(create_s=t1 - t0, run_s=t3 - t2, resume_s=t5 - t4)
 
 
-def _client(url: str, request_timeout_s: float) -> httpx.AsyncClient:
+def _client(url: str, request_timeout_s: float, kind: str = "lean") -> Any:
+    if kind == "lean":
+        return LeanClient(url, timeout=request_timeout_s)
     return httpx.AsyncClient(
         base_url=url,
         timeout=request_timeout_s,
@@ -133,8 +138,10 @@ def _client(url: str, request_timeout_s: float) -> httpx.AsyncClient:
     )
 
 
-async def _worker(url: str, assistant: str, shared: Shared, request_timeout_s: float) -> None:
-    async with _client(url, request_timeout_s) as client:
+async def _worker(
+    url: str, assistant: str, shared: Shared, request_timeout_s: float, kind: str
+) -> None:
+    async with _client(url, request_timeout_s, kind) as client:
         while shared.remaining > 0:
             shared.remaining -= 1
             shared.samples.append(await round_trip(client, assistant, check_state=False))
@@ -148,16 +155,17 @@ async def measure(
     warmup: int,
     concurrency: int,
     request_timeout_s: float,
+    client: str = "lean",
 ) -> dict[str, Any]:
-    async with _client(url, request_timeout_s) as client:
-        info = (await client.get("/info")).raise_for_status().json()
+    async with _client(url, request_timeout_s, client) as warming:
+        info = (await warming.get("/info")).raise_for_status().json()
         for _ in range(warmup):
-            await round_trip(client, assistant, check_state=True)
+            await round_trip(warming, assistant, check_state=True)
 
     shared = Shared(remaining=iterations)
     start = perf_counter()
     await asyncio.gather(
-        *(_worker(url, assistant, shared, request_timeout_s) for _ in range(concurrency))
+        *(_worker(url, assistant, shared, request_timeout_s, client) for _ in range(concurrency))
     )
     wall = perf_counter() - start
 
@@ -172,6 +180,7 @@ async def measure(
         "version": info.get("version"),
         "langgraph": info.get("langgraph_py_version"),
         "concurrency": concurrency,
+        "client": client,
         "iterations": len(totals),
         "warmup": warmup,
         "round_trips_per_s": round(per_s, 3),
@@ -195,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="lean: lean_http.LeanClient, the client of interlock's H1 too (default); httpx",
+    )
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.concurrency < 1 or args.warmup < 0:
         parser.error("--iterations and --concurrency must be ≥ 1, --warmup ≥ 0")
@@ -207,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 warmup=args.warmup,
                 concurrency=args.concurrency,
                 request_timeout_s=args.timeout,
+                client=args.client,
             )
         )
     except Violation as exc:

@@ -285,6 +285,7 @@ def run_client(
     iterations: int = 200,
     warmup: int = 20,
     concurrency: int = 1,
+    client: str = "lean",
 ) -> dict[str, Any]:
     cmd = [
         str(langgraph_python(python)), str(CLIENT),
@@ -293,6 +294,7 @@ def run_client(
         "--iterations", str(iterations),
         "--warmup", str(warmup),
         "--concurrency", str(concurrency),
+        "--client", client,
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, env=offline_env(), check=False)
     lines = done.stdout.strip().splitlines()
@@ -316,8 +318,11 @@ def run_peer(
     wake_queue: bool = False,
     workdir: str | os.PathLike[str] | None = None,
     keep: bool = False,
+    client: str = "lean",
 ) -> dict[str, Any]:
-    """One H1 figure against a fresh server: the client's JSON plus how the server ran."""
+    """One H1 figure against a fresh server: the client's JSON plus how the server ran.
+
+    ``client`` is ``lean`` (`lean_http.LeanClient`, as interlock's H1 uses) or ``httpx``."""
     with serve(
         server=server,
         python=python,
@@ -333,6 +338,7 @@ def run_peer(
             iterations=iterations,
             warmup=warmup,
             concurrency=concurrency,
+            client=client,
         )
     result["server"] = {
         "command": "langgraph dev" if server == "dev" else "uvicorn langgraph_api.server:app",
@@ -376,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--langgraph-python", default=None)
     parser.add_argument("--workdir", default=None, help=f"default {DEFAULT_WORKDIR}")
     parser.add_argument("--keep", action="store_true", help="keep the server's folder and log")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="the client's HTTP library: lean_http.LeanClient (default) or httpx",
+    )
     args = parser.parse_args(argv)
     try:
         levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
@@ -399,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             wake_queue=args.wake_queue,
             workdir=args.workdir,
             keep=args.keep,
+            client=args.client,
         )
         print(json.dumps(result), flush=True)
     return 0

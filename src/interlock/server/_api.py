@@ -31,6 +31,7 @@ from .._errors import (
     RunError,
     StoreClosed,
     ThreadBusy,
+    ThreadInterrupted,
 )
 from ..runtime import Interrupt, StateSnapshot, Tally, usage_of
 from ..stores import InterruptRecord, PendingFilter
@@ -653,17 +654,15 @@ async def post_run(request: Request) -> Response:
     served = _served_for(state, body.app) if body.app or len(state.served) == 1 else None
     if served is None:
         served = await _thread_served(state, thread, None)
-    record = await served.store.get_thread(thread)
     action: Literal["run", "continue"] = "run" if body.input is not None else "continue"
-    if action == "continue" and record is None:
-        raise ApiError(404, "unknown_thread", f"no thread {thread!r}; send input to start it")
-    if action == "run" and record is not None and record.status == "interrupted":
-        raise ApiError(
-            409,
-            "thread_interrupted",
-            f"thread {thread!r} waits on decisions; decide them (GET /v1/interrupts?thread=...) "
-            "before sending new input",
-        )
+    if action == "continue" or not body.wait:
+        # New input run here and now needs no read first: the run itself refuses a thread
+        # that waits on decisions (ThreadInterrupted, below) before it records anything.
+        record = await served.store.get_thread(thread)
+        if action == "continue" and record is None:
+            raise ApiError(404, "unknown_thread", f"no thread {thread!r}; send input to start it")
+        if action == "run" and record is not None and record.status == "interrupted":
+            raise _interrupted(thread)
     metadata = {"started_by": identity.name}
     app = served.app
 
@@ -679,6 +678,8 @@ async def post_run(request: Request) -> Response:
             await call()
         except ThreadBusy as exc:
             raise ApiError(409, "thread_busy", f"{exc}; try again once it stops") from exc
+        except ThreadInterrupted as exc:
+            raise _interrupted(thread) from exc
         except RunError as exc:
             # The run failed in a node: its thread says so (status "failed"), as the answer.
             log.info("run of thread %r failed: %s", thread, exc)
@@ -693,6 +694,16 @@ async def post_run(request: Request) -> Response:
             409, "thread_busy", f"a run of {thread!r} is already going on in this server"
         )
     return json_response(RunAccepted(thread=thread, app=served.name, action=action), 202)
+
+
+def _interrupted(thread: str) -> ApiError:
+    """The refusal of new input on a thread that waits on decisions."""
+    return ApiError(
+        409,
+        "thread_interrupted",
+        f"thread {thread!r} waits on decisions; decide them (GET /v1/interrupts?thread=...) "
+        "before sending new input",
+    )
 
 
 def _check_input(served: Served, value: Any) -> None:

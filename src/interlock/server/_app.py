@@ -55,6 +55,9 @@ PENDING_REFRESH: Final = 5.0
 """Seconds between counts of the pending interrupts for ``interlock_interrupts_pending``
 (a scrape of ``/metrics`` counts them too)."""
 
+FOLLOW_BATCH: Final = 500
+"""Changes the server's follower reads at a time; after a full batch it reads again at once."""
+
 Listener = Callable[[ServerEvent], Coroutine[Any, Any, None]]
 
 
@@ -455,11 +458,23 @@ def _lifespan(state: ServerState, notifier: Any) -> Callable[[Starlette], Any]:
 
 
 async def _follow(state: ServerState, served: Served, cursor: str | None) -> None:
-    """Read one store's change feed; wake the event streams and tell the listeners."""
+    """Read one store's change feed; count its events, wake the event streams and tell the
+    listeners.
+
+    One read per ``poll_interval`` (the next one at once only after a full batch), so that
+    the feed's reads do not queue up beside the requests' own on the store. Events are
+    converted (a read of each question) only for listeners; the streams convert the ones they
+    send (`Served.events`, which keeps each conversion).
+    """
     failures = 0
     while True:
         try:
-            events = await served.events(cursor)
+            if state.listeners:
+                events = await served.events(cursor, limit=FOLLOW_BATCH)
+                kinds = [(event.id.partition(":")[2], event.type) for event in events]
+            else:
+                events = []
+                kinds = await served.kinds(cursor, limit=FOLLOW_BATCH)
         except StoreClosed:
             return
         except InterlockError as exc:
@@ -468,15 +483,16 @@ async def _follow(state: ServerState, served: Served, cursor: str | None) -> Non
             await anyio.sleep(min(5.0, state.poll_interval * 2**failures))
             continue
         failures = 0
-        if not events:
+        if kinds:
+            cursor = kinds[-1][0]
+            state.ticker.tick()
+            for _, kind in kinds:
+                state.metrics.events.labels(kind).inc()
+            for event in events:
+                for listener in state.listeners:
+                    try:
+                        await listener(event)
+                    except Exception:
+                        log.exception("a listener failed on event %s", event.id)
+        if len(kinds) < FOLLOW_BATCH:
             await anyio.sleep(state.poll_interval)
-            continue
-        cursor = events[-1].id.partition(":")[2]
-        state.ticker.tick()
-        for event in events:
-            state.metrics.events.labels(event.type).inc()
-            for listener in state.listeners:
-                try:
-                    await listener(event)
-                except Exception:
-                    log.exception("a listener failed on event %s", event.id)

@@ -91,6 +91,14 @@ class Served:
             out.append(known)
         return out
 
+    async def kinds(self, after: str | None, limit: int = 500) -> list[tuple[str, EventType]]:
+        """The store's changes after cursor ``after`` as (cursor, event type), reading nothing else.
+
+        What the server's follower needs when nobody listens to whole events: the types to
+        count; the event streams convert what they send (`events`)."""
+        changes = await self.store.changes(after=after, limit=limit)
+        return [(change.cursor, _KINDS[change.kind]) for change in changes]
+
     async def _convert(self, change: Any) -> ServerEvent:
         kind = _KINDS[change.kind]
         summary = "The run finished." if kind == "run.finished" else ""
