@@ -12,7 +12,7 @@ the difference, divided by the extra units, is the cost of one unit without star
 and warm-up:
 
 - S1: one node-step of a 50-node chain, checkpointing every step in memory (interlock's
-  ``MemoryStore`` with ``durability="sync"``; LangGraph's ``InMemorySaver``, sync API).
+  ``MemoryStore`` with ``durability="sync"``; LangGraph's ``InMemorySaver``).
 - S2: one round trip of the approval graph (run to the interrupt, resume to the end), as
   compare.py's S2 runs it.
 - S5: one resume of a thread waiting at the approval, 200 threads waiting in the file.

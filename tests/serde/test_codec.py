@@ -860,3 +860,23 @@ def test_clone_refuses_what_encode_refuses() -> None:
         DEFAULT_CODEC.clone({"x": [Unknown()]})
     with pytest.raises(SerializationError):
         DEFAULT_CODEC.clone(["\ud800"])
+
+
+def test_bytes_checked_by_their_reader_skip_the_crc_but_nothing_else() -> None:
+    codec = Codec()
+    data = codec.encode({"a": [1, (2, 3)]})
+    wrong_crc = data[:4] + bytes(b ^ 0xFF for b in data[4:8]) + data[8:]
+    with pytest.raises(CheckpointCorrupt, match="checksum mismatch"):
+        codec.decode(wrong_crc)
+    with pytest.raises(CheckpointCorrupt, match="checksum mismatch"):
+        codec.decode_many([data, wrong_crc])
+    # A store that checked these bytes against its own digest: the CRC is not computed again.
+    assert codec.decode(wrong_crc, checked=True) == {"a": [1, (2, 3)]}
+    assert codec.decode_many([data, wrong_crc], checked=True) == [{"a": [1, (2, 3)]}] * 2
+    # The header, the limits and the body itself are still checked.
+    with pytest.raises(CheckpointCorrupt, match="not an interlock encoding"):
+        codec.decode(b"XYZ" + wrong_crc[3:], checked=True)
+    with pytest.raises(CheckpointCorrupt, match="malformed"):
+        codec.decode(data[:8] + b"\xc1", checked=True)
+    with pytest.raises(CheckpointCorrupt, match="over the limit"):
+        Codec(max_bytes=len(data) - 1).decode(data, checked=True)

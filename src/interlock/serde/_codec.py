@@ -248,14 +248,19 @@ class Codec:
             )
         return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(body)) + body
 
-    def decode(self, data: bytes | memoryview) -> Any:
+    def decode(self, data: bytes | memoryview, *, checked: bool = False) -> Any:
         """Decode bytes made by `encode`.
+
+        ``checked``: the caller has already checked these very bytes against a checksum
+        stored with them (a store's row digest covers them), so their own CRC-32 is not
+        computed again; the header and the limits are still checked, and a damaged body that
+        slipped through is still refused as malformed, never decoded into anything else.
 
         Raises:
             CheckpointCorrupt: The data is damaged, was not made by a codec, is over the limits,
                 or names a class this codec has not registered. Nothing else is ever raised.
         """
-        body = self._body(data)
+        body = self._body(data, checked)
         try:
             return self._rebuilder.rebuild(self._decoder.decode(body))
         except Corrupt as exc:
@@ -267,7 +272,9 @@ class Codec:
             # hostile input may cause any of them, and each one means the same thing.
             raise CheckpointCorrupt(f"the data is malformed: {_describe(exc)}") from exc
 
-    def decode_many(self, datas: Sequence[bytes | memoryview]) -> list[Any]:
+    def decode_many(
+        self, datas: Sequence[bytes | memoryview], *, checked: bool = False
+    ) -> list[Any]:
         """Decode several encodings at once: ``[decode(d) for d in datas]``, faster.
 
         Each encoding is checked and parsed on its own, so no bytes of one can be read as part
@@ -282,11 +289,11 @@ class Codec:
         parse = self._decoder.decode
         body = self._body
         try:
-            return self._rebuilder.rebuild_each([parse(body(data)) for data in datas])
+            return self._rebuilder.rebuild_each([parse(body(data, checked)) for data in datas])
         except Exception:
             # Name the first bad encoding exactly as decode() would.
             for data in datas:
-                self.decode(data)
+                self.decode(data, checked=checked)
             raise  # each decodes on its own: what the batch hit was not the data's fault
 
     def clone(self, value: Any) -> Any:
@@ -328,13 +335,16 @@ class Codec:
             return copy_tree(value)
         return self.clone(value)
 
-    def _body(self, data: bytes | memoryview) -> memoryview:
-        """Check the header, size and checksum of an encoding and return its msgpack body."""
+    def _body(self, data: bytes | memoryview, checked: bool = False) -> memoryview:
+        """Check the header, size and checksum of an encoding and return its msgpack body.
+
+        ``checked``: the bytes were checked against a checksum of their own (see `decode`).
+        """
         # The common case first: bytes of this version, within the limit, checksum right.
         fits = type(data) is bytes and _HEADER.size <= len(data) <= self._max_bytes
         if fits and data[:4] == _PREFIX:
             body = memoryview(data)[_HEADER.size :]
-            if zlib.crc32(body) == _CRC.unpack_from(data, 4)[0]:
+            if checked or zlib.crc32(body) == _CRC.unpack_from(data, 4)[0]:
                 return body
         # Otherwise the same checks one by one, each with its own explanation.
         try:

@@ -371,7 +371,13 @@ class PendingFilter:
 
 @runtime_checkable
 class Store(Protocol):
-    """Durable home of checkpoints and interrupts. All methods are safe to call concurrently."""
+    """Durable home of checkpoints and interrupts. All methods are safe to call concurrently.
+
+    A store whose every returned `CheckpointRecord` has been checked against a checksum
+    written with its row, one that covers the body (the SQL stores' row digests), says so
+    with a class attribute ``verifies_checkpoints = True``: the runtime then does not compute
+    the body's own CRC-32 again when it decodes it. Without the attribute it does.
+    """
 
     async def append_checkpoint(
         self,

@@ -33,7 +33,7 @@ import atexit
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -132,6 +132,9 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             Tests pass a clock they move themselves (`interlock.testing.FakeClock`) rather
             than waiting for a lease to run out; it may be read on a worker thread.
     """
+
+    verifies_checkpoints: ClassVar[bool] = True
+    """Every checkpoint row read is checked against its digest, which covers the body."""
 
     _identity_ops = _postgres_identities
     _channel_sql = ChannelSql.bound_to("%s")

@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
 from .._errors import StoreClosed, StoreError
 from .._lazy import lazy_callable, lazy_module
@@ -123,6 +123,9 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             agree on it. Tests pass a clock they move themselves (`interlock.testing.FakeClock`)
             rather than waiting for a lease to run out; it may be read on another thread.
     """
+
+    verifies_checkpoints: ClassVar[bool] = True
+    """Every checkpoint row read is checked against its digest, which covers the body."""
 
     _identity_ops = _sqlite_identities
     _channel_sql = ChannelSql.bound_to("?")
