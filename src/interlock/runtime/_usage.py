@@ -336,6 +336,7 @@ class UsageMeter:
         "_reset",
         "_run",
         "_started",
+        "_sums",
         "_thread",
         "active",
         "grants",
@@ -349,6 +350,8 @@ class UsageMeter:
         """Whether the totals go into this call's checkpoints (something to carry, or new)."""
         self._changed = False
         """Whether the totals changed since the last checkpoint that holds them whole."""
+        self._sums: dict[str, Any] | None = None
+        """The sums as stored, as of the last change (`_whole`)."""
         self._reset = new_run and self.active
         """A new run's sums start at zero: said by the run's input checkpoint, else written."""
         self._prices = prices
@@ -389,6 +392,22 @@ class UsageMeter:
             grants={k: dict(v) for k, v in self.grants.items()},
         )
 
+    def _whole(self) -> dict[str, Any]:
+        """The totals as stored (`UsageTotals.to_meta`), the sums' part built once per change:
+        a call's last checkpoint repeats the sums of its last change with a new running time."""
+        sums = self._sums
+        if sums is None or self._changed:
+            sums = self._sums = {
+                k: v for k, v in self.totals().to_meta().items() if k != "run_seconds"
+            }
+        # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
+        out = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
+        out["run_seconds"] = round(self._base + (time.monotonic() - self._started), 3)
+        for key in ("models", "grants"):
+            if key in sums:
+                out[key] = {k: dict(v) for k, v in sums[key].items()}
+        return out
+
     def grant(self, name: str, limits: Mapping[str, float]) -> None:
         """Record a budget raised by a person's decision (kept for the rest of the run)."""
         self.grants[name] = dict(limits)
@@ -411,7 +430,7 @@ class UsageMeter:
         if not self.active:
             return metadata
         if self._changed or final or (self._reset and not starts_run):
-            metadata[USAGE] = self.totals().to_meta()
+            metadata[USAGE] = self._whole()
             self._changed = False
         else:
             metadata[USAGE] = round(self._base + (time.monotonic() - self._started), 3)
