@@ -401,7 +401,7 @@ class UsageMeter:
                 k: v for k, v in self.totals().to_meta().items() if k != "run_seconds"
             }
         # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
-        out = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
+        out: dict[str, Any] = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
         out["run_seconds"] = round(self._base + (time.monotonic() - self._started), 3)
         for key in ("models", "grants"):
             if key in sums:
