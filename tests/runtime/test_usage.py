@@ -326,3 +326,20 @@ async def test_a_run_cut_short_after_its_input_counts_its_run_anew(
     totals = usage_of((await other.get_state("t")).metadata)
     assert totals.thread.calls == 4
     assert totals.run.calls == 2  # run two's calls only, though run one's totals were carried
+
+
+async def test_a_failure_recorded_on_a_checkpoint_inside_a_run_holds_the_whole_totals(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    from interlock import CheckpointCorrupt
+
+    db = tmp_path / "t.db"
+    first = crashing({"last": True}).compile(store=sqlite_files(db))
+    await crashes(first.run({"log": []}, thread="t"))
+    other = crashing({}).compile(store=sqlite_files(db))
+    failed = await other.record_failure("t", CheckpointCorrupt("found damaged"))
+    state = await other.get_state("t")
+    assert failed == state.checkpoint_id and state.status == "failed"
+    totals = usage_of(state.metadata)  # the thread is at rest: its totals are whole
+    assert (totals.thread.calls, totals.run.calls) == (1, 1)
+    assert totals.thread.input_tokens == 100

@@ -267,24 +267,29 @@ class ThreadIO:
         head.meta = dict(meta) if isinstance(meta, dict) else {}
         if is_running_time(head.meta.get(USAGE)):
             read = [] if record.base_seq == record.seq else chain  # ``bodies`` ends with the head
-            head.usage = await self._usage_before(
-                thread, head, list(zip(read, bodies[:-1], strict=True))
+            head.usage = await self.usage_before(
+                thread, head.record, head.meta[USAGE], list(zip(read, bodies[:-1], strict=True))
             )
         return level, {r.id for r in level.pending}
 
-    async def _usage_before(
-        self, thread: str, head: Head, chain: list[tuple[CheckpointRecord, dict[str, Any]]]
+    async def usage_before(
+        self,
+        thread: str,
+        head: CheckpointRecord,
+        stored: float,
+        chain: Sequence[tuple[CheckpointRecord, dict[str, Any]]] = (),
     ) -> dict[str, Any] | None:
-        """The whole usage totals as of ``head``, whose metadata holds only running seconds:
-        those of the nearest earlier checkpoint that holds them (in the delta ``chain`` read
-        with it, else read one by one), counted anew past a run's input (`usage_as_of`).
+        """The whole usage totals as of ``head``, whose metadata holds only the running
+        seconds ``stored``: those of the nearest earlier checkpoint that holds them (in the
+        delta ``chain`` read with it, else read one by one), counted anew past a run's input
+        (`usage_as_of`).
 
         Every call's last checkpoint holds them whole, so this reads at most the checkpoints
         of one call. None when no earlier checkpoint holds them (the rows are gone).
         """
         bodies = {r.id: b for r, b in chain}
-        new_run = head.record.source == "input"
-        parent = head.record.parent_id
+        new_run = head.source == "input"
+        parent = head.parent_id
         while parent is not None:
             body = bodies.get(parent)
             record = None
@@ -294,10 +299,10 @@ class ThreadIO:
                     return None
                 body = self.decode(record)
             meta = body.get("meta")
-            stored = meta.get(USAGE) if isinstance(meta, dict) else None
-            if isinstance(stored, Mapping):
-                return usage_as_of(head.meta[USAGE], stored, new_run=new_run)
-            if not is_running_time(stored):
+            earlier = meta.get(USAGE) if isinstance(meta, dict) else None
+            if isinstance(earlier, Mapping):
+                return usage_as_of(stored, earlier, new_run=new_run)
+            if not is_running_time(earlier):
                 return None
             if record is None:
                 record = next(r for r, _ in chain if r.id == parent)
