@@ -24,6 +24,10 @@ and warm-up:
   saver) is opened on the file and the graph built, and each read compiles a new App on it
   and reads, as a fresh process does after opening its store, without the interpreter's imports
   (``--only S3fresh``; not in the default set).
+- Aovh: one round trip of Aovh's ``ToolAgent`` (run to the approval, approve, run the tool,
+  answer), and the same round trip of the plain graph with the same guarantees (the approved
+  call run as an effect), as compare.py's Aovh runs them; printed with their ratio, the agents
+  layer's overhead (``--only Aovh``; interlock only, not in the default set).
 
 Instructions count CPU work in user space: not the kernel's part of a write or a flush, and
 not the time a thread waits for another. A wall-clock ratio above the instruction ratio is
@@ -55,14 +59,24 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_LANGGRAPH_PYTHON = HERE / ".venv-langgraph" / "bin" / "python"
 
 # (smaller, larger) count per scenario, and the units one count stands for.
-COUNTS = {"S1": (4, 12), "S2": (20, 60), "S5": (20, 60), "S3": (10, 30), "S3fresh": (5, 25)}
-UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1, "S3": 1, "S3fresh": 1}
+COUNTS = {
+    "S1": (4, 12),
+    "S2": (20, 60),
+    "S5": (20, 60),
+    "S3": (10, 30),
+    "S3fresh": (5, 25),
+    "Aovh": (10, 30),
+    "Aovhplain": (10, 30),
+}
+UNITS_PER_COUNT = {"S1": 50, "S2": 1, "S5": 1, "S3": 1, "S3fresh": 1, "Aovh": 1, "Aovhplain": 1}
 UNITS = {
     "S1": "node-step",
     "S2": "round trip",
     "S5": "resume",
     "S3": "first get_state after a turn (turn ~300)",
     "S3fresh": "first get_state of a fresh App (turn 300)",
+    "Aovh": "agent round trip (ToolAgent)",
+    "Aovhplain": "round trip of the plain graph with effects",
 }
 # The most interlock may spend per unit (None: no target).
 TARGETS: dict[str, int | None] = {
@@ -71,7 +85,12 @@ TARGETS: dict[str, int | None] = {
     "S5": 1_300_000,
     "S3": None,
     "S3fresh": None,
+    "Aovh": None,
+    "Aovhplain": None,
 }
+# The most the agents layer may add to the plain graph's round trip, as a fraction.
+AOVH_TARGET = 0.15
+AOVH_WARMUP = 3
 APIS = ("async", "sync")
 NODES = 50
 S5_WAITING = 200
@@ -88,10 +107,44 @@ def s3_user(turn: int) -> dict[str, str]:
 # -- the measured work (runs in the child, under valgrind) ------------------------------------
 
 
+async def aovh_child(scenario: str, n: int, work: Path) -> None:
+    """Aovh's round trips (the agent's, or the plain graph's with effects): warm-up, then n."""
+    from _agents_interlock import (
+        APPROVE,
+        agent_answer,
+        agent_input,
+        assistant_agent,
+        plain_answer,
+        plain_graph,
+        plain_input,
+    )
+    from _common import APPROVAL_REQUEST, approval_script
+    from _interlock_side import round_trip
+
+    from interlock.stores import SqliteStore
+
+    entries: Counter[str] = Counter()
+    store = SqliteStore(work / "interlock.db")
+    if scenario == "Aovh":
+        app = assistant_agent(approval_script(), entries).compile(store=store)
+        make, answer = agent_input, agent_answer
+    else:
+        app = plain_graph(entries, effects=True).compile(store=store)
+        make, answer = plain_input, plain_answer
+    for i in range(n + AOVH_WARMUP):
+        _, _, bad = await round_trip(app, f"t{i}", make(APPROVAL_REQUEST), entries, answer, APPROVE)
+        assert not bad, f"round trip {i} went wrong"
+    await store.close()
+
+
 async def interlock_child(scenario: str, n: int, work: Path) -> None:
     from _interlock_side import approval_graph, chain_graph, chat_graph
 
     from interlock.stores import MemoryStore, SqliteStore
+
+    if scenario in ("Aovh", "Aovhplain"):
+        await aovh_child(scenario, n, work)
+        return
 
     if scenario == "S3fresh":
         path = work / "interlock-chat.db"
@@ -293,10 +346,35 @@ def report_line(scenario: str, il: float, lg: dict[str, float], target: int | No
     return f"{scenario}: {UNITS[scenario]}: interlock {il:,.0f}; {peers}{verdict}"
 
 
+def aovh_figures(env: dict[str, str], root: Path) -> dict[str, Any]:
+    """The agent's and the plain graph's round trip, and the agents layer's share."""
+    agent = per_unit(sys.executable, "interlock", "Aovh", "async", env, root)
+    plain = per_unit(sys.executable, "interlock", "Aovhplain", "async", env, root)
+    over = agent / plain - 1
+    return {
+        "unit": UNITS["Aovh"],
+        "agent": round(agent),
+        "plain_with_effects": round(plain),
+        "overhead": round(over, 3),
+        "target": AOVH_TARGET,
+        "pass": over <= AOVH_TARGET,
+    }
+
+
+def aovh_line(f: dict[str, Any]) -> str:
+    """Aovh's figures: both round trips and the agents layer's overhead against its target."""
+    verdict = "PASS" if f["pass"] else "FAIL"
+    return (
+        f"Aovh: round trip: ToolAgent {f['agent']:,}; plain graph with effects "
+        f"{f['plain_with_effects']:,}; overhead {f['overhead']:.1%}; "
+        f"target ≤ {f['target']:.0%}: {verdict}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5, S3, S3fresh"
+        "--only", default="S1,S2,S5", help="comma-separated: S1, S2, S5, S3, S3fresh, Aovh"
     )
     parser.add_argument(
         "--api",
@@ -336,6 +414,12 @@ def main() -> None:
     result: dict[str, Any] = {"langgraph_api": list(apis)}
     try:
         for scenario in scenarios:
+            if scenario in ("Aovh", "Aovhplain"):
+                if scenario == "Aovhplain" and "Aovh" in scenarios:
+                    continue  # counted with Aovh
+                result["Aovh"] = aovh_figures(env, root)
+                print(aovh_line(result["Aovh"]))
+                continue
             il = per_unit(sys.executable, "interlock", scenario, "async", env, root)
             lg = {
                 api: per_unit(args.langgraph_python, "langgraph", scenario, api, env, root)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,16 @@ from interlock.agents import (
     AssistantMessage,
     AssistantTurn,
     Budget,
+    Message,
     Runner,
     ScriptedModel,
     ToolAgent,
+    ToolMessage,
+    ToolSpec,
     UserMessage,
     call,
     supervisor,
+    tool,
 )
 from interlock.runtime import usage_of
 
@@ -154,6 +158,63 @@ async def test_a_run_budget_starts_over_with_each_run_and_a_thread_budget_does_n
     third = await thread.run({"messages": ["and again"]}, thread="b")
     assert third.status == "interrupted"  # 60,000 over the thread's life
     assert third.interrupt().info["question"].startswith("This thread has used 60,000")
+
+
+class Crash(BaseException):
+    """Stands for the process ending mid-run: nothing more is committed."""
+
+
+def crashing_agent(crash_at: int | None) -> ToolAgent:
+    """`_budget_agent.agent`'s adder (40,000-token budget), whose model call number
+    ``crash_at`` stops the process instead of answering."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    calls = 0
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> AssistantMessage:
+        nonlocal calls
+        calls += 1
+        if calls == crash_at:
+            raise Crash
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        return AssistantMessage(tool_calls=(call("add", {"a": done, "b": 1}),), usage=PER_TURN)
+
+    return ToolAgent(
+        "adder", ScriptedModel(script, name="gpt-4o"), [add], budget=Budget(tokens=40_000)
+    )
+
+
+async def test_a_budget_holds_for_a_run_continued_in_a_fresh_app_after_a_crash(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    db = tmp_path / "b.db"
+    first = crashing_agent(crash_at=2).compile(store=sqlite_files(db), prices=PRICES)
+    try:  # the second model call never returns: the thread stops after the first tool call
+        await first.run({"messages": ["go"]}, thread="b")
+    except BaseException as exc:  # trio wraps the crash in a group
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        if not isinstance(exc, Crash):
+            raise
+    else:
+        pytest.fail("the run did not stop at the crash")
+    stopped = await first.get_state("b")
+    assert stopped.status == "ready" and len(stopped.values["messages"]) == 3
+
+    app = crashing_agent(crash_at=None).compile(store=sqlite_files(db), prices=PRICES)
+    result = await app.resume("b")  # continues the tasks the crash left
+    # The turn before the crash counts: one more turn reaches 40,000 tokens, and the run asks.
+    assert result.status == "interrupted"
+    info = result.interrupt().info
+    assert info["tool"] == "budget" and info["used"]["turns"] == 2
+    assert info["question"].startswith("This run has used 40,000 tokens")
+    assert sum(isinstance(m, ToolMessage) for m in result.values["messages"]) == 2
+    totals = usage_of((await app.get_state("b")).metadata)
+    assert (totals.run.calls, totals.thread.calls) == (2, 2)
 
 
 async def test_each_turn_reports_its_usage_in_the_events(

@@ -3,7 +3,7 @@ carried across calls and processes, priced, and counted by Prometheus."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -228,3 +228,118 @@ async def test_prometheus_counts_tokens_and_cost_by_model(
     assert sample("interlock_model_tokens_total", kind="cached") == 200
     one = (900 * 3 + 100 * 0.3 + 200 * 15) / 1e6
     assert sample("interlock_model_cost_total") == pytest.approx(2 * one)
+
+
+class Crash(BaseException):
+    """Stands for the process ending between two steps: nothing more is committed."""
+
+
+async def crashes(call: Awaitable[Any]) -> None:
+    """Await ``call``, which must stop with `Crash` (trio's task groups wrap it in a group)."""
+    try:
+        await call
+    except BaseException as exc:  # the crash is what this waits for
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        if not isinstance(exc, Crash):
+            raise
+    else:
+        pytest.fail("the run did not stop at the crash")
+
+
+def crashing(crash: dict[str, bool]) -> Graph[S]:
+    """``call`` reports a call, ``quiet`` reports none, ``last`` reports one more call —
+    unless ``crash`` says so, which stops it (and the process, as far as the store knows)."""
+
+    def call(state: S) -> dict[str, Any]:
+        if crash.pop("call", False):
+            raise Crash
+        report_usage(Usage(input_tokens=100, output_tokens=10), model="m")
+        return {"log": ["call"]}
+
+    def last(state: S) -> dict[str, Any]:
+        if crash.pop("last", False):
+            raise Crash
+        report_usage(Usage(input_tokens=1, output_tokens=1), model="m")
+        return {"log": ["last"]}
+
+    g: Graph[S] = Graph(S)
+    g.add_node("call", call)
+    g.add_node("quiet", lambda s: {"log": ["quiet"]})
+    g.add_node("last", last)
+    g.add_edge(START, "call")
+    g.add_edge("call", "quiet")
+    g.add_edge("quiet", "last")
+    g.add_edge("last", END)
+    return g
+
+
+async def test_only_changes_and_a_calls_last_checkpoint_hold_the_whole_totals(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    app = crashing({}).compile(store=sqlite_files(tmp_path / "t.db"))
+    await app.run({"log": []}, thread="t")
+    await app.run({"log": []}, thread="t")  # the thread had usage: its input says a new run
+    state = await app.get_state("t")
+    second = [state, *await app.history("t", limit=3, before=state.checkpoint_id)][::-1]
+    # The second run: its input and the quiet step hold only the running seconds; the model
+    # calls' steps hold the totals, the last one (the call's last checkpoint) too.
+    kept = [s.metadata.get("usage") for s in second]
+    assert [s.source for s in second] == ["input", "loop", "loop", "loop"]
+    assert [type(v).__name__ for v in kept] == ["float", "dict", "float", "dict"]
+    assert isinstance(kept[0], float) and kept[0] >= 0
+    head = usage_of((await app.get_state("t")).metadata)
+    assert (head.thread.calls, head.run.calls) == (4, 2)
+
+
+async def test_a_thread_continued_after_a_crash_mid_run_counts_on_in_a_fresh_app(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    db = tmp_path / "t.db"
+    first = crashing({"last": True}).compile(store=sqlite_files(db))
+    await crashes(first.run({"log": []}, thread="t"))
+    stopped = (await first.get_state("t")).metadata
+    assert type(stopped["usage"]) is float  # the quiet step: only its running seconds
+
+    other = crashing({}).compile(store=sqlite_files(db))  # a fresh App: the file is all it has
+    done = await other.resume("t")
+    assert done.status == "done" and done.values["log"] == ["call", "quiet", "last"]
+    totals = usage_of((await other.get_state("t")).metadata)
+    assert (totals.thread.calls, totals.run.calls) == (2, 2)  # the call before the crash counts
+    assert totals.thread.input_tokens == 101
+    assert totals.run_seconds >= stopped["usage"]
+
+
+async def test_a_run_cut_short_after_its_input_counts_its_run_anew(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    db = tmp_path / "t.db"
+    crash: dict[str, bool] = {}
+    first = crashing(crash).compile(store=sqlite_files(db))
+    await first.run({"log": []}, thread="t")  # run one: two calls
+    crash["call"] = True
+    await crashes(first.run({"log": []}, thread="t"))  # run two stops right after its input
+    assert (await first.get_state("t")).source == "input"
+
+    other = crashing({}).compile(store=sqlite_files(db))
+    await other.resume("t")
+    totals = usage_of((await other.get_state("t")).metadata)
+    assert totals.thread.calls == 4
+    assert totals.run.calls == 2  # run two's calls only, though run one's totals were carried
+
+
+async def test_a_failure_recorded_on_a_checkpoint_inside_a_run_holds_the_whole_totals(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    from interlock import CheckpointCorrupt
+
+    db = tmp_path / "t.db"
+    first = crashing({"last": True}).compile(store=sqlite_files(db))
+    await crashes(first.run({"log": []}, thread="t"))
+    other = crashing({}).compile(store=sqlite_files(db))
+    failed = await other.record_failure("t", CheckpointCorrupt("found damaged"))
+    state = await other.get_state("t")
+    assert failed == state.checkpoint_id and state.status == "failed"
+    totals = usage_of(state.metadata)  # the thread is at rest: its totals are whole
+    assert (totals.thread.calls, totals.run.calls) == (1, 1)
+    assert totals.thread.input_tokens == 100

@@ -93,3 +93,13 @@ def test_an_identity_with_a_tool_scope_reads_no_usage_on_any_path(api: Api) -> N
     assert api.get("/v1/threads/b-4", "vic")["usage"]["thread"]["calls"] == 2
     full = api.get("/v1/threads/b-4/history", "vic")["items"]
     assert full[0]["metadata"]["usage"]["thread"]["calls"] == 2
+
+
+def test_a_checkpoint_holding_only_a_running_time_shows_no_usage() -> None:
+    from interlock.server._api import usage_view
+
+    # In the middle of a run, a checkpoint whose totals did not change holds only the seconds.
+    assert usage_view({"usage": 1.25}) is None
+    assert usage_view({}) is None
+    whole = usage_view({"usage": {"thread": {"calls": 2}, "run": {"calls": 1}, "run_seconds": 2}})
+    assert whole is not None and whole.thread.calls == 2 and whole.run_seconds == 2.0

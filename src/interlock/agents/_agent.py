@@ -48,6 +48,7 @@ from ..runtime import (
     gather_children,
     interrupt,
     keep_limits,
+    listening,
     new_id,
     report_usage,
     run_graph,
@@ -429,7 +430,10 @@ class ToolAgent(Agent):
         shown.extend(messages)
         reply = await self.reply(shown, specs)
         cost = report_usage(reply.usage or _NO_USAGE, model=_model_name(self.model))
-        emit_event(AssistantTurn(agent=self.name, message=reply, cost=cost, totals=current_usage()))
+        if listening():  # the totals are built for a reader only
+            emit_event(
+                AssistantTurn(agent=self.name, message=reply, cost=cost, totals=current_usage())
+            )
         return reply
 
     def _within_budget(self, budget: Budget) -> AssistantMessage | None:
@@ -559,7 +563,8 @@ class ToolAgent(Agent):
 
     async def serve(self, call: ToolCall) -> ToolMessage | list[ConversationItem]:
         """Serve one tool call (at its own address): check, decide, ask, run, answer."""
-        emit_event(ToolCallEvent(agent=self.name, call=call))
+        if listening():
+            emit_event(ToolCallEvent(agent=self.name, call=call))
         tool = self.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.tools)) or "none"
@@ -774,11 +779,12 @@ class ToolAgent(Agent):
         return question
 
     def _answer(self, call: ToolCall, content: str, status: ToolStatus) -> ToolMessage:
-        emit_event(
-            ToolResult(
-                agent=self.name, call_id=call.id, tool=call.name, content=content, status=status
+        if listening():
+            emit_event(
+                ToolResult(
+                    agent=self.name, call_id=call.id, tool=call.name, content=content, status=status
+                )
             )
-        )
         return ToolMessage(
             content=content, tool_call_id=call.id, name=call.name, status=status, id=new_id()
         )

@@ -44,6 +44,7 @@ from ._events import RunStartedEvent as RunStartedEvent
 from ._events import StepEvent as StepEvent
 from ._events import StepFinishedEvent as StepFinishedEvent
 from ._events import StreamMode as StreamMode
+from ._events import listening as listening
 from ._graph import Graph as Graph
 from ._interrupts import Child as Child
 from ._interrupts import approval_interrupt as approval_interrupt
@@ -148,6 +149,7 @@ __all__ = [
     "interrupt",
     "interrupt_state",
     "keep_limits",
+    "listening",
     "needs_confirmation",
     "new_id",
     "register_answer_details",

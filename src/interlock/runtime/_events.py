@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._lazy import lazy_module
+from ._context import current_task_or_none
 from ._records import Address, Interrupt, RunResult
 
 if TYPE_CHECKING:
@@ -34,7 +35,23 @@ __all__ = [
     "StepEvent",
     "StepFinishedEvent",
     "StreamMode",
+    "listening",
 ]
+
+
+def listening() -> bool:
+    """Whether anyone reads the running task's events (`emit_event`): True in a run streamed
+    with `App.stream`, False in one started with `App.run` and outside a run.
+
+    An event that takes work to build (totals, copies) can be skipped when nobody listens;
+    `emit_event` drops it then anyway.
+
+    Example:
+        >>> listening()  # outside a run
+        False
+    """
+    ctx = current_task_or_none()
+    return ctx is not None and ctx.events is not None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -22,6 +22,7 @@ from ..observability import _hooks
 from ..stores import CheckpointRecord, Fence
 from ._calls import Calls
 from ._persist import CONTINUE_WITH, FAILURE
+from ._usage import USAGE, is_running_time
 
 if TYPE_CHECKING:
     import shlex
@@ -60,6 +61,8 @@ async def record_failure(calls: Calls[Any], thread: str, error: BaseException) -
     if head.record.status == "failed":
         return head.record.id
     meta = dict(calls.io.decode(head.record).get("meta") or {})
+    if is_running_time(meta.get(USAGE)):  # a thread at rest holds its usage totals whole
+        meta[USAGE] = await calls.io.usage_before(thread, head.record, meta[USAGE]) or meta[USAGE]
     meta[FAILURE] = f"{type(error).__name__}: {error}"
     meta[CONTINUE_WITH] = f"interlock resume {shlex.quote(thread)} --app MODULE:ATTR"
     # The lease a failed call could not let go is this App's: take it back with its token,

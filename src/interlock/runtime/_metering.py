@@ -24,7 +24,7 @@ def current_usage() -> UsageTotals:
     meter = _meter()
     if meter is None:
         return UsageTotals()
-    meter.active = True
+    meter.activate()
     return meter.totals()
 
 

@@ -50,6 +50,7 @@ from ._observe import committed
 from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
+from ._usage import USAGE, is_running_time, usage_as_of
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
@@ -136,6 +137,13 @@ class Head:
     """The metadata stored with the checkpoint."""
     migrated: bool = False
     """Loaded through a migration: the next checkpoint must be a full snapshot."""
+    usage: dict[str, Any] | None = None
+    """The usage totals as of the checkpoint, when its metadata holds only the running
+    seconds (found by `ThreadIO.load` in the checkpoints before it; see `_usage`)."""
+
+    def carried(self) -> dict[str, Any]:
+        """The metadata a call continuing from here carries: its usage totals whole."""
+        return self.meta if self.usage is None else {**self.meta, USAGE: self.usage}
 
 
 def ran_its_decisions(head: Head | None) -> bool:
@@ -260,7 +268,50 @@ class ThreadIO:
             head.fixed_bytes = _size(body, "fix", head.snapshot_bytes)
         meta = body.get("meta")
         head.meta = dict(meta) if isinstance(meta, dict) else {}
+        if is_running_time(head.meta.get(USAGE)):
+            read = [] if record.base_seq == record.seq else chain  # ``bodies`` ends with the head
+            head.usage = await self.usage_before(
+                thread, head.record, head.meta[USAGE], list(zip(read, bodies[:-1], strict=True))
+            )
         return level, {r.id for r in level.pending}
+
+    async def usage_before(
+        self,
+        thread: str,
+        head: CheckpointRecord,
+        stored: float,
+        chain: Sequence[tuple[CheckpointRecord, dict[str, Any]]] = (),
+    ) -> dict[str, Any] | None:
+        """The whole usage totals as of ``head``, whose metadata holds only the running
+        seconds ``stored``: those of the nearest earlier checkpoint that holds them (in the
+        delta ``chain`` read with it, else read one by one), counted anew past a run's input
+        (`usage_as_of`).
+
+        Every call's last checkpoint holds them whole, so this reads at most the checkpoints
+        of one call. None when no earlier checkpoint holds them (the rows are gone).
+        """
+        bodies = {r.id: b for r, b in chain}
+        new_run = head.source == "input"
+        parent = head.parent_id
+        while parent is not None:
+            body = bodies.get(parent)
+            record = None
+            if body is None:
+                record = await self.store.get_checkpoint(thread, parent)
+                if record is None:
+                    return None
+                body = self.decode(record)
+            meta = body.get("meta")
+            earlier = meta.get(USAGE) if isinstance(meta, dict) else None
+            if isinstance(earlier, Mapping):
+                return usage_as_of(stored, earlier, new_run=new_run)
+            if not is_running_time(earlier):
+                return None
+            if record is None:
+                record = next(r for r, _ in chain if r.id == parent)
+            new_run = new_run or record.source == "input"
+            parent = record.parent_id
+        return None
 
     async def read(self, thread: str, head: Head) -> tuple[Level, bool]:
         """The level stored at ``head``, and whether the App keeps it (then the caller must

@@ -134,7 +134,9 @@ class RunCtx:
         """The fencing token of the lease this call holds (None: it holds none)."""
         self._fence: Fence | None = None
         self.usage = UsageMeter(
-            None if opened.head is None else opened.head.meta, new_run=new_run, prices=prices or {}
+            None if opened.head is None else opened.head.carried(),
+            new_run=new_run,
+            prices=prices or {},
         )
         """The thread's usage totals, carried from the checkpoint this call started from."""
         self.engine = Engine(
@@ -193,7 +195,7 @@ class RunCtx:
         if ran is not None:
             meta = {**meta, "ran": ran}
         if self.usage.active:
-            meta = self.usage.stamp(dict(meta))
+            meta = self.usage.stamp(dict(meta), final=final, starts_run=source == "input")
 
         async def write() -> tuple[Head, int | None]:
             return await self.io.commit(

@@ -9,6 +9,13 @@ with its process is not in them (it is reported again when the step runs again).
 Two sums are kept: the thread's whole life, and the current *run* (from an `App.run` with input,
 through every resume, to the next `App.run`). A run's ``seconds`` is the time spent running,
 not the time it waited on a person.
+
+The totals are written whole only where they may have changed: on a checkpoint after a model
+call was reported or a limit kept, and on the checkpoint each call stops at (so a thread at
+rest — waiting, done or failed — always holds them, its running time included). A checkpoint
+in between holds only the run's running seconds as of it (a number): its totals are those of
+the nearest earlier checkpoint that holds them whole, with that running time, and with the
+run's sums counted anew if a run's input lies between (`usage_as_of`).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ __all__ = [
     "UsageMeter",
     "UsageTotals",
     "check_prices",
+    "usage_as_of",
     "usage_of",
 ]
 
@@ -267,6 +275,11 @@ _NOTHING: Final = Tally()
 def usage_of(metadata: Mapping[str, Any]) -> UsageTotals:
     """The usage totals a checkpoint's metadata holds (empty when its thread reported none).
 
+    A thread's latest checkpoint holds them whenever the thread is at rest (waiting on a
+    person, done or failed), so ``usage_of(app.get_state(thread).metadata)`` is what the thread
+    used. A checkpoint in the middle of a run whose totals did not change since the one before
+    holds only the run's running seconds; read through it, this gives empty totals.
+
     Example:
         >>> usage_of({}).thread.tokens
         0
@@ -274,15 +287,60 @@ def usage_of(metadata: Mapping[str, Any]) -> UsageTotals:
     return UsageTotals.from_meta(metadata.get(USAGE))
 
 
+def is_running_time(stored: Any) -> bool:
+    """Whether ``metadata["usage"]`` holds only the running seconds (the totals unchanged)."""
+    return isinstance(stored, int | float) and not isinstance(stored, bool)
+
+
+def usage_as_of(stored: Any, earlier: Mapping[str, Any], *, new_run: bool) -> dict[str, Any]:
+    """The whole totals of a checkpoint whose metadata holds only its running seconds.
+
+    ``stored`` is that number; ``earlier`` the totals of the nearest earlier checkpoint that
+    holds them whole; ``new_run`` whether a run's input lies after that checkpoint (the run's
+    sums, its running time and its limits then count anew, as `UsageMeter` counts them).
+
+    Example:
+        >>> before = {"thread": {"calls": 2}, "run": {"calls": 1}, "run_seconds": 1.5}
+        >>> usage_as_of(4.25, before, new_run=False)["run_seconds"]
+        4.25
+        >>> usage_as_of(0.5, before, new_run=True)["run"]
+        {}
+    """
+    base = UsageTotals.from_meta(earlier)
+    if new_run:
+        base = UsageTotals(
+            thread=base.thread,
+            models=base.models,
+            grants={k: v for k, v in base.grants.items() if k.endswith(":thread")},
+        )
+    totals = base.to_meta()
+    totals["run_seconds"] = round(float(stored), 3) if is_running_time(stored) else 0.0
+    return totals
+
+
 class UsageMeter:
     """One call's running totals: carried from the checkpoint it started from, added to by
-    `report_usage`, written into each checkpoint it commits.
+    `report_usage`, written into the checkpoints it commits.
 
     A call that never reports nor reads usage writes nothing (its checkpoints carry what the
-    thread had, unchanged): runs without models pay one dict lookup per commit.
+    thread had, unchanged): runs without models pay one dict lookup per commit. A call that
+    does writes the whole totals only into checkpoints after a change and into its last one;
+    the others get the running seconds alone (see the module's docstring).
     """
 
-    __slots__ = ("_base", "_models", "_prices", "_run", "_started", "_thread", "active", "grants")
+    __slots__ = (
+        "_base",
+        "_changed",
+        "_models",
+        "_prices",
+        "_reset",
+        "_run",
+        "_started",
+        "_sums",
+        "_thread",
+        "active",
+        "grants",
+    )
 
     def __init__(
         self, carried: Mapping[str, Any] | None, *, new_run: bool, prices: Mapping[str, Price]
@@ -290,6 +348,12 @@ class UsageMeter:
         stored = None if carried is None else carried.get(USAGE)
         self.active = stored is not None
         """Whether the totals go into this call's checkpoints (something to carry, or new)."""
+        self._changed = False
+        """Whether the totals changed since the last checkpoint that holds them whole."""
+        self._sums: dict[str, Any] | None = None
+        """The sums as stored, as of the last change (`_whole`)."""
+        self._reset = new_run and self.active
+        """A new run's sums start at zero: said by the run's input checkpoint, else written."""
         self._prices = prices
         self._started = time.monotonic()
         if stored is None:  # most runs: no model reported anything on this thread
@@ -315,7 +379,7 @@ class UsageMeter:
         self._run = self._run.plus(usage, cost)
         name = model or "unknown"
         self._models[name] = self._models.get(name, Tally()).plus(usage, cost)
-        self.active = True
+        self.active = self._changed = True
         return cost
 
     def totals(self) -> UsageTotals:
@@ -328,13 +392,47 @@ class UsageMeter:
             grants={k: dict(v) for k, v in self.grants.items()},
         )
 
+    def _whole(self) -> dict[str, Any]:
+        """The totals as stored (`UsageTotals.to_meta`), the sums' part built once per change:
+        a call's last checkpoint repeats the sums of its last change with a new running time."""
+        sums = self._sums
+        if sums is None or self._changed:
+            sums = self._sums = {
+                k: v for k, v in self.totals().to_meta().items() if k != "run_seconds"
+            }
+        # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
+        out: dict[str, Any] = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
+        out["run_seconds"] = round(self._base + (time.monotonic() - self._started), 3)
+        for key in ("models", "grants"):
+            if key in sums:
+                out[key] = {k: dict(v) for k, v in sums[key].items()}
+        return out
+
     def grant(self, name: str, limits: Mapping[str, float]) -> None:
         """Record a budget raised by a person's decision (kept for the rest of the run)."""
         self.grants[name] = dict(limits)
-        self.active = True
+        self.active = self._changed = True
 
-    def stamp(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        """``metadata`` with the totals as of now (unchanged when the call is not active)."""
-        if self.active:
-            metadata[USAGE] = self.totals().to_meta()
+    def activate(self) -> None:
+        """Keep the totals in this call's checkpoints from now on (a node read them)."""
+        if not self.active:
+            self.active = self._changed = True
+
+    def stamp(
+        self, metadata: dict[str, Any], *, final: bool = True, starts_run: bool = False
+    ) -> dict[str, Any]:
+        """``metadata`` with the totals as of now (unchanged when the call is not active).
+
+        The whole totals go in when they changed since the call's last checkpoint that holds
+        them, and on the call's ``final`` checkpoint; otherwise only the running seconds. A
+        checkpoint that ``starts_run`` (the run's input) says the run's sums start anew.
+        """
+        if not self.active:
+            return metadata
+        if self._changed or final or (self._reset and not starts_run):
+            metadata[USAGE] = self._whole()
+            self._changed = False
+        else:
+            metadata[USAGE] = round(self._base + (time.monotonic() - self._started), 3)
+        self._reset = False
         return metadata

@@ -761,8 +761,9 @@ async def _thread_view(served: Served, thread: str, identity: Identity) -> Threa
 
 
 def usage_view(metadata: Mapping[str, Any]) -> UsageView | None:
-    """The usage totals a checkpoint's metadata holds, as the API shows them."""
-    if metadata.get("usage") is None:
+    """The usage totals a checkpoint's metadata holds, as the API shows them (None when it
+    holds none, or only a running time: a checkpoint in the middle of a run)."""
+    if not isinstance(metadata.get("usage"), Mapping):
         return None
     totals = usage_of(metadata)
 
