@@ -996,6 +996,21 @@ def test_a_damaged_encoding_is_refused_with_decode_s_error() -> None:
             assert str(batch.value) == str(single.value)
 
 
+def test_an_encoding_over_the_size_limit_is_refused_among_alike_ones() -> None:
+    values = questions(20)
+    big = [{"question": "x" * 500}, SCHEMA]
+    datas = [make_codec().encode(v) for v in [*values, big]]
+    codec = make_codec(max_bytes=max(map(len, datas[:-1])))
+    assert codec.decode_page(datas[:-1]) == values
+    with pytest.raises(CheckpointCorrupt) as single:
+        codec.decode(datas[-1])
+    assert "over the limit" in str(single.value)
+    for page in ([*datas[:10], datas[-1], *datas[10:-1]], [datas[-1], *datas[:-1]]):
+        with pytest.raises(CheckpointCorrupt) as batch:
+            codec.decode_page(page)
+        assert str(batch.value) == str(single.value)
+
+
 def test_a_head_that_spills_into_the_tail_is_not_split_there() -> None:
     # [["a", S], ...]: the first item's bytes end in S's, so a row [x] + S must not be read as
     # [x, S] unless it really is an array of two items.
