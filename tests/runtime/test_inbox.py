@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 import msgspec
 import pytest
 
-from interlock import START, CheckpointCorrupt, Graph, Store, approve, choose
+from interlock import START, CheckpointCorrupt, Graph, SqliteStore, Store, approve, choose
 
 pytestmark = pytest.mark.anyio
 
@@ -51,6 +51,46 @@ async def test_inbox_lists_every_waiting_thread_and_answers_resume_them(store: S
         await app.resume(i.thread, {i.id: False})
     remaining: list[Any] = await app.inbox()
     assert [(i.thread, i.key) for i in remaining] == [(f"order-{n}", "pick") for n in range(5)]
+
+
+async def test_a_page_of_one_schema_decodes_it_once_and_matches_each_question(
+    store: Store,
+) -> None:
+    # A page of approvals shares one decoded schema; the choices among them keep theirs, and
+    # every interrupt of the page is the one its question decodes on its own.
+    g = Graph(S)
+    g.add_node(
+        "gate",
+        lambda s: (
+            {"pick": choose("which?", ["a", "b"])}
+            if s.get("pick")
+            else {"ok": approve(f"ship {s}?")}
+        ),
+    )
+    g.add_edge(START, "gate")
+    app = g.compile(store=store)
+    for n in range(24):
+        await app.run({"pick": "x"} if n in (5, 17) else {}, thread=f"t{n}")
+
+    inbox = await app.inbox()
+    assert len(inbox) == 24
+    for i in inbox:
+        found = await app.question(i.id)
+        assert found is not None
+        assert (i.info, i.schema, i.thread, i.address) == (
+            found.interrupt.info,
+            found.interrupt.schema,
+            found.interrupt.thread,
+            found.interrupt.address,
+        )
+    approvals = [i for i in inbox if i.thread not in ("t5", "t17")]
+    assert {i.info["question"] for i in approvals} == {"ship {}?"}
+    assert len({id(i.info) for i in approvals}) == 22  # each question its own
+    if isinstance(store, SqliteStore):  # decoded from the file: one schema for the page
+        assert all(i.schema is approvals[0].schema for i in approvals)
+    choices = [i for i in inbox if i.thread in ("t5", "t17")]
+    assert [i.info["options"] for i in choices] == [["a", "b"]] * 2
+    assert choices[0].schema != approvals[0].schema
 
 
 @pytest.mark.parametrize("running", [True, False])

@@ -880,3 +880,184 @@ def test_bytes_checked_by_their_reader_skip_the_crc_but_nothing_else() -> None:
         codec.decode(data[:8] + b"\xc1", checked=True)
     with pytest.raises(CheckpointCorrupt, match="over the limit"):
         Codec(max_bytes=len(data) - 1).decode(data, checked=True)
+
+
+# -- decode_page: a page of arrays that end alike decodes its shared tail once ----------------
+
+
+SCHEMA = {"anyOf": [{"type": "boolean"}, {"enum": ["approve", "reject"]}]}
+
+
+def questions(n: int) -> list[list[Any]]:
+    return [
+        [{"type": "approval", "question": f"run {i}?", "details": None}, SCHEMA] for i in range(n)
+    ]
+
+
+def agrees(codec: Codec, datas: list[bytes]) -> list[Any]:
+    """decode_page's values, after checking they are exactly decode's, one by one."""
+    page = codec.decode_page(datas)
+    assert len(page) == len(datas)
+    assert all(same(p, codec.decode(d)) for p, d in zip(page, datas, strict=True))
+    return page
+
+
+def test_a_page_alike_shares_its_tail_and_decodes_as_decode_would() -> None:
+    codec = make_codec()
+    values = questions(40)
+    page = agrees(codec, [codec.encode(v) for v in values])
+    assert page == values
+    assert all(v[1] is page[0][1] for v in page)  # the schema decoded once
+    assert len({id(v[0]) for v in page}) == 40  # each question its own
+
+
+def test_pages_not_all_alike_decode_each_on_its_own() -> None:
+    codec = make_codec()
+    other = [[{"question": "why?"}, {"type": "string"}]]
+    longer = [[{"question": "ok?"}, SCHEMA, 2, ["ann"]]]
+    tuples = [(i, "x") for i in range(3)]
+    for values in (
+        questions(5) + other + questions(5),
+        other + questions(20),
+        questions(3) + longer,
+        [*questions(3), {"not": "an array"}, 7, None],
+        tuples + questions(2),
+        [[1]] * 4,  # one item: no tail
+        [list(range(20))] * 3,  # 16 items and more: not a one-byte array header
+        questions(1),
+        [],
+    ):
+        page = agrees(codec, [codec.encode(v) for v in values])
+        assert [*map(type, page)] == [*map(type, values)]
+        assert page == values
+    # The alike among others still share the first one's tail; the others have their own.
+    page = codec.decode_page([codec.encode(v) for v in questions(3) + other + questions(2)])
+    assert page[0][1] is page[1][1] is page[4][1] and page[3][1] == {"type": "string"}
+    page = codec.decode_page([codec.encode(v) for v in other + questions(2)])
+    assert page[1][1] is not page[2][1]
+
+
+def test_registered_and_tagged_items_in_the_head_and_the_tail() -> None:
+    codec = make_codec()
+    values: list[Any] = [
+        [(i, {i}, Point(i, -i)), Color.RED, (1, 2), frozenset({"a"})] for i in range(20)
+    ]
+    page = agrees(codec, [codec.encode(v) for v in values])
+    assert page[3][1] is page[4][1] is Color.RED
+    assert page[3][2] is page[4][2]
+
+
+def test_bytes_that_are_not_bytes_take_the_careful_path() -> None:
+    codec = make_codec()
+    datas = [codec.encode(v) for v in questions(20)]
+    mixed: list[Any] = [bytearray(d) if i % 2 else memoryview(d) for i, d in enumerate(datas)]
+    assert codec.decode_page(mixed) == questions(20)
+    assert codec.decode_page([*datas[:10], bytearray(datas[10]), *datas[11:]]) == questions(20)
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+def test_the_depth_limit_of_each_item_is_kept(where: str) -> None:
+    codec = Codec(max_depth=5)
+
+    def value(depth: int) -> list[Any]:
+        # In an array, an item nests one level below the array: depth - 1 of its own.
+        inner = nested_lists(depth - 1)
+        return [inner, "tail"] if where == "head" else ["head", inner]
+
+    ok = [codec.encode(value(5)) for _ in range(20)]
+    assert codec.decode_page(ok) == [value(5)] * 20
+    too_deep = Codec(max_depth=6).encode(value(6))
+    with pytest.raises(CheckpointCorrupt, match="deeper than max_depth=5") as single:
+        codec.decode(too_deep)
+    for page in ([*ok, too_deep], [too_deep, *ok]):
+        with pytest.raises(CheckpointCorrupt) as batch:
+            codec.decode_page(page)
+        assert str(batch.value) == str(single.value)
+
+
+def test_a_marker_out_of_place_in_the_tail_is_refused_as_decode_refuses_it() -> None:
+    codec = make_codec()
+    # A tuple's body is [marker, items...]; the marker moved to an item of another array.
+    marker = codec.encode((1,))[8:][1:-1]
+    bad = frame(b"\x92\x01" + marker)
+    alike = frame(b"\x92\x02" + marker)
+    with pytest.raises(CheckpointCorrupt) as single:
+        codec.decode(bad)
+    assert "container marker" in str(single.value)
+    for page in ([bad, alike], [bad] * 20, [frame(b"\x92\x03" + marker), bad]):
+        with pytest.raises(CheckpointCorrupt) as batch:
+            codec.decode_page(page)
+        assert str(batch.value) == str(single.value)
+
+
+def test_a_damaged_encoding_is_refused_with_decode_s_error() -> None:
+    codec = make_codec()
+    good = [codec.encode(v) for v in questions(20)]
+    damaged = bytearray(good[4])
+    damaged[-1] ^= 1  # in the shared tail: the checksum fails
+    head_damaged = bytearray(good[5])
+    head_damaged[12] ^= 1  # in the question: the checksum fails, the tail still matches
+    reframed = frame(b"\x92\xc1" + good[0][8:][-len(msgspec.msgpack.encode(SCHEMA)) :])
+    bad = [
+        bytes(damaged),
+        bytes(head_damaged),
+        reframed,  # a valid checksum over a head that is no msgpack
+        frame(b"\xc1"),
+        b"nonsense",
+        good[3][:-1],
+        frame(msgspec.msgpack.encode([1, 2]))[:-1],
+    ]
+    for data in bad:
+        with pytest.raises(CheckpointCorrupt) as single:
+            codec.decode(data)
+        for page in ([*good[:10], data, *good[10:]], [data, *good], [*good, data]):
+            with pytest.raises(CheckpointCorrupt) as batch:
+                codec.decode_page(page)
+            assert str(batch.value) == str(single.value)
+
+
+def test_an_encoding_over_the_size_limit_is_refused_among_alike_ones() -> None:
+    values = questions(20)
+    big = [{"question": "x" * 500}, SCHEMA]
+    datas = [make_codec().encode(v) for v in [*values, big]]
+    codec = make_codec(max_bytes=max(map(len, datas[:-1])))
+    assert codec.decode_page(datas[:-1]) == values
+    with pytest.raises(CheckpointCorrupt) as single:
+        codec.decode(datas[-1])
+    assert "over the limit" in str(single.value)
+    for page in ([*datas[:10], datas[-1], *datas[10:-1]], [datas[-1], *datas[:-1]]):
+        with pytest.raises(CheckpointCorrupt) as batch:
+            codec.decode_page(page)
+        assert str(batch.value) == str(single.value)
+
+
+def test_a_head_that_spills_into_the_tail_is_not_split_there() -> None:
+    # [["a", S], ...]: the first item's bytes end in S's, so a row [x] + S must not be read as
+    # [x, S] unless it really is an array of two items.
+    codec = make_codec()
+    tail = msgspec.msgpack.encode(SCHEMA)
+    first = codec.encode(["q", SCHEMA])
+    one_item = frame(b"\x91" + tail)  # [SCHEMA]
+    three = frame(b"\x93\xa1q" + tail + tail)  # ["q", SCHEMA, SCHEMA]
+    assert codec.decode_page([first, one_item, three]) == [
+        ["q", SCHEMA],
+        [SCHEMA],
+        ["q", SCHEMA, SCHEMA],
+    ]
+    # Same header, same tail, but the head holds two values: not an encoding decode accepts.
+    two_heads = frame(b"\x92\xa1q\xa1r" + tail)
+    with pytest.raises(CheckpointCorrupt) as single:
+        codec.decode(two_heads)
+    with pytest.raises(CheckpointCorrupt) as batch:
+        codec.decode_page([first, two_heads])
+    assert str(batch.value) == str(single.value)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    st.lists(_small_values, min_size=0, max_size=30),
+    st.lists(_small_values, min_size=1, max_size=3),
+)
+def test_decode_page_agrees_with_decode(heads: list[Any], tail: list[Any]) -> None:
+    codec = make_codec()
+    agrees(codec, [codec.encode([head, *tail]) for head in heads])

@@ -808,7 +808,7 @@ class ThreadIO:
         """
         with collector_paused():
             try:
-                bodies = self.codec.decode_many([row.body for row in rows])
+                bodies = self.codec.decode_page([row.body for row in rows])
                 parse = Address.parse
                 # [info, schema], the common case, is built here (a call of `_interrupt` per
                 # row cost as much again); a quorum's goes through its checks.

@@ -16,10 +16,13 @@ for error messages are computed only after an error, by walking the value a seco
 
 from __future__ import annotations
 
+import functools
+import operator
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from itertools import repeat
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -28,6 +31,7 @@ from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
 from ._types import (
     Entry,
+    Tag,
     copy_tree,
     ext_hook,
     is_plain_tree,
@@ -44,6 +48,13 @@ _VERSION: Final = 1
 _HEADER: Final = struct.Struct(">3sBI")
 _PREFIX: Final = _MAGIC + bytes([_VERSION])
 _CRC: Final = struct.Struct(">I")
+_PREFIX_OF: Final = operator.itemgetter(slice(0, 4))
+_CRC_OF: Final = operator.itemgetter(slice(4, 8))
+_BODY_OF: Final = operator.itemgetter(slice(_HEADER.size, None))
+_U32: Final = functools.partial(int.from_bytes, byteorder="big")
+_OPENING_OF: Final = operator.itemgetter(_HEADER.size)
+_ITEMS: Final = msgspec.msgpack.Decoder(list[msgspec.Raw])
+"""Splits a msgpack array into its items' bytes, undecoded."""
 
 
 class Codec:
@@ -295,6 +306,102 @@ class Codec:
             for data in datas:
                 self.decode(data, checked=checked)
             raise  # each decodes on its own: what the batch hit was not the data's fault
+
+    def decode_page(self, datas: Sequence[bytes | memoryview]) -> list[Any]:
+        """`decode_many` for a page of records whose arrays end in the same items.
+
+        When the first encoding is an array (of 2 to 15 items), the bytes of its items after
+        the first are its *tail*; every encoding of the page that is an array of as many
+        items ending in the same bytes has only its first item parsed, and shares the tail's
+        items, decoded once; the others are decoded as `decode` would. Each encoding is still
+        checked (header, size, checksum) and parsed on its own. An inbox page of approvals,
+        ``[question, schema]`` with one schema, decodes the schema once.
+
+        The shared items are the same objects in every value that has them: treat them as
+        read-only.
+
+        Examples:
+            >>> from interlock.serde import Codec
+            >>> codec = Codec()
+            >>> schema = {"type": "boolean"}
+            >>> page = codec.decode_page([codec.encode([q, schema]) for q in ("a?", "b?")])
+            >>> page == [["a?", schema], ["b?", schema]], page[0][1] is page[1][1]
+            (True, True)
+
+        Raises:
+            CheckpointCorrupt: One of the encodings is bad; the error is the one `decode`
+                raises for the first bad encoding.
+        """
+        try:
+            return self._decode_page(datas)
+        except Exception:
+            return self.decode_many(datas)  # names the first bad encoding as decode() would
+
+    def _decode_page(self, datas: Sequence[bytes | memoryview]) -> list[Any]:
+        first = datas[0] if len(datas) > 1 else None
+        if type(first) is not bytes or not 0x92 <= first[_HEADER.size] <= 0x9F:
+            return self.decode_many(datas)
+        opening = first[_HEADER.size]
+        body = self._body(first)
+        tail = bytes(body[1 + memoryview(_ITEMS.decode(body)[0]).nbytes :])
+        # The tail's items stand where they would in the array they come from: parsed and
+        # checked as an array of themselves, at the same depth.
+        items = self._decoder.decode(bytes([opening - 1]) + tail)
+        if type(items[0]) is Tag:
+            return self.decode_many(datas)  # a marker inside an array: let decode refuse it
+        shared = self._rebuilder.rebuild(items)
+        cut = _HEADER.size + 1
+        end = -len(tail) or None
+        parse, check = self._decoder.decode, self._body
+        heads = self._alike_heads(datas, opening, tail)
+        if heads is not None:
+            return [[head, *shared] for head in self._rebuilder.rebuild_each(heads, inside=1)]
+        heads = []
+        alike: list[bool] = []
+        others: list[Any] = []
+        for data in datas:
+            if type(data) is bytes and data[_HEADER.size] == opening and data.endswith(tail):
+                # Header, size and checksum checked as for any encoding, then the head parsed:
+                # it must be exactly one value (msgpack values delimit themselves), so the
+                # encoding is exactly the array [head, *tail].
+                check(data)
+                heads.append(parse(memoryview(data)[cut:end]))
+                alike.append(True)
+            else:
+                others.append(parse(check(data)))
+                alike.append(False)
+        rebuilt = iter(self._rebuilder.rebuild_each(heads, inside=1))
+        rest = iter(self._rebuilder.rebuild_each(others))
+        return [[next(rebuilt), *shared] if is_alike else next(rest) for is_alike in alike]
+
+    def _alike_heads(
+        self, datas: Sequence[bytes | memoryview], opening: int, tail: bytes
+    ) -> list[Any] | None:
+        """The parsed heads of a page all alike, its checks run in C-level passes; else None.
+
+        The same checks as `_body` and `_decode_page`'s loop make one by one: bytes of this
+        version, within the size limit, checksum right, the array's header and the tail.
+        """
+        if set(map(type, datas)) != {bytes}:
+            return None
+        page = cast("Sequence[bytes]", datas)
+        least = _HEADER.size + 1 + len(tail)
+        sizes = list(map(len, page))
+        if min(sizes) <= least or max(sizes) > self._max_bytes:
+            return None
+        if (
+            set(map(_PREFIX_OF, page)) != {_PREFIX}
+            or set(map(_OPENING_OF, page)) != {opening}
+            or not all(map(bytes.endswith, page, repeat(tail)))
+        ):
+            return None
+        views = [memoryview(data) for data in page]
+        if list(map(zlib.crc32, map(_BODY_OF, views))) != list(map(_U32, map(_CRC_OF, page))):
+            return None
+        # Each head must be exactly one value: msgpack values delimit themselves, so each
+        # encoding is then exactly the array [head, *tail].
+        heads = map(operator.itemgetter(slice(_HEADER.size + 1, -len(tail))), views)
+        return list(map(self._decoder.decode, heads))
 
     def clone(self, value: Any) -> Any:
         """Return a deep copy of `value`, equal to ``decode(encode(value))``, that shares nothing.

@@ -60,17 +60,23 @@ class Rebuilder:
             raise Corrupt("a container marker stands on its own")
         return value
 
-    def rebuild_each(self, values: list[Any]) -> list[Any]:
+    def rebuild_each(self, values: list[Any], *, inside: int = 0) -> list[Any]:
         """Return ``[rebuild(v) for v in values]``, checking plain batches in one census.
+
+        ``inside``: how many arrays each value sits in (its depth budget is that much less).
 
         Raises:
             Corrupt: One of the values is not something `encode` produces.
         """
+        budget = self._max_depth - inside
         # The batch list adds one level of nesting above each value.
-        if len(values) >= _CENSUS_MIN_ITEMS and is_plain_tree(values, self._max_depth + 1):
+        if len(values) >= _CENSUS_MIN_ITEMS and is_plain_tree(values, budget + 1):
             return values
-        rebuild = self.rebuild
-        return [rebuild(value) for value in values]
+        if not inside:
+            rebuild = self.rebuild
+            return [rebuild(value) for value in values]
+        item = self._item
+        return [item(value, budget) for value in values]
 
     def _container(self, value: Any, budget: int) -> Any:
         if budget <= 0:
