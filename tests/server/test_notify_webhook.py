@@ -158,13 +158,14 @@ async def test_a_timeout_is_retried_and_carries_the_same_event_id() -> None:
             await notifier.wait_idle()
         requests = receiver.requests
 
-    # The first attempt hangs; a loaded machine may also let a later one run past 0.3 s, so
-    # the count of retries is not fixed: every attempt but the last timed out, the last landed.
+    # The first attempt hangs; a loaded machine may also let a later one run past 0.3 s, even
+    # before the receiver has read it, so the count of retries is not fixed: every attempt but
+    # the last timed out (each the receiver saw, and maybe more), the last landed.
     timed_out, *_, retried = requests
     assert timed_out.body == retried.body
     assert {r.headers["interlock-event-id"] for r in requests} == {"9"}
     *failed, delivered = notifier.log.entries(event_id="9")
-    assert len(failed) == len(requests) - 1 >= 1
+    assert len(failed) >= len(requests) - 1 >= 1
     for entry in failed:
         assert entry.outcome == "retrying" and entry.status is None
         assert entry.error is not None and "no answer within 0.3 s" in entry.error
