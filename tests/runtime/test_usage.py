@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from prometheus_client import CollectorRegistry
 
+from _crashes import stops_with
 from interlock import END, START, Graph, Price, SqliteStore, append
 from interlock.graph import Usage
 from interlock.observability import PrometheusMetrics
@@ -235,16 +236,8 @@ class Crash(BaseException):
 
 
 async def crashes(call: Awaitable[Any]) -> None:
-    """Await ``call``, which must stop with `Crash` (trio's task groups wrap it in a group)."""
-    try:
-        await call
-    except BaseException as exc:  # the crash is what this waits for
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]
-        if not isinstance(exc, Crash):
-            raise
-    else:
-        pytest.fail("the run did not stop at the crash")
+    """Await ``call``, which must stop with `Crash`."""
+    await stops_with(call, Crash)
 
 
 def crashing(crash: dict[str, bool]) -> Graph[S]:
