@@ -33,12 +33,14 @@ LAYERS: dict[str, int] = {
     "workers": 4,  # procrastinate jobs that run an App's threads
     "cli": 5,
     "server": 5,
+    "agui": 5,  # AG-UI: an agent's runs for front-ends
+    "a2a": 5,  # A2A: agents served to and called from other machines
     "testing": 5,  # the store conformance kit: used by tests, imported by nothing
     "__main__": 6,  # `python -m interlock`: runs the command line
 }
 FACADE = "interlock"  # the public namespace re-exports every layer; nothing imports it
 
-UPPER: frozenset[str] = frozenset({"agents", "server", "cli", "workers"})
+UPPER: frozenset[str] = frozenset({"agents", "server", "cli", "workers", "agui", "a2a"})
 """The layers built on the runtime: they enter another package through its public namespace
 (``interlock.runtime``, ``interlock.stores``...), never through a private module of it."""
 HIDDEN_ATTRIBUTES: frozenset[str] = frozenset({"io"})
