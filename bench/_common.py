@@ -134,11 +134,57 @@ def snapshot_db(src: Path, dst: Path) -> None:
 
 def peak_rss_kib() -> int:
     """This process's peak resident set size (``VmHWM`` of /proc/self/status), in KiB."""
+    return _status_kib("VmHWM:")
+
+
+def _status_kib(field: str) -> int:
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1])
-    raise RuntimeError("VmHWM not found in /proc/self/status")
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+class AnonymousPeak:
+    """The peak of this process's anonymous resident memory (``RssAnon``), sampled.
+
+    ``VmHWM`` counts every resident page, the pages of a memory-mapped file included: those
+    are the kernel's page cache, shared with every other reader of the file and dropped under
+    pressure. ``RssAnon`` is what the process itself allocated (its heap, the interpreter's
+    objects, SQLite's own page cache). The kernel keeps no peak of it, so a daemon thread reads
+    it every ``interval`` seconds while the block runs, and once more at its end.
+
+        with AnonymousPeak() as anon:
+            work()
+        anon.peak_kib
+    """
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.peak_kib = 0
+        self._stop: Any = None
+
+    def _sample(self) -> None:
+        self.peak_kib = max(self.peak_kib, _status_kib("RssAnon:"))
+
+    def __enter__(self) -> AnonymousPeak:
+        import threading
+
+        self._sample()
+        stop = self._stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(self.interval):
+                self._sample()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
 
 
 def db_sizes(path: Path) -> tuple[int, int]:

@@ -23,6 +23,7 @@ from _common import (
     GATED_TOOL,
     LIST_LIMIT,
     PARALLEL_REQUEST,
+    AnonymousPeak,
     approval_script,
     chat_script,
     chat_user,
@@ -455,6 +456,12 @@ async def s5_build(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
 
 
 async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    with AnonymousPeak() as anon:
+        metrics, info = await _s5_serve(p, work)
+    return {**metrics, "s5_peak_anon_mib": anon.peak_kib / 1024}, info
+
+
+async def _s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
     n = p["threads"]
     executed: Counter[str] = Counter()
     t0 = perf_counter()

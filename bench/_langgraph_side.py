@@ -32,6 +32,7 @@ from _common import (
     APPROVAL_REQUEST,
     GATED_TOOL,
     PARALLEL_REQUEST,
+    AnonymousPeak,
     approval_script,
     chat_script,
     chat_user,
@@ -628,6 +629,12 @@ LISTINGS: dict[str, Callable[[Runner, BaseCheckpointSaver[Any], Path], Any]] = {
 
 
 async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    with AnonymousPeak() as anon:
+        metrics, info = await _s5_serve(p, work)
+    return {**metrics, "s5_peak_anon_mib": anon.peak_kib / 1024}, info
+
+
+async def _s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
     n, api, list_api, listing = p["threads"], p["api"], p["list_api"], p["listing"]
     path = work / "s5-langgraph.db"
     executed: Counter[str] = Counter()

@@ -88,6 +88,11 @@ TARGETS: dict[str, int | None] = {
     "Aovh": None,
     "Aovhplain": None,
 }
+PROPOSED_RATIOS: dict[str, float] = {"S1": 5.0, "S2": 3.0, "S5": 2.5}
+"""The targets the performance page proposes instead of ``TARGETS``' absolute counts: interlock
+at least this many times fewer instructions per unit than LangGraph through its sync API (the
+cheaper of its two). An absolute count moves with every guarantee added to a unit; a ratio to
+the peer doing the same unit does not."""
 # The most the agents layer may add to the plain graph's round trip, as a fraction.
 AOVH_TARGET = 0.15
 AOVH_WARMUP = 3
@@ -343,6 +348,10 @@ def report_line(scenario: str, il: float, lg: dict[str, float], target: int | No
     verdict = (
         "" if target is None else f"; target ≤ {target:,}: {'PASS' if il <= target else 'FAIL'}"
     )
+    proposed = PROPOSED_RATIOS.get(scenario)
+    if proposed is not None and "sync" in lg:
+        passed = lg["sync"] / il >= proposed
+        verdict += f"; proposed ≥ {proposed}× LangGraph sync: {'PASS' if passed else 'FAIL'}"
     return f"{scenario}: {UNITS[scenario]}: interlock {il:,.0f}; {peers}{verdict}"
 
 
@@ -433,6 +442,7 @@ def main() -> None:
                 "ratio": {api: round(n / il, 2) for api, n in lg.items()},
                 "target": target,
                 "pass": None if target is None else il <= target,
+                "proposed_ratio": PROPOSED_RATIOS.get(scenario),
             }
             print(report_line(scenario, il, lg, target))
     finally:
