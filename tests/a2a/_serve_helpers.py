@@ -59,13 +59,15 @@ def deploy(service: str) -> str:
     Args:
         service: The service to deploy.
     """
+    if "BROKEN" in service:
+        raise RuntimeError(f"the deploy of {service} failed: the cluster refused it")
     RAN.append(service)
     return f"deployed {service}"
 
 
 def ops_agent() -> ToolAgent:
     """An agent that deploys the service it is told ("deploy web"); each deploy waits for
-    approval by a member of group sre."""
+    approval by a member of group sre. A service named BROKEN fails the run."""
 
     def script(messages: Any, tools: Any) -> Any:
         last = messages[-1]
@@ -78,7 +80,8 @@ def ops_agent() -> ToolAgent:
     policy = ApprovalPolicy(
         {"deploy": [require_approval(name="deploys", authority=Authority(groups=("sre",)))]}
     )
-    return ToolAgent("ops", ScriptedModel(script, name="ops"), [deploy], policy=policy)
+    model = ScriptedModel(script, name="ops")
+    return ToolAgent("ops", model, [deploy], policy=policy, tool_errors="raise")
 
 
 def ops_app(path: Path) -> App[Any]:
@@ -135,11 +138,14 @@ def serving(db: Path, *, with_auth: bool = True) -> Iterator[Served]:
 
 
 @asynccontextmanager
-async def client_of(served: Served, who: str | None) -> AsyncIterator[Client]:
-    """The SDK's client for the server, calling as ``who`` (None: with no token)."""
+async def client_of(
+    served: Served, who: str | None, *, streaming: bool = False
+) -> AsyncIterator[Client]:
+    """The SDK's client for the server, calling as ``who`` (None: with no token); with
+    ``streaming``, it sends ``SendStreamingMessage`` and reads the events as they come."""
     headers = {"Authorization": f"Bearer {TOKENS[who][0]}"} if who else {}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
+        factory = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming))
         client = await factory.create_from_url(served.url)
         try:
             yield client

@@ -24,7 +24,7 @@ from _serve_helpers import (
     text_message,
     text_of,
 )
-from a2a.types import GetTaskRequest, InvalidParamsError, TaskState
+from a2a.types import GetTaskRequest, InvalidParamsError, SendMessageRequest, TaskState
 from a2a.utils.errors import A2AError
 
 from interlock import App, Principal, SqliteStore
@@ -210,3 +210,50 @@ async def test_a_restart_between_question_and_answer_loses_nothing(tmp_path: Pat
 
 def _sre(name: str) -> Principal:
     return Principal(name=name, groups=("sre",))
+
+
+async def test_a_failed_run_fails_the_task_with_why(tmp_path: Path) -> None:
+    async with session(tmp_path / "a2a.db", "ana") as client:
+        task = await send(client, text_message("deploy BROKEN"))
+        failed = await send(client, text_message("approve", task))
+        assert failed.status.state == TaskState.TASK_STATE_FAILED
+        assert text_of(failed).startswith("The agent failed: ")
+        assert "the cluster refused it" in text_of(failed)
+        # A server that never saw the task rebuilds it failed, from its thread.
+    with serving(tmp_path / "a2a.db") as served:
+        async with client_of(served, "ana") as client:
+            again = await client.get_task(GetTaskRequest(id=task.id))
+            assert again.status.state == TaskState.TASK_STATE_FAILED
+            assert "the cluster refused it" in text_of(again)
+
+
+async def test_streaming_reports_the_task_as_it_goes(tmp_path: Path) -> None:
+    with serving(tmp_path / "a2a.db") as served:
+        async with client_of(served, "ana", streaming=True) as client:
+            events = [
+                e
+                async for e in client.send_message(
+                    SendMessageRequest(message=text_message("deploy web"))
+                )
+            ]
+            kinds = [e.WhichOneof("payload") for e in events]
+            assert kinds[0] == "task"
+            states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+            assert states == [TaskState.TASK_STATE_WORKING, AUTH]
+            task = events[0].task
+            asked = events[-1].status_update.status.message
+            assert any(p.HasField("data") for p in asked.parts)
+
+            events = [
+                e
+                async for e in client.send_message(
+                    SendMessageRequest(message=text_message("approve", task))
+                )
+            ]
+            states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+            assert states == [TaskState.TASK_STATE_WORKING, COMPLETED]
+            [artifact] = [
+                e.artifact_update.artifact for e in events if e.HasField("artifact_update")
+            ]
+            assert artifact.parts[0].text == "Done: deployed web"
+            assert RAN == ["web"]

@@ -128,6 +128,9 @@ class InterlockExecutor(AgentExecutor):
                 )
                 status, interrupts, values = await self._continue(task_id, metadata)
         except Exception as exc:  # the run failed: the task says why, for a person
+            # The thread shows it too (``failed``, with why), to every surface and to a server
+            # that rebuilds the task from it after a restart.
+            await self.app.record_failure(task_id, exc)
             why = f"The agent failed: {type(exc).__name__}: {exc}"
             await updater.failed(agent_message(task_id, context_id, f"{notes}{why}"))
             return
