@@ -25,6 +25,10 @@ from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse, Task
 from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from interlock import App, Authority, SqliteStore
 from interlock.a2a import a2a_app, agent_card
@@ -101,7 +105,7 @@ class Served:
 
 
 @contextmanager
-def serving(db: Path, *, with_auth: bool = True) -> Iterator[Served]:
+def serving(db: Path, *, with_auth: bool = True, push: bool = False) -> Iterator[Served]:
     """Serve `ops_agent` over A2A on a free port, its App on ``db``, until the block ends."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound here, so the card can name the port before serving
@@ -111,7 +115,7 @@ def serving(db: Path, *, with_auth: bool = True) -> Iterator[Served]:
     def run() -> None:
         app = ops_app(db)
         try:
-            card = agent_card(ops_agent(), url=url, bearer=with_auth)
+            card = agent_card(ops_agent(), url=url, bearer=with_auth, push_notifications=push)
             asgi = a2a_app(app, card, auth=auth() if with_auth else None)
             config = uvicorn.Config(
                 asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
@@ -195,5 +199,52 @@ def question_of(task: Task) -> dict[str, Any]:
     return parts[0]  # type: ignore[no-any-return]
 
 
+def wait_for(check: Any, timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy (what another thread delivers)."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+    return found
+
+
 def text_of(task: Task) -> str:
     return " ".join(p.text for p in task.status.message.parts if p.text)
+
+
+@dataclass
+class Receiver:
+    """An HTTP endpoint on loopback that keeps what is posted to it."""
+
+    url: str
+    posted: list[tuple[dict[str, str], Any]]
+    """(headers, JSON body) of each POST, in order."""
+
+
+@contextmanager
+def receiver() -> Iterator[Receiver]:
+    """Receive push notifications on a free port until the block ends."""
+    posted: list[tuple[dict[str, str], Any]] = []
+
+    async def keep(request: Request) -> Response:
+        posted.append((dict(request.headers), await request.json()))
+        return Response(status_code=204)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    asgi = Starlette(routes=[Route("/hook", keep, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the push receiver did not start")
+        time.sleep(0.01)
+    try:
+        yield Receiver(url=f"http://127.0.0.1:{sock.getsockname()[1]}/hook", posted=posted)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()

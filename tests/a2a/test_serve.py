@@ -18,13 +18,22 @@ from _serve_helpers import (
     data_message,
     ops_agent,
     question_of,
+    receiver,
     send,
     serving,
     session,
     text_message,
     text_of,
+    wait_for,
 )
-from a2a.types import GetTaskRequest, InvalidParamsError, SendMessageRequest, TaskState
+from a2a.types import (
+    GetTaskRequest,
+    InvalidParamsError,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
 from a2a.utils.errors import A2AError
 
 from interlock import App, Principal, SqliteStore
@@ -257,3 +266,30 @@ async def test_streaming_reports_the_task_as_it_goes(tmp_path: Path) -> None:
             ]
             assert artifact.parts[0].text == "Done: deployed web"
             assert RAN == ["web"]
+
+
+async def test_push_notifications_tell_a_receiver_the_task_waits_and_ends(tmp_path: Path) -> None:
+    with receiver() as hook, serving(tmp_path / "a2a.db", push=True) as served:
+        async with client_of(served, "ana") as client:
+            push = TaskPushNotificationConfig(url=hook.url, token="hook-secret")
+            request = SendMessageRequest(
+                message=text_message("deploy web"),
+                configuration=SendMessageConfiguration(task_push_notification_config=push),
+            )
+            [first] = [e async for e in client.send_message(request)]
+            task = first.task
+            await send(client, text_message("approve", task))
+
+        def states() -> list[str]:
+            return [
+                body["statusUpdate"]["status"]["state"]
+                for _, body in hook.posted
+                if "statusUpdate" in body
+            ]
+
+        wait_for(lambda: "TASK_STATE_COMPLETED" in states())
+        assert "TASK_STATE_AUTH_REQUIRED" in states()
+        assert all(h["x-a2a-notification-token"] == "hook-secret" for h, _ in hook.posted)
+        assert {
+            b["statusUpdate"]["taskId"] for b in (b for _, b in hook.posted) if "statusUpdate" in b
+        } == {task.id}

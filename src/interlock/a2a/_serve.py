@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -357,6 +357,7 @@ def a2a_app(
     rpc_path: str = "/",
     input: InputBuilder | None = None,
     wait: float = 300.0,
+    push_urls: Callable[[str], Awaitable[bool]] | None = None,
 ) -> Starlette:
     """An ASGI app that serves ``app`` to A2A clients: JSON-RPC at ``rpc_path``, the card at
     ``/.well-known/agent-card.json``.
@@ -371,6 +372,13 @@ def a2a_app(
         input: Builds a run's input from the message that starts a task (see
             `InterlockExecutor`).
         wait: As for `InterlockExecutor`.
+        push_urls: Whether a push notification URL a caller gives may be used (the SDK's
+            ``push_url_validator``): the server posts to the URLs its callers name, so a
+            server whose callers are not all trusted says which it accepts.
+
+    Push notifications are sent when the card says so (``capabilities.push_notifications``):
+    their configurations are kept in memory, so a restart forgets them (the tasks themselves
+    are kept in the App's store).
     """
     if not isinstance(card, AgentCard):
         raise TypeError(f"card must be an a2a.types.AgentCard, not {type(card).__name__}")
@@ -386,6 +394,7 @@ def a2a_app(
         agent_card=card,
         push_config_store=configs,
         push_sender=sender,
+        push_url_validator=push_urls,
     )
 
     @asynccontextmanager
