@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +23,24 @@ import httpx
 import uvicorn
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import new_data_part
-from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse, Task
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+)
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from interlock import App, Authority, SqliteStore
+from interlock import App, Authority, Graph, SqliteStore
 from interlock.a2a import a2a_app, agent_card
 from interlock.agents import (
     ApprovalPolicy,
@@ -69,9 +79,10 @@ def deploy(service: str) -> str:
     return f"deployed {service}"
 
 
-def ops_agent() -> ToolAgent:
+def ops_agent(approvals: int = 1) -> ToolAgent:
     """An agent that deploys the service it is told ("deploy web"); each deploy waits for
-    approval by a member of group sre. A service named BROKEN fails the run."""
+    approval by a member of group sre (``approvals`` of them). A service named BROKEN fails
+    the run."""
 
     def script(messages: Any, tools: Any) -> Any:
         last = messages[-1]
@@ -82,7 +93,13 @@ def ops_agent() -> ToolAgent:
         return "?"
 
     policy = ApprovalPolicy(
-        {"deploy": [require_approval(name="deploys", authority=Authority(groups=("sre",)))]}
+        {
+            "deploy": [
+                require_approval(
+                    name="deploys", authority=Authority(groups=("sre",)), approvals=approvals
+                )
+            ]
+        }
     )
     model = ScriptedModel(script, name="ops")
     return ToolAgent("ops", model, [deploy], policy=policy, tool_errors="raise")
@@ -105,18 +122,42 @@ class Served:
 
 
 @contextmanager
-def serving(db: Path, *, with_auth: bool = True, push: bool = False) -> Iterator[Served]:
-    """Serve `ops_agent` over A2A on a free port, its App on ``db``, until the block ends."""
+def serving(
+    db: Path,
+    *,
+    with_auth: bool = True,
+    push: bool = False,
+    agent: Callable[[], ToolAgent] | None = None,
+    graph: Callable[[], Graph[Any]] | None = None,
+    input: Callable[[Any], Any] | None = None,
+) -> Iterator[Served]:
+    """Serve an agent (`ops_agent` unless ``agent`` says) or a ``graph`` over A2A on a free
+    port, its App on ``db``, until the block ends."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound here, so the card can name the port before serving
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     holder: dict[str, Any] = {}
 
     def run() -> None:
-        app = ops_app(db)
+        if graph is not None:
+            app = graph().compile(store=SqliteStore(db))
+            card = AgentCard(
+                name="graph",
+                description="A graph that asks.",
+                version="1.0.0",
+                supported_interfaces=[
+                    AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+                ],
+                capabilities=AgentCapabilities(streaming=True),
+                default_input_modes=["text/plain"],
+                default_output_modes=["text/plain"],
+            )
+        else:
+            served_agent = (agent or ops_agent)()
+            app = served_agent.compile(store=SqliteStore(db))
+            card = agent_card(served_agent, url=url, bearer=with_auth, push_notifications=push)
         try:
-            card = agent_card(ops_agent(), url=url, bearer=with_auth, push_notifications=push)
-            asgi = a2a_app(app, card, auth=auth() if with_auth else None)
+            asgi = a2a_app(app, card, auth=auth() if with_auth else None, input=input)
             config = uvicorn.Config(
                 asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
             )

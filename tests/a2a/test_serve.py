@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -36,7 +36,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from interlock import App, Principal, SqliteStore
+from interlock import END, START, App, Graph, Principal, SqliteStore, interrupt
 
 pytestmark = pytest.mark.anyio
 
@@ -293,3 +293,57 @@ async def test_push_notifications_tell_a_receiver_the_task_waits_and_ends(tmp_pa
         assert {
             b["statusUpdate"]["taskId"] for b in (b for _, b in hook.posted) if "statusUpdate" in b
         } == {task.id}
+
+
+async def test_a_quorum_counts_each_caller_once_and_the_tool_runs_after_the_last(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path / "a2a.db", agent=lambda: ops_agent(approvals=2)) as served:
+        async with client_of(served, "ana") as ana, client_of(served, "sam") as sam:
+            task = await send(ana, text_message("deploy web"))
+            assert question_of(task)["approvals"] == 2
+            voted = await send(ana, text_message("approve", task))
+            assert voted.status.state == AUTH
+            assert question_of(voted)["approved_by"] == ["ana"]
+            assert "(1 of 2 approvals)" in text_of(voted)
+            assert RAN == []
+            with pytest.raises(InvalidParamsError):  # ana's second vote is no vote
+                await send(ana, text_message("approve", task))
+            done = await send(sam, text_message("approve", task))
+            assert done.status.state == COMPLETED
+            assert RAN == ["web"]
+
+
+class Ticket(TypedDict, total=False):
+    topic: str
+    number: str
+
+
+def ticket_graph() -> Graph[Ticket]:
+    """Asks for a ticket number (a question that is not an approval)."""
+
+    def ask_number(state: Ticket) -> Ticket:
+        return {"number": interrupt(f"Which ticket is {state['topic']} about?")}
+
+    g = Graph(Ticket, name="tickets")
+    g.add_node("ask", ask_number).add_edge(START, "ask").add_edge("ask", END)
+    return g
+
+
+async def test_a_question_that_is_not_an_approval_makes_the_task_input_required(
+    tmp_path: Path,
+) -> None:
+    def topic(context: Any) -> Ticket:
+        return {"topic": context.get_user_input()}
+
+    with serving(tmp_path / "a2a.db", graph=ticket_graph, input=topic) as served:
+        async with client_of(served, "bob") as client:
+            task = await send(client, text_message("the outage"))
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            asked = question_of(task)
+            assert asked["kind"] == "question"
+            assert asked["question"] == "Which ticket is the outage about?"
+            assert asked["who"] == "anyone"
+            done = await send(client, text_message("OPS-7", task))
+            assert done.status.state == COMPLETED
+            assert '"number":"OPS-7"' in text_of(done)

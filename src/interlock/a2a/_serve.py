@@ -140,6 +140,10 @@ class InterlockExecutor(AgentExecutor):
         self, thread: str, metadata: Mapping[str, Any]
     ) -> tuple[str, list[Interrupt], dict[str, Any]]:
         """Run the thread on after a decision; or, when another process does, wait for it."""
+        snapshot = await self.app.get_state(thread)
+        if any(i.needs_answer for i in snapshot.interrupts):
+            # Still waiting (a quorum's vote was recorded, or another question waits).
+            return snapshot.status, snapshot.interrupts, snapshot.values
         if await self.app.continued_by() == "caller":
             try:
                 result = await self.app.resume(thread, metadata=metadata)
