@@ -59,6 +59,7 @@ TOKENS = {
     "sam": ("sam-token", Identity(name="sam", role="approver", groups=("sre",))),
     "bob": ("bob-token", Identity(name="bob", role="approver")),
     "vic": ("vic-token", Identity(name="vic", role="viewer", groups=("sre",))),
+    "out": ("out-token", Identity(name="out", role="approver", groups=("sre",), threads=("x-",))),
 }
 """name: (token, identity). Only the ``sre`` group may approve a deploy."""
 

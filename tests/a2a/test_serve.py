@@ -31,6 +31,7 @@ from a2a.types import (
     InvalidParamsError,
     SendMessageConfiguration,
     SendMessageRequest,
+    TaskNotFoundError,
     TaskPushNotificationConfig,
     TaskState,
 )
@@ -143,6 +144,11 @@ async def test_a_decider_outside_the_authority_is_refused_and_nothing_is_recorde
             with pytest.raises(InvalidParamsError) as viewer:
                 await send(vic, text_message("approve", task))
             assert viewer.value.data == {"error": "not_authorized", "rule": "role"}
+            async with client_of(served, "out") as out:  # its threads are x-...: not this one
+                with pytest.raises(TaskNotFoundError):
+                    await send(out, text_message("approve", task))
+                with pytest.raises(TaskNotFoundError):
+                    await out.get_task(GetTaskRequest(id=task.id))
             # The task still waits, with the same question, and the thread has no decision.
             again = await bob.get_task(GetTaskRequest(id=task.id))
             assert again.status.state == AUTH

@@ -199,8 +199,9 @@ class _Handler(DefaultRequestHandler):
         identity = identity_of(context)
         if params.message.task_id:
             shown = await self.task_store.get(params.message.task_id, context)
-            asked = asked_in(shown) if isinstance(shown, Task) else []
-            await decide_message(self._app, params.message, context, asked)
+            if shown is None:
+                return  # no such task for this caller: the SDK says so
+            await decide_message(self._app, params.message, context, asked_in(shown))
         elif identity is not None and not identity.can("approver"):
             raise InvalidParamsError(
                 message=f"{identity.name} is a {identity.role}: starting a task needs the "
