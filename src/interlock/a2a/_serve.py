@@ -191,14 +191,15 @@ class InterlockExecutor(AgentExecutor):
 class _Handler(DefaultRequestHandler):
     """The SDK's request handler, recording a message's answers before the task goes on."""
 
-    def __init__(self, app: App[Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, app: App[Any], tasks: ThreadTasks, **kwargs: Any) -> None:
+        super().__init__(task_store=tasks, **kwargs)
         self._app = app
+        self._tasks = tasks
 
     async def _answers(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         identity = identity_of(context)
         if params.message.task_id:
-            shown = await self.task_store.get(params.message.task_id, context)
+            shown = await self._tasks.get(params.message.task_id, context)
             if shown is None:
                 return  # no such task for this caller: the SDK says so
             await decide_message(self._app, params.message, context, asked_in(shown))
@@ -394,8 +395,8 @@ def a2a_app(
     sender = BasePushNotificationSender(client, configs) if client is not None and configs else None
     handler = _Handler(
         app,
+        ThreadTasks(app),
         agent_executor=executor,
-        task_store=ThreadTasks(app),
         agent_card=card,
         push_config_store=configs,
         push_sender=sender,
