@@ -83,6 +83,11 @@ def _messages_input(context: RequestContext) -> Any:
     return {"messages": [context.get_user_input()]}
 
 
+class _Elsewhere(Exception):
+    """A thread another process continued failed, or did not stop in time: its task fails
+    with this message, and the thread is left as it is."""
+
+
 class InterlockExecutor(AgentExecutor):
     """Runs an App's threads for the A2A SDK: one task is one thread, of the same id.
 
@@ -100,9 +105,11 @@ class InterlockExecutor(AgentExecutor):
     ) -> None:
         if not isinstance(app, App):
             raise TypeError(f"app must be an interlock App, not {type(app).__name__}")
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0:
+            raise ValueError(f"wait must be a number of seconds above 0, not {wait!r}")
         self.app = app
         self._input = input or _messages_input
-        self._wait = wait
+        self._wait = float(wait)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Start the task's run, or continue its thread after the answers the message gave."""
@@ -111,10 +118,12 @@ class InterlockExecutor(AgentExecutor):
         metadata: dict[str, Any] = {CONTEXT_KEY: context_id}
         outcome = context.call_context.state.get(OUTCOME_KEY)
         notes = outcome.notes() if isinstance(outcome, Outcome) else ""
+        if context.current_task is None and context.message is not None:
+            # The task first (the SDK refuses a status before it): a message it cannot make a
+            # task of (no parts, empty text) is the SDK's to refuse, before any run.
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
         try:
             if context.current_task is None:
-                assert context.message is not None  # a new task always has its message
-                await event_queue.enqueue_event(new_task_from_user_message(context.message))
                 identity = identity_of(context.call_context)
                 if identity is not None:
                     metadata["started_by"] = identity.name
@@ -127,6 +136,9 @@ class InterlockExecutor(AgentExecutor):
                     agent_message(task_id, context_id, notes) if notes else None
                 )
                 status, interrupts, values = await self._continue(task_id, metadata)
+        except _Elsewhere as exc:  # another process ran the thread, and it did not end well
+            await updater.failed(agent_message(task_id, context_id, f"{notes}{exc}"))
+            return
         except Exception as exc:  # the run failed: the task says why, for a person
             # The thread shows it too (``failed``, with why), to every surface and to a server
             # that rebuilds the task from it after a restart.
@@ -154,13 +166,15 @@ class InterlockExecutor(AgentExecutor):
         while True:
             snapshot = await self.app.get_state(thread)
             if snapshot.status == "failed":
-                raise RuntimeError(str(snapshot.metadata.get("error") or "the run failed"))
+                why = snapshot.metadata.get("error") or "the run failed"
+                raise _Elsewhere(f"The agent failed: {why}")
             if snapshot.status != "ready":
                 return snapshot.status, snapshot.interrupts, snapshot.values
             if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"thread {thread} did not stop within {self._wait:g} s of its decision; "
-                    "its task shows its state again once it does (GetTask)"
+                raise _Elsewhere(
+                    f"Thread {thread} did not stop within {self._wait:g} s of its decision, "
+                    "continued by another process; its state is that thread's "
+                    "(interlock show, the web inbox)."
                 )
             await anyio.sleep(_POLL)
 
