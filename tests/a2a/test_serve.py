@@ -353,3 +353,21 @@ async def test_a_question_that_is_not_an_approval_makes_the_task_input_required(
             done = await send(client, text_message("OPS-7", task))
             assert done.status.state == COMPLETED
             assert '"number":"OPS-7"' in text_of(done)
+
+
+async def test_a_thread_continued_elsewhere_is_reported_as_it_ended(
+    tmp_path: Path, sqlite_files: Callable[[Path], SqliteStore]
+) -> None:
+    db = tmp_path / "a2a.db"
+    async with session(db, "ana") as client:
+        task = await send(client, text_message("deploy web"))
+        interrupt = question_of(task)["interrupt"]
+        elsewhere = reader(sqlite_files, db)  # the approval server, say: decides and continues
+        await elsewhere.resume(task.id, {interrupt: "approve"}, actor=_sre("sam"))
+        assert RAN == ["web"]
+
+        done = await send(client, text_message("approve", task))
+        assert done.status.state == COMPLETED
+        assert text_of(done).endswith("Done: deployed web")
+        assert "already decided by sam" in text_of(done)
+        assert RAN == ["web"]
