@@ -29,6 +29,7 @@ from _serve_helpers import (
 from a2a.types import (
     GetTaskRequest,
     InvalidParamsError,
+    ListTasksRequest,
     SendMessageConfiguration,
     SendMessageRequest,
     TaskNotFoundError,
@@ -218,6 +219,8 @@ async def test_a_restart_between_question_and_answer_loses_nothing(tmp_path: Pat
         assert again.status.state == AUTH
         assert again.context_id == task.context_id
         assert question_of(again) == question_of(task)
+        listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+        assert [t.id for t in listed.tasks] == [task.id]
         done = await send(client, text_message("approve", task))
         assert done.status.state == COMPLETED
         assert RAN == ["web"]

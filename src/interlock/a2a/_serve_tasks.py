@@ -168,6 +168,13 @@ def answer_of(values: Mapping[str, Any]) -> str:
     return msgspec.json.encode(json_value(dict(values))).decode()
 
 
+def _copy(task: Task) -> Task:
+    """A copy the SDK may change (it clears fields of what it lists) without changing ours."""
+    copied = Task()
+    copied.CopyFrom(task)
+    return copied
+
+
 class ThreadTasks(TaskStore):
     """The SDK's task store over an App's threads.
 
@@ -182,9 +189,7 @@ class ThreadTasks(TaskStore):
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Keep the task as the SDK last wrote it."""
-        kept = Task()
-        kept.CopyFrom(task)
-        self._tasks[task.id] = kept
+        self._tasks[task.id] = _copy(task)
         self._tasks.move_to_end(task.id)
         while len(self._tasks) > _CACHED:
             self._tasks.popitem(last=False)
@@ -200,15 +205,13 @@ class ThreadTasks(TaskStore):
             if kept is None:
                 return None
             self._tasks[task_id] = kept
-        found = Task()
-        found.CopyFrom(kept)
-        return found
+        return _copy(kept)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The tasks this process keeps in memory that the call may see."""
         identity = identity_of(context)
         tasks = [
-            t
+            _copy(t)
             for t in self._tasks.values()
             if (identity is None or identity.sees_thread(t.id))
             and (not params.context_id or t.context_id == params.context_id)
