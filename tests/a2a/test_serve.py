@@ -374,3 +374,15 @@ async def test_a_thread_continued_elsewhere_is_reported_as_it_ended(
         assert text_of(done).endswith("Done: deployed web")
         assert "already decided by sam" in text_of(done)
         assert RAN == ["web"]
+
+
+async def test_a_refusal_over_a_stream_is_the_same_typed_error(tmp_path: Path) -> None:
+    with serving(tmp_path / "a2a.db") as served:
+        async with client_of(served, "bob", streaming=True) as client:
+            started = SendMessageRequest(message=text_message("deploy web"))
+            task = [e async for e in client.send_message(started)][0].task
+            answer = SendMessageRequest(message=text_message("approve", task))
+            with pytest.raises(InvalidParamsError) as refused:
+                [e async for e in client.send_message(answer)]
+            assert refused.value.data == {"error": "not_authorized", "rule": "who"}
+            assert RAN == []
