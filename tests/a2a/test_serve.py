@@ -380,7 +380,8 @@ async def test_a_refusal_over_a_stream_is_the_same_typed_error(tmp_path: Path) -
     with serving(tmp_path / "a2a.db") as served:
         async with client_of(served, "bob", streaming=True) as client:
             started = SendMessageRequest(message=text_message("deploy web"))
-            task = [e async for e in client.send_message(started)][0].task
+            events = [e async for e in client.send_message(started)]
+            task = events[0].task
             answer = SendMessageRequest(message=text_message("approve", task))
             with pytest.raises(InvalidParamsError) as refused:
                 [e async for e in client.send_message(answer)]
