@@ -1,0 +1,26 @@
+"""A2A: interlock agents served to other agents, and remote agents called as tools.
+
+Needs the ``a2a`` extra (``pip install 'interlock[a2a]'``, the official ``a2a-sdk``). Serve an
+agent (a sketch; the A2A how-to guide runs one)::
+
+    from interlock.a2a import a2a_app, agent_card
+
+    app = agent.compile(store=SqliteStore("agent.db"))
+    card = agent_card(agent, url="http://127.0.0.1:8000/")
+    asgi = a2a_app(app, card, auth=TokenAuth.from_file("tokens.toml"))   # uvicorn, or Mount it
+
+A task is a thread (of the same id); a question makes the task ``auth-required`` (a tool call
+waiting for approval) or ``input-required``, and a message on the task answers it through
+`App.decide`, with the caller's identity as the actor.
+"""
+
+from __future__ import annotations
+
+from .._public import publish
+from ._serve import InterlockExecutor, a2a_app, agent_card
+from ._serve_answers import DECISIONS
+from ._serve_tasks import ThreadTasks
+
+__all__ = ["DECISIONS", "InterlockExecutor", "ThreadTasks", "a2a_app", "agent_card"]
+
+publish(__name__, globals(), __all__)
