@@ -42,7 +42,7 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from starlette.applications import Starlette
 
-from interlock import SqliteStore
+from interlock import Authority, SqliteStore
 from interlock.a2a._call import remote_agent
 from interlock.agents import (
     ApprovalPolicy,
@@ -124,24 +124,42 @@ def _card(url: str) -> AgentCard:
     )
 
 
+class CountingHandler(DefaultRequestHandler):
+    """The SDK's request handler, telling when a caller first asks for a task's state."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.polled = threading.Event()
+
+    async def on_get_task(self, params: Any, context: Any) -> Any:
+        found = await super().on_get_task(params, context)
+        self.polled.set()
+        return found
+
+
 @dataclass
 class Remote:
     """The remote agent, running."""
 
     url: str
     deployer: Deployer
+    polled: threading.Event
+    """Set once a caller asked for a task's state (it recorded the task id first)."""
 
 
 @contextmanager
-def serve_remote() -> Iterator[Remote]:
-    """Serve a `Deployer` on a free loopback port (uvicorn in a thread of its own)."""
+def serve_remote(*, held: bool = False) -> Iterator[Remote]:
+    """Serve a `Deployer` on a free loopback port (uvicorn in a thread of its own); ``held``:
+    its new tasks work until ``deployer.gate`` is set."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     deployer = Deployer()
+    if held:
+        deployer.gate.clear()
     card = _card(url)
-    handler = DefaultRequestHandler(
+    handler = CountingHandler(
         agent_executor=deployer, task_store=InMemoryTaskStore(), agent_card=card
     )
     app = Starlette(
@@ -157,7 +175,7 @@ def serve_remote() -> Iterator[Remote]:
             raise RuntimeError("the remote A2A agent did not start")
         time.sleep(0.01)
     try:
-        yield Remote(url=url, deployer=deployer)
+        yield Remote(url=url, deployer=deployer, polled=handler.polled)
     finally:
         deployer.gate.set()
         server.should_exit = True
@@ -173,14 +191,22 @@ def respond(messages: list[Any], tools: Any) -> Any:
     return call("deployer", {"request": REQUEST})
 
 
-def local_agent(url: str, *, policy: ApprovalPolicy | None = None) -> ToolAgent:
+def local_agent(
+    url: str,
+    *,
+    policy: ApprovalPolicy | None = None,
+    authority: Authority | None = None,
+    unreachable_after: float = 60.0,
+) -> ToolAgent:
     """``ops``: a scripted model with the remote deployer as its one tool."""
-    return ToolAgent(
-        "ops",
-        ScriptedModel(respond),
-        [remote_agent("deployer", url, poll_interval=0.05)],
-        policy=policy,
+    deployer = remote_agent(
+        "deployer",
+        url,
+        authority=authority,
+        poll_interval=0.05,
+        unreachable_after=unreachable_after,
     )
+    return ToolAgent("ops", ScriptedModel(respond), [deployer], policy=policy)
 
 
 async def _main(url: str, db: str, thread: str, until_asked: bool) -> None:
