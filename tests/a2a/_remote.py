@@ -6,7 +6,8 @@ part (the tool and arguments it wants to run). An answer that approves (``true``
 ``approve``, or a data part ``{"approved": true}``) completes the task with an artifact; any
 other answer rejects it, with the answer's text as the reason. It counts the tasks it creates
 and the answers it receives. It is served by uvicorn on a free loopback port, in a thread with
-its own event loop, as another machine would serve it.
+its own event loop, as another machine would serve it. With ``ask_version``, an approved task
+asks a second question (``input-required``: which version?) before it completes.
 
 ``python _remote.py URL DB THREAD [--until-asked]`` runs the local agent in a process of its
 own on the SQLite file DB: it starts THREAD and prints ``asked`` once the run stopped on the
@@ -70,6 +71,10 @@ class Deployer(AgentExecutor):
     """(task id, text parts, data parts) of each answer received."""
     gate: threading.Event = field(default_factory=threading.Event)
     """A new task works until this is set, then asks (set from the start unless held)."""
+    ask_version: bool = False
+    """Once approved, ask a second question (``input-required``): which version to deploy."""
+    approved: set[str] = field(default_factory=set)
+    """The tasks approved so far."""
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -92,7 +97,16 @@ class Deployer(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         texts, data = get_text_parts(message.parts), get_data_parts(message.parts)
         self.answers.append((task.id, texts, data))
-        if _approves(texts, data):
+        if task.id in self.approved:  # the answer to the second question: the version
+            deployed = f"deployed web {' '.join(texts)} to prod"
+            await updater.add_artifact([new_text_part(deployed)], name="deploy")
+            await updater.complete()
+        elif _approves(texts, data):
+            self.approved.add(task.id)
+            if self.ask_version:
+                ask = updater.new_agent_message([new_text_part("Which version?")])
+                await updater.requires_input(ask)
+                return
             await updater.add_artifact([new_text_part("deployed web to prod")], name="deploy")
             await updater.complete()
         else:
@@ -148,14 +162,14 @@ class Remote:
 
 
 @contextmanager
-def serve_remote(*, held: bool = False) -> Iterator[Remote]:
+def serve_remote(*, held: bool = False, ask_version: bool = False) -> Iterator[Remote]:
     """Serve a `Deployer` on a free loopback port (uvicorn in a thread of its own); ``held``:
     its new tasks work until ``deployer.gate`` is set."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    deployer = Deployer()
+    deployer = Deployer(ask_version=ask_version)
     if held:
         deployer.gate.clear()
     card = _card(url)

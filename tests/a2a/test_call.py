@@ -8,16 +8,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _remote import APPROVAL, QUESTION, REQUEST, Remote, local_agent, serve_remote
+from _remote import APPROVAL, QUESTION, REQUEST, Remote, local_agent, respond, serve_remote
 
 from interlock import (
     App,
     Authority,
     InterruptAlreadyResolved,
     NotAuthorized,
+    ToolError,
 )
-from interlock.a2a._call import RemoteTaskFailed, remote_agent
-from interlock.agents import ApprovalPolicy, AssistantMessage, ToolMessage, conversation
+from interlock.a2a._call import remote_agent
+from interlock.agents import (
+    ApprovalPolicy,
+    AssistantMessage,
+    ScriptedModel,
+    ToolAgent,
+    ToolMessage,
+    conversation,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -83,6 +91,26 @@ async def test_the_remote_question_is_decided_in_the_local_inbox_and_the_task_co
     assert await app.inbox(thread="t1") == []
 
 
+async def test_a_second_remote_question_is_a_new_question_at_the_same_task(
+    sqlite_files: Any, tmp_path: Path
+) -> None:
+    with serve_remote(ask_version=True) as remote:
+        app = local_agent(remote.url).compile(store=sqlite_files(tmp_path / "local.db"))
+        first = await _asked(app, remote, "t7")
+        ((task, _, _),) = remote.deployer.created
+        again = await app.resume("t7", {first: True}, actor="ana")
+        (second,) = again.interrupts
+        assert second.id != first
+        assert str(second.address) == f"{CALL}/a2a:{task}"
+        assert second.info["state"] == "input-required"
+        assert second.info["question"] == "Which version?" and second.info["data"] == []
+        done = await app.resume("t7", {second.id: "v42"}, actor="ben")
+    assert _last(done.values).content == "Remote says: deployed web v42 to prod"
+    # Each answer sent once, in order, to the one task.
+    assert remote.deployer.answers == [(task, [], [True]), (task, ["v42"], [])]
+    assert len(remote.deployer.created) == 1
+
+
 async def test_a_rejected_remote_task_is_a_tool_error_the_model_reads(
     remote: Remote, sqlite_files: Any, tmp_path: Path
 ) -> None:
@@ -105,11 +133,6 @@ async def test_a_rejected_remote_task_is_a_tool_error_the_model_reads(
 async def test_a_failed_remote_task_raises_for_an_agent_told_to_raise(
     remote: Remote, sqlite_files: Any, tmp_path: Path
 ) -> None:
-    from interlock import ToolError
-    from interlock.agents import ScriptedModel, ToolAgent
-
-    from _remote import respond
-
     agent = ToolAgent(
         "ops",
         ScriptedModel(respond),
@@ -118,14 +141,14 @@ async def test_a_failed_remote_task_raises_for_an_agent_told_to_raise(
     )
     app = agent.compile(store=sqlite_files(tmp_path / "local.db"))
     question = await _asked(app, remote, "t3")
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(ToolError) as raised:
         await app.resume("t3", {question: {"approved": False}}, actor="ana")
-    error = raised.value
-    while not isinstance(error, ToolError) and error.__cause__ is not None:
-        error = error.__cause__  # type: ignore[assignment]
-    assert isinstance(error, ToolError), raised.value
-    assert "ended task" in str(error) and "rejected" in str(error)
-    assert issubclass(RemoteTaskFailed, Exception)
+    ((task, _, _),) = remote.deployer.created
+    assert remote.deployer.answers == [(task, [], [{"approved": False}])]  # sent as data
+    assert str(raised.value) == (
+        f"tool 'deployer' of agent 'ops' failed: Error: RemoteTaskFailed: the remote agent "
+        f"'deployer' ({remote.url}) ended task {task} rejected: refused: no reason given"
+    )
 
 
 async def test_only_the_authority_given_may_answer_the_remote_question(
