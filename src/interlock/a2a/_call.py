@@ -156,8 +156,9 @@ class _Remote:
             if "message" in sent:
                 return str(sent["message"])  # the remote answered at once, without a task
             task_id, context_id = str(sent["task"]), str(sent["context"])
+            answered: set[str] = set()
             while True:
-                task = await self._wait(client, task_id)
+                task = await self._wait(client, task_id, answered)
                 state = task.status.state
                 if state == TaskState.TASK_STATE_COMPLETED:
                     return _result(task)
@@ -172,7 +173,7 @@ class _Remote:
                         url=self.url,
                         task=task_id,
                     )
-                question = task.status.message.message_id or f"{task.status.timestamp.ToJsonString()}"
+                question = _question_id(task)
                 with child_scope(Segment("a2a", task_id)):
                     answer = ask_person(
                         self._question(task, _ASKING[state]),
@@ -189,6 +190,7 @@ class _Remote:
                     answer,
                     f"{base}/{question}",
                 )
+                answered.add(question)
 
     @contextlib.asynccontextmanager
     async def _client(self) -> AsyncIterator[Client]:
@@ -244,18 +246,21 @@ class _Remote:
         await _first_event(client, message)
         return task_id
 
-    async def _wait(self, client: Client, task_id: str) -> Task:
-        """Ask for the task until it leaves ``submitted`` and ``working``."""
+    async def _wait(self, client: Client, task_id: str, answered: set[str]) -> Task:
+        """Ask for the task until it leaves ``submitted`` and ``working`` (and the questions
+        ``answered`` already: a remote may show one a moment after it took the answer)."""
         delay = 0.02
         while True:
             task: Task = await self._reach(
                 lambda: client.get_task(GetTaskRequest(id=task_id)), task_id
             )
-            if task.status.state not in (
+            state = task.status.state
+            working = state in (
                 TaskState.TASK_STATE_SUBMITTED,
                 TaskState.TASK_STATE_WORKING,
                 TaskState.TASK_STATE_UNSPECIFIED,
-            ):
+            )
+            if not working and not (state in _ASKING and _question_id(task) in answered):
                 return task
             await anyio.sleep(delay)
             delay = min(delay * 2, self.poll_interval)
@@ -431,6 +436,12 @@ async def _first_event(client: Client, message: Message) -> StreamResponse:
     finally:
         await events.aclose()  # type: ignore[attr-defined]
     raise A2AClientError("the remote agent answered the message with nothing")
+
+
+def _question_id(task: Task) -> str:
+    """What tells a remote question apart from the task's others: its status message's id
+    (the time of the status for a remote that sends none)."""
+    return task.status.message.message_id or task.status.timestamp.ToJsonString()
 
 
 def _task_of(event: StreamResponse) -> tuple[str, str] | None:
