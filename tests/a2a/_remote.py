@@ -128,7 +128,9 @@ def _card(url: str) -> AgentCard:
         name="deployer",
         description="Deploys services, once its caller approves.",
         version="1.0.0",
-        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")],
+        supported_interfaces=[
+            AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")
+        ],
         capabilities=AgentCapabilities(streaming=False),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],

@@ -207,4 +207,3 @@ def test_remote_agent_refuses_bad_settings() -> None:
         remote_agent("deployer", "http://127.0.0.1:1", poll_interval=0)
     with pytest.raises(ValueError, match="tool name"):
         remote_agent("the deployer", "http://127.0.0.1:1")
-
