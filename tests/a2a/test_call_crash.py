@@ -8,16 +8,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from _remote import REQUEST, Remote, local_agent, serve_remote
+from _remote import REQUEST, Remote, local_agent, respond, serve_remote
+from a2a.client import Client, ClientConfig, ClientFactory
 
+from _crashes import stops_with
 from interlock import SqliteStore
-from interlock.agents import AssistantMessage, conversation
+from interlock.a2a._call import remote_agent
+from interlock.agents import AssistantMessage, ScriptedModel, ToolAgent, conversation
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +110,64 @@ async def test_killed_after_the_question_is_committed_the_next_process_answers_i
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
         await _finish(db, remote)
+
+
+class Crash(BaseException):
+    """Stands for the process ending: nothing more is recorded."""
+
+
+class CrashAfterSend:
+    """A client whose process ends once the remote accepted the request, before the caller
+    could record the task it made."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def send_message(self, request: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async with aclosing(self.client.send_message(request, **kwargs)) as events:
+            async for event in events:
+                assert event.HasField("task")  # the remote made the task...
+                raise Crash  # ...and the process ends before anyone records it
+        yield  # an async generator, as the SDK's client is
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+async def test_a_crash_between_send_and_record_asks_a_person_with_the_context_to_look_for(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "local.db"
+    with serve_remote() as remote:
+        client = await ClientFactory(ClientConfig(streaming=False)).create_from_url(remote.url)
+        try:
+            crashing = remote_agent("deployer", remote.url, client=CrashAfterSend(client))
+            agent = ToolAgent("ops", ScriptedModel(respond), [crashing])
+            async with SqliteStore(db) as store:
+                await stops_with(
+                    agent.compile(store=store).run({"messages": [REQUEST]}, thread="s"), Crash
+                )
+        finally:
+            await client.close()
+        ((task, context, _),) = remote.deployer.created
+
+        async with SqliteStore(db, clock=_an_hour_later) as store:
+            app = local_agent(remote.url).compile(store=store)
+            asked = await app.resume("s")
+            (reconcile,) = asked.interrupts
+            # Never a silent second request: a person is asked, shown the context to look for.
+            assert reconcile.kind == "reconcile"
+            assert reconcile.info["context"] == context
+            assert reconcile.info["request"] == REQUEST
+            assert context in reconcile.info["question"]
+            assert len(remote.deployer.created) == 1
+            # The person finds the task on the remote side and says so: the call goes on with it.
+            found = {"result": {"task": task, "context": context}}
+            again = await app.resume("s", {reconcile.id: found}, actor="ana")
+            (question,) = again.interrupts
+            assert str(question.address) == f"{CALL}/a2a:{task}"
+            done = await app.resume("s", {question.id: True}, actor="ana")
+    last = conversation(done.values["messages"])[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.content == "Remote says: deployed web to prod"
+    assert len(remote.deployer.created) == 1

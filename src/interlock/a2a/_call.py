@@ -153,8 +153,17 @@ class _Remote:
                 base,
                 reconcile_info=self._reconcile_info(request, base),
             )
-            if "message" in sent:
+            if isinstance(sent, dict) and "message" in sent:
                 return str(sent["message"])  # the remote answered at once, without a task
+            if not (isinstance(sent, dict) and sent.get("task") and sent.get("context")):
+                # Only a person's answer to a reconcile question can record anything else.
+                raise A2ACallError(
+                    f"the call of the remote agent {self.name!r} ({self.url}) was reconciled "
+                    f"with {sent!r:.200}, which names no remote task; answer a reconcile "
+                    'question with {"result": {"task": TASK_ID, "context": CONTEXT_ID}}',
+                    agent=self.name,
+                    url=self.url,
+                )
             task_id, context_id = str(sent["task"]), str(sent["context"])
             answered: set[str] = set()
             while True:
