@@ -66,6 +66,8 @@ async def _asked(app: App[Any], remote: Remote, thread: str) -> str:
     assert info["question"] == QUESTION and info["text"] == [QUESTION]
     assert info["data"] == [APPROVAL]  # the remote approval's tool and arguments, intact
     assert info["address"] == str(question.address)
+    # The inbox files it under the remote agent's tool, as any question inside a tool call.
+    assert [i.id for i in await app.inbox(tool="deployer")] == [question.id]
     return question.id
 
 
@@ -197,7 +199,9 @@ async def test_an_unreachable_remote_is_an_error_saying_what_to_do(
         f"Error: RemoteAgentUnreachable: the remote agent 'deployer' at {url} could not be "
         "reached for 0.2 s"
     )
-    assert "then resume the thread" in tool_message.content
+    assert tool_message.content.endswith(
+        "check that it runs and the URL is right, then call it again"
+    )
 
 
 def test_remote_agent_refuses_bad_settings() -> None:

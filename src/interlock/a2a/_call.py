@@ -31,7 +31,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -212,6 +212,7 @@ class _Remote:
                 self.url
             ),
             None,
+            retry=_unreachable,
         )
         try:
             yield made
@@ -227,7 +228,11 @@ class _Remote:
             context_id=_derived(base, "context"),
             parts=[new_text_part(request)],
         )
-        first = await _first_event(client, message)
+        # Tried again only when it never left: a connection refused (a message that may have
+        # arrived is the reconcile question's business, never a silent second request).
+        first: StreamResponse = await self._reach(
+            lambda: _first_event(client, message), None, retry=_not_sent
+        )
         if first.HasField("message"):
             return {"message": _text(first.message.parts)}
         task = _task_of(first)
@@ -252,7 +257,7 @@ class _Remote:
             task_id=task_id,
             parts=[part],
         )
-        await _first_event(client, message)
+        await self._reach(lambda: _first_event(client, message), task_id, retry=_not_sent)
         return task_id
 
     async def _wait(self, client: Client, task_id: str, answered: set[str]) -> Task:
@@ -261,7 +266,7 @@ class _Remote:
         delay = 0.02
         while True:
             task: Task = await self._reach(
-                lambda: client.get_task(GetTaskRequest(id=task_id)), task_id
+                lambda: client.get_task(GetTaskRequest(id=task_id)), task_id, retry=_unreachable
             )
             state = task.status.state
             working = state in (
@@ -274,8 +279,15 @@ class _Remote:
             await anyio.sleep(delay)
             delay = min(delay * 2, self.poll_interval)
 
-    async def _reach(self, request: Any, task_id: str | None) -> Any:
-        """Make ``request()``; while the remote cannot be reached, try again for a while."""
+    async def _reach(
+        self,
+        request: Any,
+        task_id: str | None,
+        *,
+        retry: Callable[[A2AClientError], bool],
+    ) -> Any:
+        """Make ``request()``; while the remote cannot be reached (``retry`` says so of a
+        failure), try again for up to ``unreachable_after`` seconds."""
         since = time.monotonic()
         delay = 0.05
         while True:
@@ -291,13 +303,14 @@ class _Remote:
                     task=task_id,
                 ) from exc
             except A2AClientError as exc:
-                if not _unreachable(exc):
+                if not retry(exc):
                     raise
                 if time.monotonic() - since > self.unreachable_after:
+                    left = "" if task_id is None else f" (its task {task_id} is left as it is)"
                     raise RemoteAgentUnreachable(
                         f"the remote agent {self.name!r} at {self.url} could not be reached "
-                        f"for {self.unreachable_after:g} s ({exc}); start it (or fix the URL), "
-                        "then resume the thread: the call goes on with the same remote task",
+                        f"for {self.unreachable_after:g} s ({exc}){left}; check that it runs "
+                        "and the URL is right, then call it again",
                         agent=self.name,
                         url=self.url,
                         task=task_id,
@@ -467,6 +480,11 @@ def _task_of(event: StreamResponse) -> tuple[str, str] | None:
 def _unreachable(exc: A2AClientError) -> bool:
     """Whether the request failed on the way (worth trying again), not in the remote's answer."""
     return isinstance(exc.__cause__, httpx.TransportError)
+
+
+def _not_sent(exc: A2AClientError) -> bool:
+    """Whether the request failed before it could reach the remote (safe to send again)."""
+    return isinstance(exc.__cause__, httpx.ConnectError)
 
 
 def _derived(base: str, what: str) -> str:
