@@ -174,7 +174,7 @@ class _Remote:
                 if state in _ENDED:
                     raise self._ended(task, _ENDED[state])
                 if state not in _ASKING:
-                    raise RemoteTaskLost(
+                    raise A2ACallError(
                         f"the remote agent {self.name!r} ({self.url}) put task {task_id} in a "
                         f"state this caller does not know ({TaskState.Name(state)}); look at "
                         "the task on the remote side, then answer the model or retry the call",
