@@ -30,8 +30,8 @@ __all__ = [
 
 StateT = TypeVar("StateT")
 
-SegmentKind = Literal["graph", "node", "subgraph", "tool", "agent"]
-"""What one level of an address is."""
+SegmentKind = Literal["graph", "node", "subgraph", "tool", "agent", "a2a"]
+"""What one level of an address is (``a2a``: a task of a remote A2A agent a tool waits on)."""
 RunStatus = Literal["done", "interrupted", "paused", "failed"]
 """How a call ended: finished, waiting on answers, paused, or failed in a node."""
 
