@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "interlock.testing",
     "interlock.workers",
     "interlock.observability",
+    "interlock.a2a",
 ]
 RUN = {"python", "sh"}  # run by the root conftest.py
 SHOWN = {"text"}  # what a program prints

@@ -42,6 +42,8 @@ kept apart from failures of a run, and both apart from storage problems::
 `interlock.agents` adds `MCPError` (an MCP server cannot be reached or broke the protocol)
 and its leaf `MCPTimeout` (it did not start or answer within its limit), `InterlockError`s
 defined beside the MCP client, which needs the ``mcp`` extra.
+`interlock.a2a` adds `A2ACallError` (a remote A2A agent called as a tool failed) and its leaves
+`RemoteTaskFailed`, `RemoteTaskLost` and `RemoteAgentUnreachable`, beside the A2A caller.
 `interlock.server` adds `SignatureError` (a webhook's signature is malformed, wrong or too
 old), raised by `verify_signature` on the receiving side.
 

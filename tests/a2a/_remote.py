@@ -44,7 +44,7 @@ from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, Agen
 from starlette.applications import Starlette
 
 from interlock import Authority, SqliteStore
-from interlock.a2a._call import remote_agent
+from interlock.a2a import remote_agent
 from interlock.agents import (
     ApprovalPolicy,
     ScriptedModel,

@@ -17,7 +17,7 @@ from interlock import (
     NotAuthorized,
     ToolError,
 )
-from interlock.a2a._call import remote_agent
+from interlock.a2a import remote_agent
 from interlock.agents import (
     ApprovalPolicy,
     AssistantMessage,

@@ -20,7 +20,7 @@ from a2a.client import Client, ClientConfig, ClientFactory
 
 from _crashes import stops_with
 from interlock import SqliteStore
-from interlock.a2a._call import remote_agent
+from interlock.a2a import remote_agent
 from interlock.agents import AssistantMessage, ScriptedModel, ToolAgent, conversation
 
 pytestmark = pytest.mark.anyio

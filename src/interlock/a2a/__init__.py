@@ -13,7 +13,7 @@ A task is a thread (of the same id); a question makes the task ``auth-required``
 waiting for approval) or ``input-required``, and a message on the task answers it through
 `App.decide`, with the caller's identity as the actor.
 
-Call a remote agent as a tool::
+Call a remote agent as a tool (a sketch: the how-to guide runs one)::
 
     from interlock.a2a import remote_agent
 

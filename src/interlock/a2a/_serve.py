@@ -329,8 +329,9 @@ def agent_card(
     ...     \"\"\"Add two numbers.\"\"\"
     ...     return a + b
     >>> card = agent_card(ToolAgent("calc", ScriptedModel(["4"]), [add]), url="http://calc/")
-    >>> [(s.id, s.description) for s in card.skills]
-    [('add', 'Add two numbers.')]
+    >>> for skill in card.skills:
+    ...     print(skill.id, "-", skill.description)
+    add - Add two numbers.
     """
     if not isinstance(agent, Agent):
         raise TypeError(f"agent must be an interlock Agent, not {type(agent).__name__}")
