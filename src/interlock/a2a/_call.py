@@ -404,7 +404,7 @@ def remote_agent(
         A `Tool` taking one argument, ``request`` (a string).
 
     Examples:
-        >>> from interlock.a2a._call import remote_agent
+        >>> from interlock.a2a import remote_agent
         >>> deploy = remote_agent("deployer", "http://127.0.0.1:9999")
         >>> deploy.parameters["required"]
         ['request']
