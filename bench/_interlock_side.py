@@ -180,9 +180,52 @@ async def s2(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str,
 
 
 async def s2pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """S2 on PostgreSQL, with the server's WAL flushes per round trip (``pg_stat_wal``); the
+    ``off`` phase runs with ``synchronous_commit=off`` for every transaction, its metrics
+    named ``s2off_*``."""
     from interlock.stores import PostgresStore
 
-    return await _s2(p, PostgresStore(p["dsn"]))
+    lazy = p.get("synchronous_commit") == "off"
+    dsn = pg_dsn(p["dsn"], lazy)
+    before = wal_flushes(dsn)
+    metrics, info = await _s2(p, PostgresStore(dsn))
+    after = wal_flushes(dsn)
+    metrics["s2_wal_flushes_per_rt"] = (after - before) / (p["threads"] + p["warmup"])
+    if lazy:
+        metrics = {k.replace("s2_", "s2off_", 1): v for k, v in metrics.items()}
+        info["store"] += " synchronous_commit=off"
+    return metrics, info
+
+
+def pg_dsn(dsn: str, lazy: bool) -> str:
+    """``dsn``, with ``synchronous_commit=off`` for every session when ``lazy``."""
+    if not lazy:
+        return dsn
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    options = conninfo_to_dict(dsn).get("options") or ""
+    return make_conninfo(dsn, options=f"{options} -csynchronous_commit=off".strip())
+
+
+def wal_flushes(dsn: str) -> int:
+    """The server's WAL flushes so far (``pg_stat_wal.wal_sync``), once every other session
+    has ended (a session reports its counts when it ends, or at most every second)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + 10
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend'"
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                break
+            time.sleep(0.01)
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 async def _s2(p: dict[str, Any], store: Any) -> tuple[dict[str, float], dict[str, Any]]:
@@ -766,6 +809,7 @@ SCENARIOS = {
     ("S1", "run"): s1,
     ("S2", "run"): s2,
     ("S2pg", "run"): s2pg,
+    ("S2pg", "off"): s2pg,
     ("S3", "run"): s3,
     ("S3", "state"): s3_state,
     ("S4", "run"): s4,

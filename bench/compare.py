@@ -86,8 +86,12 @@ class Target:
 
     kind: Literal["ratio_at_least", "interlock_at_most", "interlock_zero", "both_zero"]
     value: float = 0.0
+    label: str = ""
+    """How the table names it, when not as `kind` and `value` say (``interlock ≤ 2 + ε``)."""
 
     def describe(self) -> str:
+        if self.label:
+            return self.label
         match self.kind:
             case "ratio_at_least":
                 return "interlock ≤ LangGraph" if self.value == 1 else f"≥ {self.value:g}×"
@@ -122,6 +126,10 @@ class Metric:
     word: str = ""
     """What a ratio above 1 means for interlock: "faster", "smaller", ... ("" = no ratio)."""
     target: Target | None = None
+
+
+S2PG_WAL_FLUSHES = 2.25
+"""The ``2 + ε`` of S2pg's WAL flushes per round trip (ε: the WAL writer's own flushes)."""
 
 
 def ratio_at_least(x: float) -> Target:
@@ -196,6 +204,20 @@ def metrics_for(
                "faster"),
         Metric("S2pg", "s2_violations", "PostgreSQL: execute ≠ once or before approval", "n",
                "lower", target=Target("both_zero")),
+        # Durability costs a WAL flush per durable commit: interlock's two (the interrupt's
+        # and the end's checkpoints) bound its round trip from below; ε is the WAL writer's
+        # background flushes of the non-durable commits.
+        Metric("S2pg", "s2_wal_flushes_per_rt", "PostgreSQL: WAL flushes per round trip "
+               "(pg_stat_wal)", "/rt", "lower", "fewer",
+               Target("interlock_at_most", S2PG_WAL_FLUSHES, label="interlock ≤ 2 + ε")),
+        Metric("S2pg", "s2off_round_trips_per_s", "PostgreSQL, synchronous_commit=off: round "
+               "trips/s", "/s", "higher", "higher", ratio_at_least(3)),
+        Metric("S2pg", "s2off_resume_p50_ms", "PostgreSQL, synchronous_commit=off: resume "
+               "latency p50", "ms", "lower", "faster"),
+        Metric("S2pg", "s2off_wal_flushes_per_rt", "PostgreSQL, synchronous_commit=off: WAL "
+               "flushes per round trip", "/rt", "lower", "fewer"),
+        Metric("S2pg", "s2off_violations", "PostgreSQL, synchronous_commit=off: execute ≠ "
+               "once or before approval", "n", "lower", target=Target("both_zero")),
         Metric("S3", "s3_db_ratio", "db bytes ÷ raw message bytes", "×", "lower", "smaller",
                Target("interlock_at_most", 3)),
         Metric("S3", "s3_db_mib", "main db file after close", "MiB", "lower", "smaller"),
@@ -317,6 +339,8 @@ def fmt(value: float, unit: str) -> str:
             return f"{value:,.1f} {unit}"
         case "%":
             return f"{value:+.1f}%"
+        case "/rt":
+            return f"{value:.2f}"
         case _:
             return f"{value:g}"
 
@@ -406,6 +430,10 @@ def phases_of(
         # After the chat is built: one fresh process per checkpoint reads its latest state.
         marks = s3_checkpoints(sizes["S3"]["turns"])
         return [("run", {}), *(("state", {"at": t}) for t in marks)]
+    if scenario == "S2pg":
+        # Again with the server at synchronous_commit=off for both sides: no WAL flush to
+        # wait for, so what is left is each side's own work per round trip.
+        return [("run", {}), ("off", {"synchronous_commit": "off"})]
     return [("run", {})]
 
 
@@ -429,12 +457,12 @@ def run_scenario(
             params = side_params(side, scenario, sizes, args)
             metrics: dict[str, float] = {}
             schema = contextlib.ExitStack()
-            if scenario in PG_SCENARIOS:
-                # Each side gets a fresh schema of the throwaway PostgreSQL server.
-                assert _PG is not None
-                params["dsn"] = schema.enter_context(_PG.schema_dsn())
             try:
                 for phase, extra in phases_of(scenario, sizes):
+                    if scenario in PG_SCENARIOS:
+                        # Each side and phase gets a fresh schema of the throwaway server.
+                        assert _PG is not None
+                        params["dsn"] = schema.enter_context(_PG.schema_dsn())
                     spec = {**params, **extra}
                     result = run_side(pythons[side], side, scenario, phase, spec, work)
                     raw.append({"rep": rep, "medium": medium, "params": spec, **result})
