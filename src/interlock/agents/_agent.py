@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Annotated, Any, Final, Literal, TypedDict
 
@@ -33,6 +33,7 @@ from .._errors import (
 )
 from ..graph import END, START, Mark, append
 from ..runtime import (
+    Address,
     App,
     Authority,
     Child,
@@ -92,8 +93,9 @@ from ._messages import (
     Usage,
     UserMessage,
     conversation,
+    folded,
+    folded_shown,
     message_from_chunks,
-    shown_to_model,
 )
 from ._models import ChatModel, ToolSpec
 from ._policy import ApprovalPolicy, Verdict, strictest
@@ -103,6 +105,7 @@ __all__ = ["AGENT_TYPES", "Agent", "AgentState", "AgentTool", "ToolAgent"]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 _SAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
+_LABEL: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ToolErrors = Literal["message", "raise"]
 CutReplies = Literal["raise", "keep"]
 """What an agent does with a reply cut short by the token limit: fail the run with
@@ -418,7 +421,7 @@ class ToolAgent(Agent):
     async def turn(self, state: Mapping[str, Any], specs: Sequence[ToolSpec]) -> AssistantMessage:
         """The model's reply to the conversation, offered ``specs``; after ``max_turns``
         replies since the user last spoke, a message saying the agent stopped instead."""
-        messages = shown_to_model(state.get("messages") or [])
+        messages = folded_shown(state.get("messages") or [])
         if self._turns(messages) >= self.max_turns:
             stop = f"I stopped after {self.max_turns} turns without finishing the task."
             return AssistantMessage(content=stop, name=self.name, id=new_id())
@@ -426,8 +429,9 @@ class ToolAgent(Agent):
             refused = self._within_budget(self.budget)
             if refused is not None:
                 return refused
-        shown: list[Message] = [SystemMessage(content=self.system)] if self.system else []
-        shown.extend(messages)
+        shown: list[Message] = (
+            [SystemMessage(content=self.system), *messages] if self.system else list(messages)
+        )
         reply = await self.reply(shown, specs)
         cost = report_usage(reply.usage or _NO_USAGE, model=_model_name(self.model))
         if listening():  # the totals are built for a reader only
@@ -500,14 +504,15 @@ class ToolAgent(Agent):
             reply = message_from_chunks(chunks)
         else:
             reply = await self.model.generate(shown, specs)
-        endpoint = str(getattr(self.model, "endpoint", type(self.model).__name__))
         if not isinstance(reply, AssistantMessage):
+            endpoint = _endpoint(self.model)
             raise ModelError(
                 f"model of agent {self.name!r} returned {type(reply).__name__}, not an "
                 "AssistantMessage",
                 endpoint=endpoint,
             )
         if reply.finish_reason == "length" and self.cut_replies == "raise":
+            endpoint = _endpoint(self.model)
             tail = (reply.content or "")[-80:]
             raise ReplyCutShort(
                 f"the model of agent {self.name!r} at {endpoint} stopped at its token limit "
@@ -521,6 +526,8 @@ class ToolAgent(Agent):
                 agent=self.name,
                 content=reply.content,
             )
+        if reply.name and reply.id:
+            return reply
         return msgspec.structs.replace(reply, name=reply.name or self.name, id=reply.id or new_id())
 
     def _turns(self, messages: Sequence[Message]) -> int:
@@ -537,8 +544,7 @@ class ToolAgent(Agent):
 
     async def tools_node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Serve the last reply's tool calls concurrently; report every question together."""
-        messages = conversation(state.get("messages") or ())
-        calls = pending_calls(messages)
+        calls = pending_calls(folded(state.get("messages") or ()))
         children = []
         seen: set[str] = set()
         for call in calls:
@@ -546,7 +552,7 @@ class ToolAgent(Agent):
             while sub in seen:
                 sub += "_"
             seen.add(sub)
-            label = call.name if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call.name) else "unknown"
+            label = call.name if _LABEL.fullmatch(call.name) else "unknown"
             children.append(Child(Segment("tool", label, sub), partial(self.serve, call)))
         with child_scope(Segment("agent", self.name)):
             try:
@@ -676,7 +682,11 @@ class ToolAgent(Agent):
     ) -> ToolMessage:
         """Make the call (as an effect when it is dangerous) and answer it."""
         dangerous = tool.dangerous if tool.dangerous is not None else verdict.action != "allow"
-        served = msgspec.structs.replace(call, arguments=arguments)
+        served = (
+            call
+            if arguments is call.arguments
+            else msgspec.structs.replace(call, arguments=arguments)
+        )
         outcome: Any
         if dangerous and not tool.idempotent:
             outcome = await effect(
@@ -685,7 +695,7 @@ class ToolAgent(Agent):
                 tool,
                 kwargs,
                 served,
-                reconcile_info=self._reconcile_info(tool, served),
+                reconcile_info=_ReconcileInfo(self, tool, served, current_address()),
             )
         else:
             outcome = await self._run(tool, kwargs, served)
@@ -698,9 +708,10 @@ class ToolAgent(Agent):
             )
         return self._answer(call, content, status)
 
-    def _reconcile_info(self, tool: Tool, call: ToolCall) -> dict[str, Any]:
-        """What a person is shown if ``call`` (with the arguments that ran) must be reconciled:
-        the call as its approval question showed it, so they can look for it outside."""
+    def _reconcile_info(self, tool: Tool, call: ToolCall, address: Address) -> dict[str, Any]:
+        """What a person is shown if ``call`` (with the arguments that ran) must be reconciled
+        at ``address``: the call as its approval question showed it, so they can look for it
+        outside."""
         shown = msgspec.json.encode(call.arguments).decode()
         return {
             "question": (
@@ -713,7 +724,7 @@ class ToolAgent(Agent):
             "tool": tool.name,
             "call_id": call.id,
             "arguments": call.arguments,
-            "address": str(current_address()),
+            "address": str(address),
             "description": tool.description,
         }
 
@@ -797,6 +808,35 @@ class ToolAgent(Agent):
         return self._answer(call, content, "error")
 
 
+class _ReconcileInfo(Mapping[str, Any]):
+    """`ToolAgent._reconcile_info`, built on first read.
+
+    Only a reconcile question reads it (a call whose outcome was never recorded, seen by the
+    process that continues the thread): a call that runs and records its outcome, nearly every
+    call, never builds it.
+    """
+
+    __slots__ = ("_address", "_agent", "_call", "_fields", "_tool")
+
+    def __init__(self, agent: ToolAgent, tool: Tool, call: ToolCall, address: Address) -> None:
+        self._agent, self._tool, self._call, self._address = agent, tool, call, address
+        self._fields: dict[str, Any] | None = None
+
+    def _built(self) -> dict[str, Any]:
+        if self._fields is None:
+            self._fields = self._agent._reconcile_info(self._tool, self._call, self._address)
+        return self._fields
+
+    def __getitem__(self, key: str) -> Any:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+
 def _with(
     edits: list[ConversationItem], answer: ToolMessage
 ) -> ToolMessage | list[ConversationItem]:
@@ -805,6 +845,11 @@ def _with(
 
 
 _NO_USAGE: Final = Usage()
+
+
+def _endpoint(model: ChatModel) -> str:
+    """How errors name ``model``: its ``endpoint``, else its class."""
+    return str(getattr(model, "endpoint", type(model).__name__))
 
 
 def _model_name(model: ChatModel) -> str | None:
@@ -819,8 +864,7 @@ def _model_name(model: ChatModel) -> str | None:
 
 def route_tools(state: Mapping[str, Any]) -> str:
     """``tools`` while the last reply calls tools that are not answered yet, else the end."""
-    messages = conversation(state.get("messages") or ())
-    return "tools" if pending_calls(messages) else END
+    return "tools" if pending_calls(folded(state.get("messages") or ())) else END
 
 
 def pending_calls(messages: Sequence[Message]) -> list[ToolCall]:

@@ -192,6 +192,7 @@ ConversationItem: TypeAlias = Message | ReplaceMessage | RemoveMessage
 """What an agent's ``messages`` list holds: messages, and edits of earlier ones."""
 
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_EDIT_TYPES = (ReplaceMessage, RemoveMessage)  # a tuple: ``A | B`` builds a union each time
 
 
 def conversation(items: Iterable[ConversationItem]) -> list[Message]:
@@ -215,6 +216,20 @@ def shown_to_model(items: Iterable[ConversationItem]) -> list[Message]:
     gets a tool message saying it did not run; the stored conversation is not changed.
     """
     return list(_fold(items).shown)
+
+
+def folded(items: Iterable[ConversationItem]) -> Sequence[Message]:
+    """`conversation` without the copy: the folded messages themselves, to read only.
+
+    For the agent's own nodes, which read the conversation several times a superstep and
+    change nothing: the result is the memoised fold's list, which later folds extend.
+    """
+    return _fold(items).messages
+
+
+def folded_shown(items: Iterable[ConversationItem]) -> Sequence[Message]:
+    """`shown_to_model` without the copy: to read only (see `folded`)."""
+    return _fold(items).shown
 
 
 CANCELLED: Final = "Not run: the call was cancelled when the conversation moved on."
@@ -243,7 +258,7 @@ class _Fold:
 
     def extend(self, new: Iterable[Any]) -> None:
         for item in new:
-            if isinstance(item, ReplaceMessage | RemoveMessage):
+            if isinstance(item, _EDIT_TYPES):
                 self.edited = True
                 return
             item = _as_message(item)
@@ -303,7 +318,7 @@ def _full(items: list[Any]) -> _Fold:
     """Fold a whole list, edits included."""
     fold = _Fold(items)
     fold.seen = len(items)
-    if not any(isinstance(i, ReplaceMessage | RemoveMessage) for i in items):
+    if not any(isinstance(i, _EDIT_TYPES) for i in items):
         fold.extend(items)
         return fold
     fold.edited = True
