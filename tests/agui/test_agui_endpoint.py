@@ -1,0 +1,284 @@
+"""The AG-UI endpoint over real HTTP: a run's events, its interrupt, answers and refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from _serving import (
+    RUNS,
+    agui_only,
+    bearer,
+    kinds,
+    one,
+    ops_app,
+    post_run,
+    run_input,
+    serving,
+    user,
+)
+
+from interlock import App, Principal
+
+
+@pytest.fixture(autouse=True)
+def _no_runs() -> Iterator[None]:
+    RUNS.clear()
+    yield
+    RUNS.clear()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "agents.db"
+
+
+@pytest.fixture
+def url(db: Path) -> Iterator[str]:
+    with serving(agui_only(db)) as base:
+        yield base + "/"
+
+
+@pytest.fixture
+def reader(db: Path) -> Iterator[App[Any]]:
+    """The same store, read as another process would."""
+    app = ops_app(db)
+    yield app
+    anyio.run(app.store.close)
+
+
+def _ask(url: str, thread: str, command: str = "rm -rf /tmp/build") -> dict[str, Any]:
+    """Start a run whose tool call waits for approval; its one interrupt."""
+    events = post_run(url, "ana", run_input(thread, messages=[user(command, f"{thread}-u1")]))
+    finished = one(events, "RUN_FINISHED")
+    assert finished["outcome"]["type"] == "interrupt", events
+    (interrupt,) = finished["outcome"]["interrupts"]
+    return interrupt
+
+
+def _resume(thread: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return run_input(thread, messages=[user("rm -rf /tmp/build", f"{thread}-u1")], resume=entries)
+
+
+def _approve(interrupt: dict[str, Any]) -> dict[str, Any]:
+    return {"interruptId": interrupt["id"], "status": "resolved", "payload": True}
+
+
+def test_a_run_streams_its_events_and_ends_with_one_interrupt_per_question(
+    url: str, reader: App[Any]
+) -> None:
+    events = post_run(url, "ana", run_input("t1", messages=[user("rm -rf /tmp/build", "u1")]))
+
+    assert kinds(events) == [
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    assert events[0]["threadId"] == "t1"
+    start = one(events, "TOOL_CALL_START")
+    assert start["toolCallName"] == "execute"
+    assert one(events, "TOOL_CALL_ARGS")["delta"] == '{"command":"rm -rf /tmp/build"}'
+    snapshot = one(events, "MESSAGES_SNAPSHOT")["messages"]
+    assert [m["role"] for m in snapshot] == ["user", "assistant"]
+    assert snapshot[0]["id"] == "u1"  # the front-end's id is kept
+    assert snapshot[1]["toolCalls"][0]["id"] == start["toolCallId"]
+
+    finished = one(events, "RUN_FINISHED")
+    (interrupt,) = finished["outcome"]["interrupts"]
+    (pending,) = reader.inbox_sync(thread="t1")
+    assert interrupt["id"] == pending.id
+    assert interrupt["reason"] == "tool_approval"
+    assert interrupt["toolCallId"] == start["toolCallId"]
+    assert interrupt["responseSchema"] == pending.schema
+    shown = interrupt["metadata"]["interlock"]
+    assert shown["tool"] == "execute"
+    assert shown["arguments"] == {"command": "rm -rf /tmp/build"}
+    assert shown["toolSchema"]["required"] == ["command"]
+    assert shown["address"] == "node:tools/agent:ops/tool:execute:call_0_0"
+    assert shown["authority"]["groups"] == ["ops"]
+    assert shown["authority"]["text"] == "needs a member of group ops"
+    assert shown["payloadHash"] == reader.payload_hash(pending)
+    assert finished["result"] == {"status": "interrupted"}
+    assert RUNS == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "ran", "told"),
+    [
+        (
+            {"status": "resolved", "payload": {"action": "approve"}},
+            ["rm -rf /tmp/build"],
+            "Done: ran: rm -rf /tmp/build",
+        ),
+        (
+            {"status": "resolved", "payload": {"action": "edit", "arguments": {"command": "ls"}}},
+            ["ls"],
+            "Done: ran: ls",
+        ),
+        (
+            {"status": "resolved", "payload": {"action": "reject", "message": "not today"}},
+            [],
+            "Done: not today",
+        ),
+        ({"status": "cancelled"}, [], "Done: The user cancelled this tool call."),
+    ],
+    ids=["approve", "edit", "reject", "cancel"],
+)
+def test_a_resume_decides_as_the_caller_and_streams_the_rest(
+    url: str, reader: App[Any], entry: dict[str, Any], ran: list[str], told: str
+) -> None:
+    interrupt = _ask(url, "t2")
+
+    events = post_run(url, "ana", _resume("t2", [{"interruptId": interrupt["id"], **entry}]))
+
+    assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    assert "outcome" not in events[-1]  # done: nothing waits
+    assert ran == RUNS
+    result = one(events, "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == interrupt["toolCallId"]
+    text = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert text == [told]
+    question = reader.question_sync(interrupt["id"])
+    assert question is not None and question.decision is not None
+    assert question.decision.actor == "ana"
+
+
+def test_a_resume_sent_again_is_told_who_decided_and_runs_nothing_twice(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t3")
+    approve = [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}]
+    post_run(url, "ana", _resume("t3", approve))
+
+    again = post_run(url, "olga", _resume("t3", approve))
+
+    told = one(again, "CUSTOM")
+    assert told["name"] == "interlock.already_decided"
+    assert told["value"]["actor"] == "ana"
+    assert told["value"]["message"].startswith("already decided by ana at ")
+    assert one(again, "RUN_FINISHED")["result"]["alreadyDecided"][0]["actor"] == "ana"
+    assert RUNS == ["rm -rf /tmp/build"]
+    assert reader.question_sync(interrupt["id"]).decision.actor == "ana"  # type: ignore[union-attr]
+
+
+def test_a_question_decided_elsewhere_is_not_decided_again_and_the_rest_streams(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t4")
+    olga = Principal(name="olga", groups=("ops",))
+    reader.decide_sync("t4", {interrupt["id"]: {"action": "approve"}}, actor=olga)
+
+    events = post_run(
+        url, "ana", _resume("t4", [{"interruptId": interrupt["id"], "status": "cancelled"}])
+    )
+
+    assert one(events, "CUSTOM")["value"]["actor"] == "olga"
+    assert one(events, "TOOL_CALL_RESULT")["content"] == "ran: rm -rf /tmp/build"
+    assert kinds(events).index("CUSTOM") < kinds(events).index("TOOL_CALL_RESULT")
+    assert RUNS == ["rm -rf /tmp/build"]
+    assert reader.get_state_sync("t4").status == "done"
+
+
+def _refused(events: list[dict[str, Any]]) -> dict[str, Any]:
+    assert kinds(events) == ["RUN_STARTED", "RUN_ERROR"], events
+    return events[-1]
+
+
+def test_someone_outside_the_questions_authority_is_refused_and_nothing_is_recorded(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t5")
+    before = len(reader.history_sync("t5"))
+
+    error = _refused(
+        post_run(
+            url,
+            "ben",
+            _resume("t5", [_approve(interrupt)]),
+        )
+    )
+
+    assert error["code"] == "not_authorized"
+    assert "ben may not decide" in error["message"]
+    assert "needs a member of group ops" in error["message"]
+    question = reader.question_sync(interrupt["id"])
+    assert question is not None and question.status == "pending" and question.decision is None
+    assert len(reader.history_sync("t5")) == before
+    assert RUNS == []
+
+
+def test_an_answer_that_does_not_fit_is_refused_and_the_question_stays_answerable(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t6")
+    bad = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"action": "edit"}}
+
+    error = _refused(post_run(url, "ana", _resume("t6", [bad])))
+
+    assert error["code"] == "invalid_answer"
+    assert "arguments" in error["message"]
+    assert reader.question_sync(interrupt["id"]).status == "pending"  # type: ignore[union-attr]
+    good = {"interruptId": interrupt["id"], "status": "resolved", "payload": True}
+    assert one(post_run(url, "ana", _resume("t6", [good])), "TOOL_CALL_RESULT")
+    assert RUNS == ["rm -rf /tmp/build"]
+
+
+def test_refusals_of_the_run_itself(url: str, reader: App[Any]) -> None:
+    interrupt = _ask(url, "t7")
+
+    # A viewer may not run the agent, nor answer it.
+    assert _refused(post_run(url, "vic", run_input("t8", messages=[user("ls", "v1")])))["code"] == (
+        "forbidden"
+    )
+    # New input while a question waits.
+    waiting = run_input("t7", messages=[user("rm -rf /tmp/build", "t7-u1"), user("ls", "t7-u2")])
+    assert _refused(post_run(url, "ana", waiting))["code"] == "thread_interrupted"
+    # Nothing new to say.
+    again = run_input("t7", messages=[user("rm -rf /tmp/build", "t7-u1")])
+    assert _refused(post_run(url, "ana", again))["code"] == "no_input"
+    # An interrupt of another thread, or none.
+    other = [{"interruptId": interrupt["id"], "status": "resolved", "payload": True}]
+    assert _refused(post_run(url, "ana", _resume("t9", other)))["code"] == "unknown_interrupt"
+    unknown = [{"interruptId": "nope", "status": "resolved", "payload": True}]
+    assert _refused(post_run(url, "ana", _resume("t7", unknown)))["code"] == "unknown_interrupt"
+    assert reader.question_sync(interrupt["id"]).status == "pending"  # type: ignore[union-attr]
+    assert RUNS == []
+
+
+def test_requests_refused_before_the_stream(url: str) -> None:
+    body = run_input("t10", messages=[user("ls", "x1")])
+
+    no_token = httpx.post(url, json=body)
+    assert no_token.status_code == 401
+    assert no_token.json()["error"] == "unauthenticated"
+    assert no_token.headers["www-authenticate"] == "Bearer"
+    assert httpx.post(url, json=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+    not_input = httpx.post(url, json={"threadId": "t10"}, headers=bearer("ana"))
+    assert not_input.status_code == 422
+    assert not_input.json()["error"] == "invalid_input"
+    assert "runId" in not_input.json()["message"] or "run_id" in not_input.json()["message"]
+
+
+def test_streamed_text_arrives_as_text_message_events(db: Path, reader: App[Any]) -> None:
+    with serving(agui_only(db, stream=True)) as base:
+        interrupt = _ask(base + "/", "t11")
+        events = post_run(
+            base + "/",
+            "ana",
+            _resume("t11", [_approve(interrupt)]),
+        )
+
+    texts = [e for e in events if e["type"].startswith("TEXT_MESSAGE")]
+    assert texts[0]["type"] == "TEXT_MESSAGE_START" and texts[-1]["type"] == "TEXT_MESSAGE_END"
+    assert len(texts) > 3  # streamed in pieces
+    assert "".join(e.get("delta", "") for e in texts) == "Done: ran: rm -rf /tmp/build"
+    assert len({e["messageId"] for e in texts}) == 1
