@@ -18,7 +18,7 @@ import anyio
 import httpx
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from interlock import App, Authority, SqliteStore
@@ -95,7 +95,10 @@ def beside_server(path: Path) -> Callable[[], ASGIApp]:
         app, tokens = ops_app(path), auth()
         server = create_app(app, auth=tokens)
         return Starlette(
-            routes=[Mount("/agui", AGUIEndpoint(app, auth=tokens)), Mount("/", server)],
+            routes=[
+                Route("/agui", AGUIEndpoint(app, auth=tokens), methods=["POST"]),
+                Mount("/", server),
+            ],
             lifespan=server.router.lifespan_context,
         )
 
