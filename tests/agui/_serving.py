@@ -65,13 +65,14 @@ def script(messages: Any, tools: Any) -> Any:
     return call("execute", {"command": last.content})
 
 
-def ops_agent(*, stream: bool = False) -> ToolAgent:
-    policy = ApprovalPolicy({"execute": require_approval(authority=Authority(groups=("ops",)))})
+def ops_agent(*, stream: bool = False, approvals: int = 1) -> ToolAgent:
+    gate = require_approval(authority=Authority(groups=("ops",)), approvals=approvals)
+    policy = ApprovalPolicy({"execute": gate})
     return ToolAgent("ops", ScriptedModel(script), [execute], policy=policy, stream=stream)
 
 
-def ops_app(path: Path, *, stream: bool = False) -> App[Any]:
-    return ops_agent(stream=stream).compile(store=SqliteStore(path))
+def ops_app(path: Path, *, stream: bool = False, approvals: int = 1) -> App[Any]:
+    return ops_agent(stream=stream, approvals=approvals).compile(store=SqliteStore(path))
 
 
 def auth() -> TokenAuth:
@@ -82,9 +83,9 @@ def bearer(name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[name][0]}"}
 
 
-def agui_only(path: Path, *, stream: bool = False) -> Callable[[], ASGIApp]:
+def agui_only(path: Path, *, stream: bool = False, approvals: int = 1) -> Callable[[], ASGIApp]:
     """A factory of the endpoint alone, at ``/``."""
-    return lambda: agui_app(ops_app(path, stream=stream), auth=auth())
+    return lambda: agui_app(ops_app(path, stream=stream, approvals=approvals), auth=auth())
 
 
 def beside_server(path: Path) -> Callable[[], ASGIApp]:

@@ -139,7 +139,7 @@ def test_a_refused_resume_reaches_the_client_as_a_run_error(db: Path, reader: Ap
     assert RUNS == []
 
 
-@pytest.mark.parametrize("after", ["sent", "headers"])
+@pytest.mark.parametrize("after", ["sent", "headers", "before"])
 def test_a_resume_racing_a_decision_in_the_approval_server_decides_once(
     db: Path, reader: App[Any], after: str
 ) -> None:
@@ -162,6 +162,7 @@ def test_a_resume_racing_a_decision_in_the_approval_server_decides_once(
     question = reader.question_sync(interrupt["id"])
     assert question is not None and question.decision is not None
     winner = question.decision.actor
+    assert winner == "olga" or after != "before"  # sent once olga's decision was answered
     http, second = seen["http"], seen["second"]
     assert "thrown" not in second, seen
     if winner == "ana":
@@ -176,5 +177,7 @@ def test_a_resume_racing_a_decision_in_the_approval_server_decides_once(
         assert told["name"] == "interlock.already_decided"
         assert told["value"]["actor"] == "olga"
     assert state.status == "done"
+    audit = anyio.run(lambda: reader.store.audit_log(thread="c3"))
+    assert [(e.kind, e.actor) for e in audit if e.kind == "decision"] == [("decision", winner)]
     assert RUNS == ["rm -rf /tmp/x"]  # the tool ran once, whoever won
     assert seen["messages"][-1]["content"] == "Done: ran: rm -rf /tmp/x"

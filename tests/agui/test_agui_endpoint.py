@@ -282,3 +282,54 @@ def test_streamed_text_arrives_as_text_message_events(db: Path, reader: App[Any]
     assert len(texts) > 3  # streamed in pieces
     assert "".join(e.get("delta", "") for e in texts) == "Done: ran: rm -rf /tmp/build"
     assert len({e["messageId"] for e in texts}) == 1
+
+
+def test_a_resume_retried_as_the_same_run_finds_its_decision_and_decides_nothing_more(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t12")
+    body = _resume("t12", [_approve(interrupt)])
+    post_run(url, "ana", body)
+
+    again = post_run(url, "ana", body)  # the same runId: a retry of a lost answer
+
+    assert "CUSTOM" not in kinds(again)  # its own decision, not someone else's
+    assert one(again, "RUN_FINISHED")["result"] == {"status": "done"}
+    audit = anyio.run(lambda: reader.store.audit_log(thread="t12"))
+    assert [e.actor for e in audit if e.kind == "decision"] == ["ana"]
+    assert RUNS == ["rm -rf /tmp/build"]
+
+
+def test_an_answer_to_a_question_that_changed_since_it_was_shown_is_refused(
+    url: str, reader: App[Any]
+) -> None:
+    interrupt = _ask(url, "t13")
+    shown = interrupt["metadata"]["interlock"]["payloadHash"]
+    stale = {**_approve(interrupt), "metadata": {"interlock": {"payloadHash": "sha256:0"}}}
+
+    error = _refused(post_run(url, "ana", _resume("t13", [stale])))
+
+    assert error["code"] == "question_changed"
+    assert reader.question_sync(interrupt["id"]).status == "pending"  # type: ignore[union-attr]
+    fresh = {**_approve(interrupt), "metadata": {"interlock": {"payloadHash": shown}}}
+    assert one(post_run(url, "ana", _resume("t13", [fresh])), "TOOL_CALL_RESULT")
+    assert RUNS == ["rm -rf /tmp/build"]
+
+
+def test_a_quorum_counts_each_callers_approval_and_runs_the_call_once(db: Path) -> None:
+    with serving(agui_only(db, approvals=2)) as base:
+        interrupt = _ask(base + "/", "t14")
+        assert interrupt["metadata"]["interlock"]["approvals"] == 2
+
+        voted = post_run(base + "/", "ana", _resume("t14", [_approve(interrupt)]))
+        (still,) = one(voted, "RUN_FINISHED")["outcome"]["interrupts"]
+        assert still["id"] == interrupt["id"]
+        assert still["metadata"]["interlock"]["approvedBy"] == ["ana"]
+        assert RUNS == []
+        again = _refused(post_run(base + "/", "ana", _resume("t14", [_approve(interrupt)])))
+        assert again["code"] == "invalid_answer"  # one person, one vote
+
+        done = post_run(base + "/", "olga", _resume("t14", [_approve(interrupt)]))
+
+    assert "outcome" not in one(done, "RUN_FINISHED")
+    assert RUNS == ["rm -rf /tmp/build"]

@@ -27,6 +27,7 @@ RefusalCode = Literal[
     "thread_interrupted",
     "unknown_interrupt",
     "invalid_answer",
+    "question_changed",
     "confirmation_required",
     "not_authorized",
     "four_eyes",

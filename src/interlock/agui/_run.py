@@ -1,11 +1,11 @@
 """One AG-UI run of an interlock agent: a new turn, or the answers to its questions and what
 follows them, as a sequence of AG-UI events.
 
-A run with ``resume`` entries answers the questions by id and continues the thread in one
-call, `App.resume` (through `App.stream`): the decisions are recorded exactly once, checked
-against each question's authority with the caller as the decider, and the thread's lease is
-held from the decision to the end of the continuation, so nobody else (a worker, a server's
-background) continues it meanwhile. A refusal records nothing and is the run's ``RUN_ERROR``.
+A run with ``resume`` entries answers the questions by id through `App.decide`, with the
+caller's principal as the decider: each question's authority is checked and each is decided
+exactly once (all of them, or, on a refusal, none: a refusal records nothing and is the run's
+``RUN_ERROR``). The run then continues the thread (`App.stream` with ``resume=True``) and
+streams what follows.
 
 A question someone else decided first is not decided again: a ``CUSTOM`` event named
 ``interlock.already_decided`` says who decided it, when, and what; the run then continues the
@@ -18,6 +18,7 @@ Invariant: every run ends with exactly one ``RUN_FINISHED`` or ``RUN_ERROR``, af
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -56,6 +57,7 @@ from ..runtime import (
     Authority,
     Decision,
     EventStream,
+    Interrupt,
     Question,
     RunResult,
     StreamMode,
@@ -101,6 +103,14 @@ class AGUIRun:
     def thread(self) -> str:
         """The interlock thread: the AG-UI ``threadId``."""
         return self.input.thread_id
+
+    @property
+    def nonce(self) -> str:
+        """The idempotency key of this run's decisions: the same caller sending the same run
+        again (a retry of a request whose answer was lost) finds them recorded, rather than
+        deciding twice or being told someone decided first."""
+        mine = f"{self.identity.name}\0{self.input.run_id}".encode()
+        return "agui." + hashlib.sha256(mine).hexdigest()[:32]
 
     async def events(self) -> AsyncIterator[BaseEvent]:
         """The run's AG-UI events, from ``RUN_STARTED`` to ``RUN_FINISHED`` or ``RUN_ERROR``."""
@@ -176,14 +186,27 @@ class AGUIRun:
 
     async def _resume(self, entries: Sequence[ResumeEntry]) -> AsyncIterator[BaseEvent]:
         answers: dict[str, Any] = {}
+        seen: dict[str, str] = {}
         decided: list[dict[str, Any]] = []
         for entry in entries:
             question = await self._question(entry.interrupt_id)
             if question.status != "pending":
-                decided.append(_settled(question))
-                continue
+                if question.decision is None or question.decision.nonce != self.nonce:
+                    decided.append(_settled(question))
+                continue  # else this run's own decision, sent again
             answer = answer_of(entry, question.interrupt)
-            if needs_confirmation(question.interrupt.info, answer) and not _confirmed(entry):
+            shown = _mine(entry).get("payloadHash")
+            if shown is not None:
+                if shown != question.payload_hash:
+                    raise RunRefused(
+                        "question_changed",
+                        f"interrupt {question.id} is not the question you were shown (its "
+                        "payload hash differs): read it again and answer what it says now",
+                    )
+                seen[question.id] = shown
+            if needs_confirmation(question.interrupt.info, answer) and not _mine(entry).get(
+                "confirmed"
+            ):
                 raise RunRefused(
                     "confirmation_required",
                     f"interrupt {question.id} asks for a confirmation step before it is "
@@ -193,17 +216,17 @@ class AGUIRun:
             answers[question.id] = answer
         while answers:
             try:
-                async for event in self._answer(answers, decided):
-                    yield event
-                return
+                await self._decide(answers, seen)
+                break
             except InterruptAlreadyResolved as exc:
-                # Someone else's decision came first: tell who, and answer the rest.
+                # Someone else's decision came first: tell who, and decide the rest.
                 found = exc.resolved_value
                 if isinstance(found, Decision):
                     decided.append(decided_view(found))
                 else:
                     decided.append(_settled(await self._question(exc.interrupt_id)))
                 answers.pop(exc.interrupt_id, None)
+                seen.pop(exc.interrupt_id, None)
         async for event in self._continue(decided):
             yield event
 
@@ -225,20 +248,17 @@ class AGUIRun:
             )
         return question
 
-    async def _answer(
-        self, answers: dict[str, Any], decided: list[dict[str, Any]]
-    ) -> AsyncIterator[BaseEvent]:
-        stream = self.app.stream(
-            thread=self.thread,
-            resume=dict(answers),
-            modes=_MODES,
-            actor=self.identity.principal(),
-            require=FOUR_EYES if self.four_eyes else None,
-            metadata={"continued_by": self.identity.name},
-        )
+    async def _decide(self, answers: dict[str, Any], seen: dict[str, str]) -> None:
+        """Record the answers as the caller's decisions (`App.decide`), or refuse them all."""
         try:
-            async for event in self._drain(stream, decided):
-                yield event
+            await self.app.decide(
+                self.thread,
+                dict(answers),
+                actor=self.identity.principal(),
+                nonce=self.nonce,
+                seen=seen or None,
+                require=FOUR_EYES if self.four_eyes else None,
+            )
         except NotAuthorized as exc:
             if exc.rule == "starter":
                 raise RunRefused("four_eyes", str(exc)) from exc
@@ -251,7 +271,7 @@ class AGUIRun:
             raise RunRefused("thread_busy", f"{exc}; try again in a moment") from exc
 
     async def _continue(self, decided: list[dict[str, Any]]) -> AsyncIterator[BaseEvent]:
-        """Continue a thread whose questions were all decided elsewhere (or end as it is)."""
+        """Continue the thread once its questions are decided (or end as it is)."""
         waited, delay = 0.0, 0.05
         while True:
             stream = self.app.stream(thread=self.thread, resume=True, modes=_MODES)
@@ -259,9 +279,21 @@ class AGUIRun:
                 async for event in self._drain(stream, decided):
                     yield event
                 return
+            except InvalidResume:
+                # Questions still wait (a quorum's vote was recorded, a question was asked
+                # again): nothing to continue; the thread is as it stands.
+                snapshot = await self.app.get_state(self.thread)
+                for view in decided:
+                    yield CustomEvent(name="interlock.already_decided", value=view)
+                for out in self._finish(
+                    snapshot.values, snapshot.interrupts, "interrupted", decided
+                ):
+                    yield out
+                return
             except ThreadBusy as exc:
-                # Whoever decided continues the thread (a server's background, a worker):
-                # its events are not this stream's; its end is, once it lets go.
+                # Someone else continues the thread (a server's background after its own
+                # decision, a worker): its events are not this stream's; its end is, once
+                # it lets go.
                 if waited >= self.busy_timeout:
                     raise RunRefused(
                         "thread_busy",
@@ -295,14 +327,21 @@ class AGUIRun:
         for out in translator.close():
             yield out
         assert result is not None  # a stream that ends without an error ends with it
-        for out in self._finish(result, decided):
+        for out in self._finish(result.values, result.interrupts, result.status, decided):
             yield out
 
-    def _finish(self, result: RunResult[Any], decided: list[dict[str, Any]]) -> list[BaseEvent]:
-        values = result.values if isinstance(result.values, dict) else {}
+    def _finish(
+        self,
+        values: Any,
+        interrupts: Sequence[Interrupt],
+        status: str,
+        decided: list[dict[str, Any]],
+    ) -> list[BaseEvent]:
+        """The events that end a run: the conversation, the state, and why it stopped."""
+        values = values if isinstance(values, dict) else {}
         messages = messages_of(conversation(values.get("messages") or ()))
         state = {k: plain(v) for k, v in values.items() if k != "messages"}
-        waiting = [i for i in result.interrupts if i.needs_answer]
+        waiting = [i for i in interrupts if i.needs_answer]
         outcome: Any = None
         if waiting:
             outcome = RunFinishedInterruptOutcome(
@@ -315,9 +354,9 @@ class AGUIRun:
                     for i in waiting
                 ]
             )
-        elif result.status == "paused":
+        elif status == "paused":
             outcome = RunFinishedCancelledOutcome()
-        summary: dict[str, Any] = {"status": result.status}
+        summary: dict[str, Any] = {"status": status}
         if decided:
             summary["alreadyDecided"] = decided
         return [
@@ -344,7 +383,8 @@ def _settled(question: Question) -> dict[str, Any]:
     }
 
 
-def _confirmed(entry: ResumeEntry) -> bool:
-    """Whether a resume entry says the person went through the question's confirmation step."""
+def _mine(entry: ResumeEntry) -> dict[str, Any]:
+    """interlock's part of a resume entry's metadata: ``payloadHash`` (the question as the
+    person saw it), ``confirmed`` (they went through its confirmation step)."""
     mine = (entry.metadata or {}).get(KEY)
-    return isinstance(mine, dict) and mine.get("confirmed") is True
+    return mine if isinstance(mine, dict) else {}

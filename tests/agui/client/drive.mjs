@@ -42,13 +42,20 @@ async function run(agent, parameters) {
 
 // In a race, the decision is posted as the resume's request goes out ("sent"), or once its
 // answer begins ("headers"): who wins is the race's to say; either way one decision counts.
+// With "before", the resume goes out once the decision is answered: it always loses, while
+// the approval server may still be continuing the thread.
 let racing = null;
+let decided = null;
 let startRace = () => {};
 const agent = new HttpAgent({
   url: config.url,
   headers: { Authorization: `Bearer ${config.token}` },
   threadId: config.thread,
   fetch: async (url, init) => {
+    if (racing && config.race.after === "before") {
+      startRace();
+      await decided;
+    }
     const answer = fetch(url, init);
     if (racing && config.race.after === "sent") startRace();
     const response = await answer;
@@ -71,7 +78,7 @@ if (pending.length === 1) {
       go = resolve;
     });
     startRace = () => go();
-    const decide = racing.then(() => fetch(`${config.race.server}/v1/interrupts/${interrupt.id}/decision`, {
+    const decide = (decided = racing.then(() => fetch(`${config.race.server}/v1/interrupts/${interrupt.id}/decision`, {
       method: "POST",
       headers: {
         Authorization: `Bearer ${config.race.token}`,
@@ -82,7 +89,7 @@ if (pending.length === 1) {
         answer: { action: "approve" },
         payload_hash: interrupt.metadata.interlock.payloadHash,
       }),
-    })).then(async (response) => ({ status: response.status, body: await response.json() }));
+    })).then(async (response) => ({ status: response.status, body: await response.json() })));
     const [second, http] = await Promise.all([run(agent, { resume }), decide]);
     out.second = second;
     out.http = http;
