@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from interlock import App, Authority, SqliteStore
+from interlock import App, Authority, SqliteStore, emit_event
 from interlock.agents import (
     ApprovalPolicy,
     ScriptedModel,
@@ -53,6 +53,7 @@ def execute(command: str) -> str:
     Args:
         command: The command line.
     """
+    emit_event({"running": command})
     RUNS.append(command)
     return f"ran: {command}"
 
@@ -203,7 +204,11 @@ def kinds(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
-def one(events: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [e for e in events if e["type"] == kind]
-    assert len(found) == 1, (kind, kinds(events))
+def one(events: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The one event of this type (and, for ``CUSTOM``, this name)."""
+    found = [e for e in events if e["type"] == kind and name in (None, e.get("name"))]
+    assert len(found) == 1, (kind, name, kinds(events))
     return found[0]
+
+
+ALREADY = "interlock.already_decided"

@@ -10,6 +10,7 @@ import anyio
 import httpx
 import pytest
 from _serving import (
+    ALREADY,
     RUNS,
     agui_only,
     bearer,
@@ -144,6 +145,12 @@ def test_a_resume_decides_as_the_caller_and_streams_the_rest(
     assert ran == RUNS
     result = one(events, "TOOL_CALL_RESULT")
     assert result["toolCallId"] == interrupt["toolCallId"]
+    # What the tool reported with emit_event, before its result; only when it ran.
+    reported = [e["value"] for e in events if e.get("name") == "interlock.event"]
+    assert [r["data"] for r in reported] == [{"running": c} for c in ran]
+    if ran:
+        assert reported[0]["address"].endswith("tool:execute:call_0_0")
+        assert kinds(events).index("CUSTOM") < kinds(events).index("TOOL_CALL_RESULT")
     text = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert text == [told]
     question = reader.question_sync(interrupt["id"])
@@ -160,7 +167,7 @@ def test_a_resume_sent_again_is_told_who_decided_and_runs_nothing_twice(
 
     again = post_run(url, "olga", _resume("t3", approve))
 
-    told = one(again, "CUSTOM")
+    told = one(again, "CUSTOM", ALREADY)
     assert told["name"] == "interlock.already_decided"
     assert told["value"]["actor"] == "ana"
     assert told["value"]["message"].startswith("already decided by ana at ")
@@ -180,9 +187,10 @@ def test_a_question_decided_elsewhere_is_not_decided_again_and_the_rest_streams(
         url, "ana", _resume("t4", [{"interruptId": interrupt["id"], "status": "cancelled"}])
     )
 
-    assert one(events, "CUSTOM")["value"]["actor"] == "olga"
+    told = one(events, "CUSTOM", ALREADY)
+    assert told["value"]["actor"] == "olga"
     assert one(events, "TOOL_CALL_RESULT")["content"] == "ran: rm -rf /tmp/build"
-    assert kinds(events).index("CUSTOM") < kinds(events).index("TOOL_CALL_RESULT")
+    assert events.index(told) < kinds(events).index("TOOL_CALL_RESULT")
     assert RUNS == ["rm -rf /tmp/build"]
     assert reader.get_state_sync("t4").status == "done"
 
@@ -293,7 +301,7 @@ def test_a_resume_retried_as_the_same_run_finds_its_decision_and_decides_nothing
 
     again = post_run(url, "ana", body)  # the same runId: a retry of a lost answer
 
-    assert "CUSTOM" not in kinds(again)  # its own decision, not someone else's
+    assert [e for e in again if e.get("name") == ALREADY] == []  # its own, not someone else's
     assert one(again, "RUN_FINISHED")["result"] == {"status": "done"}
     audit = anyio.run(lambda: reader.store.audit_log(thread="t12"))
     assert [e.actor for e in audit if e.kind == "decision"] == ["ana"]
