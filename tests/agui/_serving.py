@@ -84,9 +84,18 @@ def bearer(name: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[name][0]}"}
 
 
-def agui_only(path: Path, *, stream: bool = False, approvals: int = 1) -> Callable[[], ASGIApp]:
+def agui_only(
+    path: Path, *, stream: bool = False, approvals: int = 1, four_eyes: bool = False
+) -> Callable[[], ASGIApp]:
     """A factory of the endpoint alone, at ``/``."""
-    return lambda: agui_app(ops_app(path, stream=stream, approvals=approvals), auth=auth())
+    return lambda: agui_app(
+        ops_app(path, stream=stream, approvals=approvals), auth=auth(), four_eyes=four_eyes
+    )
+
+
+def endpoint_alone(path: Path) -> Callable[[], ASGIApp]:
+    """A factory of the bare `AGUIEndpoint`, served as the whole application."""
+    return lambda: AGUIEndpoint(ops_app(path), auth=auth())
 
 
 def beside_server(path: Path) -> Callable[[], ASGIApp]:
@@ -109,6 +118,8 @@ def beside_server(path: Path) -> Callable[[], ASGIApp]:
 
 def _stores_of(asgi: Any) -> list[Any]:
     """The stores of the Apps an application serves (to close them where they were opened)."""
+    if isinstance(asgi, AGUIEndpoint):
+        return [asgi.app.store]
     found: list[Any] = []
     for route in getattr(asgi, "routes", ()):
         inner = getattr(route, "app", None)

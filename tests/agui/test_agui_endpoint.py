@@ -14,6 +14,7 @@ from _serving import (
     RUNS,
     agui_only,
     bearer,
+    endpoint_alone,
     kinds,
     one,
     ops_app,
@@ -341,3 +342,30 @@ def test_a_quorum_counts_each_callers_approval_and_runs_the_call_once(db: Path) 
 
     assert "outcome" not in one(done, "RUN_FINISHED")
     assert RUNS == ["rm -rf /tmp/build"]
+
+
+def test_four_eyes_keeps_the_runs_starter_from_deciding_its_questions(db: Path) -> None:
+    with serving(agui_only(db, four_eyes=True)) as base:
+        interrupt = _ask(base + "/", "t15")  # started by ana
+        assert interrupt["metadata"]["interlock"]["startedBy"] == "ana"
+        assert "not ana" in interrupt["metadata"]["interlock"]["authority"]["text"]
+
+        mine = _refused(post_run(base + "/", "ana", _resume("t15", [_approve(interrupt)])))
+        assert mine["code"] == "four_eyes"
+        assert RUNS == []
+
+        other = post_run(base + "/", "olga", _resume("t15", [_approve(interrupt)]))
+
+    assert one(other, "TOOL_CALL_RESULT")["content"] == "ran: rm -rf /tmp/build"
+    assert RUNS == ["rm -rf /tmp/build"]
+
+
+def test_the_bare_endpoint_serves_as_a_whole_application(db: Path) -> None:
+    with serving(endpoint_alone(db)) as base:
+        assert httpx.get(base + "/").status_code == 405
+        interrupt = _ask(base + "/anywhere", "t16")
+
+    assert interrupt["metadata"]["interlock"]["tool"] == "execute"
+    bad = run_input("bad\nthread", messages=[user("ls", "b1")])
+    with serving(endpoint_alone(db)) as base:
+        assert _refused(post_run(base, "ana", bad))["code"] == "invalid_input"

@@ -94,8 +94,12 @@ class AGUIEndpoint:
         return f"<AGUIEndpoint {self.app.plan.name}>"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)  # served alone: nothing to start (see `agui_app`)
+            return
         if scope["type"] != "http":
-            return  # a lifespan reaching it alone: nothing to start (see `agui_app`)
+            await send({"type": "websocket.close", "code": 1003})
+            return
         response = await self.respond(Request(scope, receive))
         await response(scope, receive, send)
 
@@ -138,6 +142,16 @@ class AGUIEndpoint:
             media_type=encoder.get_content_type(),
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def _encoded(

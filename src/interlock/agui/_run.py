@@ -167,12 +167,15 @@ class AGUIRun:
                 "this run brings no new user message and no resume entries: add the user's "
                 "message, or answer the interrupts that ended the last run",
             )
-        stream = self.app.stream(
-            {"messages": new},
-            thread=self.thread,
-            modes=_MODES,
-            metadata={"started_by": self.identity.name},
-        )
+        try:
+            stream = self.app.stream(
+                {"messages": new},
+                thread=self.thread,
+                modes=_MODES,
+                metadata={"started_by": self.identity.name},
+            )
+        except InvalidId as exc:
+            raise RunRefused("invalid_input", f"threadId: {exc}") from exc
         try:
             async for event in self._drain(stream, []):
                 yield event
