@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _serving import ALREADY, RUNS, TOKENS, agui_only, beside_server, ops_app, serving
+from _agui_serving import ALREADY, RUNS, TOKENS, agui_only, beside_server, ops_app, serving
 
 from interlock import App
 

@@ -9,9 +9,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _serving import (
+from _agui_serving import (
     ALREADY,
+    CANCELLED,
     RUNS,
+    WATCHING,
     agui_only,
     bearer,
     endpoint_alone,
@@ -25,6 +27,7 @@ from _serving import (
 )
 
 from interlock import App, Principal
+from interlock.agents import conversation
 
 
 @pytest.fixture(autouse=True)
@@ -369,3 +372,22 @@ def test_the_bare_endpoint_serves_as_a_whole_application(db: Path) -> None:
     bad = run_input("bad\nthread", messages=[user("ls", "b1")])
     with serving(endpoint_alone(db)) as base:
         assert _refused(post_run(base, "ana", bad))["code"] == "invalid_input"
+
+
+def test_a_front_end_that_leaves_cancels_its_run_and_the_thread_stays_resumable(
+    url: str, reader: App[Any]
+) -> None:
+    WATCHING.clear()
+    CANCELLED.clear()
+    body = run_input("t17", messages=[user("watch the logs", "w1")])
+    with httpx.stream("POST", url, json=body, headers=bearer("ana"), timeout=30) as response:
+        for line in response.iter_lines():
+            if '"TOOL_CALL_END"' in line:
+                break
+        assert WATCHING.wait(10)
+    # The reader left mid-run: the run is cancelled, not left running.
+    assert CANCELLED.wait(10)
+    state = reader.get_state_sync("t17")
+    assert state.status != "done"
+    held = conversation(state.values["messages"])
+    assert [type(m).__name__ for m in held] == ["UserMessage", "AssistantMessage"]

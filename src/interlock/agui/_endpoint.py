@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import anyio
 import msgspec
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -137,11 +138,28 @@ class AGUIEndpoint:
             busy_timeout=self.busy_timeout,
         )
         encoder = EventEncoder(accept=request.headers.get("accept", ""))
-        return StreamingResponse(
+        return _EventStream(
             _encoded(run.events(), encoder.encode),
             media_type=encoder.get_content_type(),
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+
+class _EventStream(StreamingResponse):
+    """A streamed answer that watches for its reader leaving, whatever the server's ASGI
+    version: the run of a front-end that went away is cancelled at once (the thread stays at
+    its last checkpoint, resumable), not at its next event."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def stream() -> None:
+                await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stream)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -58,18 +58,43 @@ def execute(command: str) -> str:
     return f"ran: {command}"
 
 
+WATCHING = threading.Event()
+"""Set once `watch` runs."""
+CANCELLED = threading.Event()
+"""Set once `watch` is cancelled."""
+
+
+@tool
+async def watch(topic: str) -> str:
+    """Watch a topic until cancelled (a call that never ends by itself).
+
+    Args:
+        topic: What to watch.
+    """
+    WATCHING.set()
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        CANCELLED.set()
+        raise
+    return topic
+
+
 def script(messages: Any, tools: Any) -> Any:
-    """Asks to run what the user wrote; once the tool answered, reports it."""
+    """Asks to run what the user wrote (``watch X`` watches X); once a tool answered,
+    reports it."""
     last = messages[-1]
     if isinstance(last, ToolMessage):
         return f"Done: {last.content}"
+    if last.content.startswith("watch "):
+        return call("watch", {"topic": last.content.removeprefix("watch ")})
     return call("execute", {"command": last.content})
 
 
 def ops_agent(*, stream: bool = False, approvals: int = 1) -> ToolAgent:
     gate = require_approval(authority=Authority(groups=("ops",)), approvals=approvals)
-    policy = ApprovalPolicy({"execute": gate})
-    return ToolAgent("ops", ScriptedModel(script), [execute], policy=policy, stream=stream)
+    policy = ApprovalPolicy({"execute": gate, "watch": "allow"})
+    return ToolAgent("ops", ScriptedModel(script), [execute, watch], policy=policy, stream=stream)
 
 
 def ops_app(path: Path, *, stream: bool = False, approvals: int = 1) -> App[Any]:
