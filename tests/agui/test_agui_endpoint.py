@@ -381,13 +381,16 @@ def test_a_front_end_that_leaves_cancels_its_run_and_the_thread_stays_resumable(
     CANCELLED.clear()
     body = run_input("t17", messages=[user("watch the logs", "w1")])
     with httpx.stream("POST", url, json=body, headers=bearer("ana"), timeout=30) as response:
-        for line in response.iter_lines():
+        # Held, not closed by the loop's end: closing the lines' generator closes the response.
+        lines = response.iter_lines()
+        for line in lines:
             if '"TOOL_CALL_END"' in line:
                 break
         assert WATCHING.wait(10)
+        assert not CANCELLED.is_set()  # the run goes on while its reader is there
     # The reader left mid-run: the run is cancelled, not left running.
     assert CANCELLED.wait(10)
     state = reader.get_state_sync("t17")
-    assert state.status != "done"
+    assert (state.status, state.next) == ("ready", ("tools",))  # resume continues with the call
     held = conversation(state.values["messages"])
     assert [type(m).__name__ for m in held] == ["UserMessage", "AssistantMessage"]
