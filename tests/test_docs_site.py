@@ -32,6 +32,7 @@ PUBLIC_MODULES = [
     "interlock.workers",
     "interlock.observability",
     "interlock.a2a",
+    "interlock.agui",
 ]
 RUN = {"python", "sh"}  # run by the root conftest.py
 SHOWN = {"text"}  # what a program prints
