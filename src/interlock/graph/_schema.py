@@ -9,7 +9,6 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgspec
@@ -30,8 +29,7 @@ __all__ = ["FieldSpec", "StateSchema"]
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
+class FieldSpec(msgspec.Struct, frozen=True):
     """One state key: its annotation and how writes to it merge."""
 
     name: str

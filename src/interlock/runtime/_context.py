@@ -15,8 +15,9 @@ import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .._errors import GraphDefinitionError
 from ._recorder import EffectIO
@@ -146,8 +147,7 @@ class Scratch:
         return scratch
 
 
-@dataclass(slots=True)
-class TaskContext:
+class TaskContext(msgspec.Struct):
     """The running task, as seen by `interrupt()` and the other helpers."""
 
     thread: str

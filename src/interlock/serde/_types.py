@@ -326,8 +326,7 @@ def registrable_kind(cls: type) -> Kind | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """How the codec takes apart and rebuilds one registered class."""
 
     cls: type
