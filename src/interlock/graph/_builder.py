@@ -12,7 +12,6 @@ import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-
 from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 import msgspec

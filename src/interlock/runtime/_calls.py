@@ -87,6 +87,10 @@ class CallOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Lets a run handle pause the call."""
 
 
+PLAIN_CALL: Final = CallOptions()
+"""The options of a call given none."""
+
+
 class _Lost(Exception):
     """A decision's commit lost its compare-and-set; `Calls.decide` reads the thread again."""
 
@@ -163,7 +167,7 @@ class Calls(Generic[StateT]):
         level: Level,
         thread: str,
         opened: Opened,
-        options: CallOptions = CallOptions(),
+        options: CallOptions = PLAIN_CALL,
         *,
         new_run: bool = False,
     ) -> RunCtx:
