@@ -8,19 +8,34 @@ is seen here only through the small `Subgraph` protocol, never as an `App`.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    Self,
+    TypeVar,
+    runtime_checkable,
+)
 
 import msgspec
 
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_module
 from ..serde import Codec, collect_types
 from ._chunks import MessageChunk, ToolCallChunk, Usage
 from ._draw import Mark, draw
 from ._schema import StateSchema
+
+if TYPE_CHECKING:
+    import hashlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
 STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk, Usage)
