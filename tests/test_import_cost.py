@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+import pytest
+
 from _imports import SRC, run_fresh
+from interlock import Command, Segment, Send, TimeoutDefault
+from interlock.graph import NodeSpec
 
 SRC_STORES = Path(SRC) / "interlock" / "stores"
 
@@ -43,7 +48,15 @@ STANDARD = (
 )
 """Standard modules interlock's functions call, each imported by the first call that needs it."""
 
-DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD
+AT_FIRST_USE = ("hashlib", "_hashlib", "dataclasses", "selectors")
+"""Standard modules interlock binds at its modules' tops and imports on first use: `hashlib`
+(with OpenSSL's ``_hashlib``) by the first fingerprint, digest or interrupt id, `dataclasses`
+by the first state schema or registered type that may be one, `selectors` by the first store
+call on an asyncio loop. That `dataclasses` stays out also proves that `import interlock`
+creates no dataclass: its records are msgspec Structs, built in C (a dataclass compiles its
+methods from source text at every import)."""
+
+DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD + AT_FIRST_USE
 """Every module `import interlock` must not import."""
 
 REPORT = """
@@ -113,11 +126,15 @@ def test_the_first_run_loads_the_event_loop_and_a_new_file_reads_the_migrations(
         + sqlite_run(path, "t1")
         + (f"loaded(*{EVENT_LOOP[:2]!r})\nprint(sorted(SQL_READ)[0], len(SQL_READ))\n")
     )
+    code += f"loaded(*{AT_FIRST_USE!r})\n"
     migrations = sorted((SRC_STORES / "sql" / "sqlite").glob("*.sql"))
     assert run_fresh(code) == [
         "ok?",
         "['anyio', 'asyncio']",
         f"{migrations[0].name} {len(migrations)}",
+        # The graph's fingerprint and the rows' digests loaded hashlib; the schema check,
+        # dataclasses; the store's calls on the asyncio loop, selectors (asyncio's own).
+        repr(sorted(AT_FIRST_USE)),
     ]
     # The file is at the current version now: opening it again reads no SQL file.
     code = SQL_READS + sqlite_run(path, "t2") + "print(SQL_READ)\n"
@@ -183,3 +200,29 @@ def test_a_schema_that_refers_to_nothing_is_refused_where_interrupt_is_called() 
         "    print(type(exc).__name__, 'which it does not hold' in str(exc))\n"
     )
     assert run_fresh(code) == ["NodeError True"]
+
+
+def test_the_records_keep_their_behaviour_as_structs() -> None:
+    # The records `import interlock` defines are msgspec Structs rather than dataclasses; what
+    # a caller sees of them is unchanged: keyword (or positional) construction, repr, equality,
+    # hashing when frozen, immutability, and `msgspec.structs.replace` / `fields`.
+    segment = Segment("tool", "execute", "c1")
+    assert segment == Segment(kind="tool", name="execute", sub_id="c1")
+    assert repr(segment) == "Segment(kind='tool', name='execute', sub_id='c1')"
+    assert {segment, Segment("tool", "execute", "c1")} == {segment}
+    assert Segment("node", "a") != Segment("node", "b")
+    assert msgspec.structs.replace(segment, sub_id="c2").sub_id == "c2"
+    assert repr(Send("worker", {"n": 1})) == "Send(node='worker', arg={'n': 1})"
+    assert repr(TimeoutDefault(False)) == "TimeoutDefault(value=False)"
+    command = Command(resume="yes")
+    assert command == Command(resume="yes", update=None, goto=())
+    assert [f.name for f in msgspec.structs.fields(command)] == ["resume", "update", "goto"]
+    with pytest.raises(AttributeError):
+        command.resume = "no"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Command("yes")  # type: ignore[misc]  # keyword-only, as the dataclass was
+
+    # A node's metadata is for pictures: not part of its equality or hash.
+    plain, shown = NodeSpec(name="a"), NodeSpec(name="a", metadata={"kind": "model"})
+    assert plain == shown and hash(plain) == hash(shown)
+    assert "metadata={'kind': 'model'}" in repr(shown)

@@ -67,16 +67,15 @@ def _hints(cls: type) -> dict[str, Any]:
     """``typing.get_type_hints(cls, include_extras=True)`` for the classes interlock exports.
 
     Evaluated as `typing.get_type_hints` evaluates them (each class of the MRO in its module's
-    namespace, then its own), with each string compiled once. An annotation that quotes a
-    name inside a type (``list["X"]``) is left to `typing.get_type_hints`.
+    namespace, then its own), with each string compiled once. A class with an annotation that
+    quotes a name inside a type (``Optional["X"]``, a forward reference) is left to
+    `typing.get_type_hints`.
     """
     hints: dict[str, Any] = {}
     for base in reversed(cls.__mro__):
         annotations = inspect.get_annotations(base)
         if not annotations:
             continue
-        if any(isinstance(v, str) and ("'" in v or '"' in v) for v in annotations.values()):
-            return typing.get_type_hints(cls, include_extras=True)
         module = getattr(sys.modules.get(base.__module__), "__dict__", {})
         names = dict(vars(base))  # looked up after the module's, as in typing.get_type_hints
         for key, value in annotations.items():
@@ -85,5 +84,14 @@ def _hints(cls: type) -> dict[str, Any]:
                 if code is None:
                     code = _COMPILED[value] = compile(value, "<annotation>", "eval")
                 value = eval(code, names, module)
+            if _refers_forward(value):
+                return typing.get_type_hints(cls, include_extras=True)
             hints[key] = type(None) if value is None else value
     return hints
+
+
+def _refers_forward(annotation: object) -> bool:
+    """Whether a forward reference (a quoted name) is left anywhere inside ``annotation``."""
+    if isinstance(annotation, typing.ForwardRef):
+        return True
+    return any(_refers_forward(a) for a in getattr(annotation, "__args__", ()))
