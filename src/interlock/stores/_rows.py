@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import zlib
 from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, get_args
@@ -48,8 +47,10 @@ from ._changes import Change
 
 if TYPE_CHECKING:
     import hashlib
+    import zlib
 else:  # imported by the first call that needs it, not by `import interlock`
     hashlib = lazy_module("hashlib", globals())
+    zlib = lazy_module("zlib", globals())
 
 __all__ = [
     "AUDIT_COLUMNS",
