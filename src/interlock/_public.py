@@ -84,7 +84,7 @@ def _hints(cls: type) -> dict[str, Any]:
                 if code is None:
                     code = _COMPILED[value] = compile(value, "<annotation>", "eval")
                 value = eval(code, names, module)
-            if _refers_forward(value):
+            if isinstance(value, str) or _refers_forward(value):  # quoted twice, or inside
                 return typing.get_type_hints(cls, include_extras=True)
             hints[key] = type(None) if value is None else value
     return hints
