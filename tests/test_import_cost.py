@@ -48,16 +48,19 @@ STANDARD = (
     "socket",
     "unicodedata",
     "urllib.parse",
+    "zlib",
+    "bisect",
+    "heapq",
 )
 """Standard modules interlock's functions call, each imported by the first call that needs it."""
 
 AT_FIRST_USE = ("hashlib", "_hashlib", "dataclasses", "selectors")
 """Standard modules interlock binds at its modules' tops and imports on first use: `hashlib`
 (with OpenSSL's ``_hashlib``) by the first fingerprint, digest or interrupt id, `dataclasses`
-by the first state schema or registered type that may be one, `selectors` by the first store
-call on an asyncio loop. That `dataclasses` stays out also proves that `import interlock`
-creates no dataclass: its records are msgspec Structs, built in C (a dataclass compiles its
-methods from source text at every import)."""
+by the first look at what kind of class a schema's type is, `selectors` by the first look at
+an asyncio loop's internals (asyncio itself imports it first). That `dataclasses` stays out
+also proves that `import interlock` creates no dataclass: its records are msgspec Structs,
+built in C (a dataclass compiles its methods from source text at every import)."""
 
 DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD + AT_FIRST_USE
 """Every module `import interlock` must not import."""
@@ -135,8 +138,8 @@ def test_the_first_run_loads_the_event_loop_and_a_new_file_reads_the_migrations(
         "ok?",
         "['anyio', 'asyncio']",
         f"{migrations[0].name} {len(migrations)}",
-        # The graph's fingerprint and the rows' digests loaded hashlib; the schema check,
-        # dataclasses; the store's calls on the asyncio loop, selectors (asyncio's own).
+        # The graph's fingerprint and the rows' digests loaded hashlib; sorting out the
+        # schema's types, dataclasses; the run on asyncio, selectors (asyncio imports it).
         repr(sorted(AT_FIRST_USE)),
     ]
     # The file is at the current version now: opening it again reads no SQL file.
