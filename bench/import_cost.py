@@ -18,7 +18,8 @@ those, three more processes:
 
 Then the same number of runs under ``python -X importtime`` give each module's median self
 time, and the ten most expensive are printed with their cumulative time and the chain that
-imported them.
+imported them; and one more process counts the classes the import creates, by kind
+(`CENSUS`: dataclasses, msgspec Structs, Enums, NamedTuples, TypedDicts, Protocols...).
 
 Bytecode is compiled once, before the first measured run, into a temporary cache
 (``PYTHONPYCACHEPREFIX``), whatever ``PYTHONDONTWRITEBYTECODE`` says: an installed package has
@@ -73,6 +74,40 @@ assert app.run_sync({"n": 1}, thread="t").values == {"n": 2}
 """
 """A program's first result: one node, compiled and run to its end in memory."""
 # ru_maxrss is in KiB on Linux (bytes on macOS, where the MB figures read 1024 times too big).
+CENSUS = """
+import collections, json, sys, typing
+import msgspec
+import interlock
+found = {
+    id(v): v
+    for name, module in list(sys.modules.items())
+    if name.startswith("interlock")
+    for v in vars(module).values()
+    if isinstance(v, type) and str(getattr(v, "__module__", "")).startswith("interlock")
+}
+made = collections.Counter()
+for cls in found.values():
+    if "__dataclass_fields__" in cls.__dict__:
+        kind = "dataclass"
+    elif issubclass(cls, msgspec.Struct):
+        kind = "msgspec Struct"
+    elif "enum" in sys.modules and isinstance(cls, sys.modules["enum"].EnumMeta):
+        kind = "Enum"
+    elif issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        kind = "NamedTuple"
+    elif typing.is_typeddict(cls):
+        kind = "TypedDict"
+    elif getattr(cls, "_is_protocol", False):
+        kind = "Protocol"
+    elif issubclass(cls, BaseException):
+        kind = "exception"
+    else:
+        kind = "other class"
+    made[kind] += 1
+print(json.dumps(made))
+"""
+"""Counts the classes of interlock's modules after ``import interlock``, by kind (a dataclass
+compiles its methods from source at every import; a msgspec Struct is built in C)."""
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -133,6 +168,7 @@ def main() -> None:
             importtime(run(env, "-X", "importtime", "-c", "import interlock").stderr)
             for _ in range(args.runs)
         ]
+        made: dict[str, int] = json.loads(run(env, "-c", CENSUS).stdout)
 
     def median(key: str, of: list[dict[str, float]] = probes) -> float:
         return statistics.median(p[key] for p in of)
@@ -160,6 +196,9 @@ def main() -> None:
     print(f"  {'wall time':<22}{median('ms', first_runs):8.1f} ms")
     print(f"  {'peak RSS':<22}{median('rss', first_runs):8.1f} MB")
     print(f"  {'modules loaded':<22}{median('modules', first_runs):8.0f}")
+    print("\nclasses import interlock creates, by kind")
+    for kind, count in sorted(made.items(), key=lambda item: -item[1]):
+        print(f"  {kind:<22}{count:8d}")
     own: dict[str, list[int]] = {}
     total: dict[str, list[int]] = {}
     for rows in traces:

@@ -8,9 +8,17 @@ module loads it and works.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import msgspec
+import pytest
 
 from _imports import SRC, run_fresh
+from interlock import Command, Segment, Send, TimeoutDefault
+from interlock._public import _hints
+from interlock.graph import NodeSpec
 
 SRC_STORES = Path(SRC) / "interlock" / "stores"
 
@@ -40,10 +48,21 @@ STANDARD = (
     "socket",
     "unicodedata",
     "urllib.parse",
+    "zlib",
+    "bisect",
+    "heapq",
 )
 """Standard modules interlock's functions call, each imported by the first call that needs it."""
 
-DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD
+AT_FIRST_USE = ("hashlib", "_hashlib", "dataclasses", "selectors")
+"""Standard modules interlock binds at its modules' tops and imports on first use: `hashlib`
+(with OpenSSL's ``_hashlib``) by the first fingerprint, digest or interrupt id, `dataclasses`
+by the first look at what kind of class a schema's type is, `selectors` by the first look at
+an asyncio loop's internals (asyncio itself imports it first). That `dataclasses` stays out
+also proves that `import interlock` creates no dataclass: its records are msgspec Structs,
+built in C (a dataclass compiles its methods from source text at every import)."""
+
+DEFERRED = ANSWER_SCHEMAS + STREAMS + EVENT_LOOP + SQL_FILES + STANDARD + AT_FIRST_USE
 """Every module `import interlock` must not import."""
 
 REPORT = """
@@ -113,11 +132,15 @@ def test_the_first_run_loads_the_event_loop_and_a_new_file_reads_the_migrations(
         + sqlite_run(path, "t1")
         + (f"loaded(*{EVENT_LOOP[:2]!r})\nprint(sorted(SQL_READ)[0], len(SQL_READ))\n")
     )
+    code += f"loaded(*{AT_FIRST_USE!r})\n"
     migrations = sorted((SRC_STORES / "sql" / "sqlite").glob("*.sql"))
     assert run_fresh(code) == [
         "ok?",
         "['anyio', 'asyncio']",
         f"{migrations[0].name} {len(migrations)}",
+        # The graph's fingerprint and the rows' digests loaded hashlib; sorting out the
+        # schema's types, dataclasses; the run on asyncio, selectors (asyncio imports it).
+        repr(sorted(AT_FIRST_USE)),
     ]
     # The file is at the current version now: opening it again reads no SQL file.
     code = SQL_READS + sqlite_run(path, "t2") + "print(SQL_READ)\n"
@@ -183,3 +206,63 @@ def test_a_schema_that_refers_to_nothing_is_refused_where_interrupt_is_called() 
         "    print(type(exc).__name__, 'which it does not hold' in str(exc))\n"
     )
     assert run_fresh(code) == ["NodeError True"]
+
+
+def test_the_records_keep_their_behaviour_as_structs() -> None:
+    # The records `import interlock` defines are msgspec Structs rather than dataclasses; what
+    # a caller sees of them is unchanged: keyword (or positional) construction, repr, equality,
+    # hashing when frozen, immutability, and `msgspec.structs.replace` / `fields`.
+    segment = Segment("tool", "execute", "c1")
+    assert segment == Segment(kind="tool", name="execute", sub_id="c1")
+    assert repr(segment) == "Segment(kind='tool', name='execute', sub_id='c1')"
+    assert {segment, Segment("tool", "execute", "c1")} == {segment}
+    assert Segment("node", "a") != Segment("node", "b")
+    assert msgspec.structs.replace(segment, sub_id="c2").sub_id == "c2"
+    assert repr(Send("worker", {"n": 1})) == "Send(node='worker', arg={'n': 1})"
+    assert repr(TimeoutDefault(False)) == "TimeoutDefault(value=False)"
+    command = Command(resume="yes")
+    assert command == Command(resume="yes", update=None, goto=())
+    assert [f.name for f in msgspec.structs.fields(command)] == ["resume", "update", "goto"]
+    with pytest.raises(AttributeError):
+        command.resume = "no"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Command("yes")  # type: ignore[misc]  # keyword-only, as the dataclass was
+
+    # A node's metadata is for pictures: not part of its equality or hash.
+    plain, shown = NodeSpec(name="a"), NodeSpec(name="a", metadata={"kind": "model"})
+    assert plain == shown and hash(plain) == hash(shown)
+    assert "metadata={'kind': 'model'}" in repr(shown)
+
+
+class _Base:
+    inherited: int | None
+
+
+class _Later:
+    pass
+
+
+class _Plain(_Base):
+    plain: str
+    nothing: None
+    optional: Segment | None
+    literal: Literal["a", "b"]
+    extras: Annotated[int, "meta"]
+
+
+class _QuotedInside:
+    later: Optional["_Later"]  # noqa: UP037, UP045 (a forward reference inside a type)
+
+
+class _QuotedTwice:
+    later: "_Later"  # noqa: UP037
+
+
+def test_public_annotations_resolve_as_typing_resolves_them() -> None:
+    # `publish` resolves a public class's annotations before moving its `__module__`, with
+    # each annotation string compiled once instead of `typing.get_type_hints` compiling every
+    # one of them each time (~1 ms of every import); the result must be the same.
+    for cls in (_Plain, _QuotedInside, _QuotedTwice):
+        assert _hints(cls) == typing.get_type_hints(cls, include_extras=True), cls
+    assert _hints(_QuotedInside)["later"] == Optional[_Later]  # noqa: UP045
+    assert _hints(_QuotedTwice)["later"] is _Later

@@ -8,7 +8,6 @@ from the store. What the read returns is a copy the caller may change.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import anyio
+import msgspec
 import pytest
 
 from interlock import END, START, App, Graph, Send, SqliteStore, append, approve
@@ -258,7 +258,7 @@ def fan_graph() -> Graph[Fan]:
 
 def shown(snapshot: Any) -> dict[str, Any]:
     """Every field of a snapshot, to compare two reads of one checkpoint."""
-    return {f.name: getattr(snapshot, f.name) for f in dataclasses.fields(snapshot)}
+    return msgspec.structs.asdict(snapshot)
 
 
 async def test_the_first_read_equals_what_a_fresh_app_reads_at_every_stop(

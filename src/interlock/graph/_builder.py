@@ -8,18 +8,34 @@ is seen here only through the small `Subgraph` protocol, never as an `App`.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    Self,
+    TypeVar,
+    runtime_checkable,
+)
+
+import msgspec
 
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_module
 from ..serde import Codec, collect_types
 from ._chunks import MessageChunk, ToolCallChunk, Usage
 from ._draw import Mark, draw
 from ._schema import StateSchema
+
+if TYPE_CHECKING:
+    import hashlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
 
 # Chunk types a streaming node may yield; every graph's checkpoint codec knows them.
 STREAM_TYPES: tuple[type[Any], ...] = (MessageChunk, ToolCallChunk, Usage)
@@ -72,8 +88,7 @@ class Subgraph(Protocol):
         ...
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeSpec:
+class NodeSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One node of a graph."""
 
     name: str
@@ -89,18 +104,28 @@ class NodeSpec:
     node's update."""
     dangerous: bool = False
     """The node is a side effect called at most once per task (see `interlock.effect`)."""
-    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    metadata: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """What the node is, for pictures of the graph (see `GraphBuilder.add_node`); the engine
-    never reads it, and it is not part of the graph's fingerprint."""
+    never reads it, and it is not part of the graph's fingerprint, its equality or its hash."""
 
     @property
     def kind(self) -> NodeKind:
         """``subgraph`` for a compiled graph, ``node`` for a callable."""
         return "subgraph" if self.subgraph is not None else "node"
 
+    def _compared(self) -> tuple[Any, ...]:
+        return (self.name, self.fn, self.is_async, self.subgraph, self.is_stream, self.dangerous)
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Branch:
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeSpec) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+
+class Branch(msgspec.Struct, frozen=True, kw_only=True):
     """A conditional edge: ``route(state)`` picks the successors."""
 
     route: Route
@@ -109,8 +134,7 @@ class Branch:
     """Maps what ``route`` returns to node names (None: it returns names)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CompiledGraph:
+class CompiledGraph(msgspec.Struct, frozen=True, kw_only=True):
     """The immutable plan the engine runs (shared by every run of an App)."""
 
     name: str
@@ -126,10 +150,26 @@ class CompiledGraph:
     types: tuple[type[Any], ...]
     """The types registered with `codec` (a parent graph registers its subgraphs' types too)."""
     fingerprint: str
-    top_addresses: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """A cache the engine keeps: the address of each (node, sub id) task of a top-level run.
+    top_addresses: dict[Any, Any] = msgspec.field(default_factory=dict)
+    """A cache the engine keeps: the address of each (node, sub id) task of a top-level run;
+    not part of the plan's equality or ``repr``.
 
     Typed loosely because addresses are the runtime's type, which this layer cannot import."""
+
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _PLAN_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompiledGraph) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _PLAN_FIELDS)
+        return f"{type(self).__qualname__}({shown})"
 
     def draw(
         self,
@@ -195,6 +235,10 @@ class CompiledGraph:
             ['    class __start__,__end__ terminal', '    class n0 waiting']
         """
         return draw(self, start=START, end=END, marks=marks, show_tool=show_tool)
+
+
+_PLAN_FIELDS: Final = tuple(f for f in CompiledGraph.__struct_fields__ if f != "top_addresses")
+"""The fields of a plan that its equality, hash and ``repr`` take (not the engine's cache)."""
 
 
 class GraphBuilder(Generic[StateT]):
@@ -286,7 +330,7 @@ class GraphBuilder(Generic[StateT]):
         else:
             raise GraphDefinitionError(f"node {name!r} must be callable or an App, got {node!r}")
         if metadata is not None:
-            spec = replace(spec, metadata=_checked_metadata(name, metadata))
+            spec = msgspec.structs.replace(spec, metadata=_checked_metadata(name, metadata))
         self._nodes[name] = spec
         return self
 

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import re
 import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
 from .._errors import GraphDefinitionError, InvalidStateEdit, InvalidUpdate
+from .._lazy import lazy_module
 from ._channels import (
     MISSING,
     AppendChannel,
@@ -25,13 +24,17 @@ from ._channels import (
     append,
 )
 
+if TYPE_CHECKING:
+    import dataclasses
+else:  # imported by the first call that needs it, not by `import interlock`
+    dataclasses = lazy_module("dataclasses", globals())
+
 __all__ = ["FieldSpec", "StateSchema"]
 
 SchemaKind = Literal["typeddict", "dataclass", "pydantic", "dict"]
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
+class FieldSpec(msgspec.Struct, frozen=True):
     """One state key: its annotation and how writes to it merge."""
 
     name: str

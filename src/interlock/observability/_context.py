@@ -9,8 +9,9 @@ glue finds the run's span there.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+import msgspec
 
 from .._lazy import lazy_module
 
@@ -63,8 +64,7 @@ CURRENT: ContextVar[Scope | None] = ContextVar("interlock_scope", default=None)
 """The call the current task is part of (None outside any)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Context:
+class Context(msgspec.Struct, frozen=True, kw_only=True):
     """What interlock is doing in the current task, as `current_context` reports it."""
 
     call: CallKind

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
 
 import msgspec
@@ -69,8 +68,7 @@ WARM_THREADS: Final = 256
 """Threads whose last committed level this process keeps (least recently used goes first)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CallOptions:
+class CallOptions(msgspec.Struct, frozen=True, kw_only=True):
     """The options of one `App.run` or `App.resume` call (the defaults: a plain commit)."""
 
     interrupt_before: Sequence[str] = ()
@@ -87,6 +85,10 @@ class CallOptions:
     """Receives the call's events."""
     control: RunControl | None = None
     """Lets a run handle pause the call."""
+
+
+PLAIN_CALL: Final = CallOptions()
+"""The options of a call given none."""
 
 
 class _Lost(Exception):
@@ -165,7 +167,7 @@ class Calls(Generic[StateT]):
         level: Level,
         thread: str,
         opened: Opened,
-        options: CallOptions = CallOptions(),
+        options: CallOptions = PLAIN_CALL,
         *,
         new_run: bool = False,
     ) -> RunCtx:

@@ -12,19 +12,24 @@ while the task waits and dropped once the task finishes.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from .._errors import GraphDefinitionError
+from .._lazy import lazy_module
 from ._recorder import EffectIO
 from ._records import Address, Segment
 from ._signals import Raised
 
 if TYPE_CHECKING:
+    import hashlib
+
     from ._usage import UsageMeter
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
 
 __all__ = [
     "Scratch",
@@ -146,8 +151,7 @@ class Scratch:
         return scratch
 
 
-@dataclass(slots=True)
-class TaskContext:
+class TaskContext(msgspec.Struct):
     """The running task, as seen by `interrupt()` and the other helpers."""
 
     thread: str

@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .._errors import (
     InterlockError,
@@ -69,8 +70,7 @@ def _store_failure(error: BaseException | None) -> InterlockError | None:
     return None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Engine:
+class Engine(msgspec.Struct, frozen=True, kw_only=True):
     """Runs levels for one call: what that call offers the tasks it runs."""
 
     effects: EffectIO | None = None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from .._lazy import lazy_module
 from ._context import current_task_or_none
@@ -54,8 +55,7 @@ def listening() -> bool:
     return ctx is not None and ctx.events is not None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunStartedEvent:
+class RunStartedEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A run or resume started on a thread."""
 
     kind: Literal["run"] = "run"
@@ -65,8 +65,7 @@ class RunStartedEvent:
     """True for `App.resume`, False for `App.run`."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StepEvent:
+class StepEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A superstep is about to run these nodes."""
 
     kind: Literal["step"] = "step"
@@ -76,8 +75,7 @@ class StepEvent:
     """The nodes of its runnable tasks, in order."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StepFinishedEvent:
+class StepFinishedEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A superstep finished: every task's writes were applied."""
 
     kind: Literal["step_done"] = "step_done"
@@ -87,8 +85,7 @@ class StepFinishedEvent:
     """The nodes planned for the next superstep."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ChunkEvent:
+class ChunkEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A streaming node yielded a chunk."""
 
     kind: Literal["chunk"] = "chunk"
@@ -100,8 +97,7 @@ class ChunkEvent:
     """What it yielded."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CustomEvent:
+class CustomEvent(msgspec.Struct, frozen=True, kw_only=True):
     """Something a node reported with `emit_event`, from any depth (subgraphs included)."""
 
     kind: Literal["custom"] = "custom"
@@ -113,8 +109,7 @@ class CustomEvent:
     """What was emitted."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeOutputEvent:
+class NodeOutputEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A task finished and produced this update."""
 
     kind: Literal["node"] = "node"
@@ -126,8 +121,7 @@ class NodeOutputEvent:
     """Its state writes."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class InterruptEvent:
+class InterruptEvent(msgspec.Struct, frozen=True, kw_only=True):
     """An interrupt is pending (emitted only after its checkpoint is committed)."""
 
     kind: Literal["interrupt"] = "interrupt"
@@ -135,8 +129,7 @@ class InterruptEvent:
     """The interrupt."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CheckpointEvent:
+class CheckpointEvent(msgspec.Struct, frozen=True, kw_only=True):
     """A checkpoint was committed."""
 
     kind: Literal["checkpoint"] = "checkpoint"
@@ -148,8 +141,7 @@ class CheckpointEvent:
     """The thread's status at it."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunFinishedEvent:
+class RunFinishedEvent(msgspec.Struct, frozen=True, kw_only=True):
     """The run stopped; ``result`` is what `App.run` would have returned."""
 
     kind: Literal["finished"] = "finished"

@@ -11,9 +11,10 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+import msgspec
 
 from .._errors import GraphDefinitionError
 from .._lazy import lazy_module
@@ -553,8 +554,7 @@ def composite_interrupt(info: Any, state: Any, children: Sequence[BaseException]
     raise InterruptSignal(raised, info)
 
 
-@dataclass(frozen=True, slots=True)
-class Child:
+class Child(msgspec.Struct, frozen=True):
     """One child for `gather_children`: where it lives and what to run."""
 
     segment: Segment

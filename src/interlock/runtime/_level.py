@@ -18,8 +18,9 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
 
 from .._errors import GraphDefinitionError, InvalidUpdate
 from .._lazy import lazy_module
@@ -86,8 +87,7 @@ def new_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):x}"
 
 
-@dataclass(slots=True, kw_only=True)
-class TaskState:
+class TaskState(msgspec.Struct, kw_only=True):
     """A task of the current superstep: a node to run, and its input if it came from a `Send`."""
 
     id: str
@@ -102,18 +102,16 @@ class TaskState:
     """Its ``interrupt_before`` breakpoint was answered: it runs without stopping there."""
 
 
-@dataclass(slots=True, kw_only=True)
-class TaskResult:
+class TaskResult(msgspec.Struct, kw_only=True):
     """What a finished task produced: state writes and extra successors."""
 
-    writes: list[tuple[str, Any]] = field(default_factory=list)
+    writes: list[tuple[str, Any]] = msgspec.field(default_factory=list)
     """``(key, value)`` updates, applied at the end of the step."""
-    goto: list[str | Send] = field(default_factory=list)
+    goto: list[str | Send] = msgspec.field(default_factory=list)
     """Successors from a `Command`'s ``goto``."""
 
 
-@dataclass(slots=True, kw_only=True)
-class Outcome:
+class Outcome(msgspec.Struct, kw_only=True):
     """How one task of a superstep ended."""
 
     task: TaskState

@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
@@ -85,8 +84,7 @@ READ_CACHE_BYTES = 32 * 1024 * 1024
 """The most encoded bytes (snapshot plus deltas) the states `ThreadIO.read` keeps stand for."""
 
 
-@dataclass(slots=True)
-class _Read:
+class _Read(msgspec.Struct):
     """What `ThreadIO.read` keeps of a thread: the state it rebuilt (private, never handed
     out; copies are), or after a first read only the rows it was rebuilt from."""
 
@@ -121,8 +119,7 @@ class _Rows:
         return [kept[seq] for seq in sorted(set(seqs)) if seq in kept]
 
 
-@dataclass(slots=True)
-class Head:
+class Head(msgspec.Struct):
     """A checkpoint record plus what its decoded body says about the delta chain."""
 
     record: CheckpointRecord
@@ -133,7 +130,7 @@ class Head:
     fixed_bytes: int = 0
     """What of the base snapshot's body a later snapshot copies again (its size less the
     items of append keys, which later snapshots name instead)."""
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
     """The metadata stored with the checkpoint."""
     migrated: bool = False
     """Loaded through a migration: the next checkpoint must be a full snapshot."""

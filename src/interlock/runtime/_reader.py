@@ -8,10 +8,10 @@ what the App knows: its registered types, and its threads' latest state.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from .._errors import CheckpointCorrupt, CheckpointNotFound
 from ..serde import Codec
@@ -30,8 +30,7 @@ from ._resume import payload_hash, recorded_decision
 __all__ = ["Question", "Reader", "ThreadSummary"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Question:
+class Question(msgspec.Struct, frozen=True, kw_only=True):
     """One question as a person's surface shows it: the interrupt and what is known of it.
 
     Returned by `App.question` and `Reader.question`.
@@ -46,7 +45,7 @@ class Question:
     """The hash of what it asks, to send back with a decision (`App.decide`'s ``seen``)."""
     decision: Decision | None
     """The decision recorded with it, once it was decided (None while pending)."""
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = msgspec.field(default_factory=dict)
     """The metadata of the checkpoint that asked (``started_by``, a run's own keys); empty when
     not read or gone."""
 
@@ -77,8 +76,7 @@ class Question:
         return starter if isinstance(starter, str) else None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ThreadSummary:
+class ThreadSummary(msgspec.Struct, frozen=True, kw_only=True):
     """One thread as a listing shows it: its head, and why it failed if it did.
 
     Returned by `App.threads` and `Reader.threads`.
@@ -133,7 +131,7 @@ class Reader:
         found = self.of(row)
         if not meta:
             return found
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             found, meta=await self.checkpoint_meta(row.thread, row.checkpoint_id)
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 import msgspec
@@ -40,8 +39,7 @@ ANSWERABLE: Final[frozenset[InterruptKind]] = frozenset({"dynamic", "reconcile"}
 continued with ``app.resume(thread)`` and take none."""
 
 
-@dataclass(frozen=True, slots=True)
-class TimeoutDefault:
+class TimeoutDefault(msgspec.Struct, frozen=True):
     """An ``on_timeout`` policy: once the deadline passed, answer ``value`` (`timeout_default`)."""
 
     value: Any
@@ -55,8 +53,7 @@ ask again without a deadline (``escalate``), or answer a given value (`timeout_d
 _SEGMENT_KINDS: Final[dict[str, SegmentKind]] = {k: k for k in get_args(SegmentKind)}
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(msgspec.Struct, frozen=True):
     """One level of an address: a node, a subgraph, a tool call, an agent."""
 
     kind: SegmentKind
@@ -213,8 +210,7 @@ def decision_dict(d: Decision) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(msgspec.Struct, frozen=True):
     """Fan-out: run ``node`` as its own task with ``arg`` as its input instead of the state."""
 
     node: str
@@ -223,8 +219,7 @@ class Send:
     """The task's input."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Command:
+class Command(msgspec.Struct, frozen=True, kw_only=True):
     """A node's or a caller's instruction beyond a plain state update.
 
     Returned by a node: ``update`` is its state update and ``goto`` adds successors. Passed to
@@ -241,8 +236,7 @@ class Command:
     """Nodes (or `Send`s) to run next."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunResult(Generic[StateT]):
+class RunResult(msgspec.Struct, Generic[StateT], frozen=True, kw_only=True):
     """What `App.run` and `App.resume` return."""
 
     thread: str
@@ -254,7 +248,7 @@ class RunResult(Generic[StateT]):
     """The state at the last checkpoint, as the schema's type."""
     values: dict[str, Any]
     """The same state as a plain dict."""
-    interrupts: list[Interrupt] = field(default_factory=list)
+    interrupts: list[Interrupt] = msgspec.field(default_factory=list)
     """Pending interrupts, in raise order."""
     checkpoint_id: str | None = None
     """The last checkpoint committed (None only with durability that wrote nothing)."""
@@ -270,8 +264,7 @@ class RunResult(Generic[StateT]):
         return found[0]
 
 
-@dataclass(frozen=True, kw_only=True)
-class StateSnapshot(Generic[StateT]):
+class StateSnapshot(msgspec.Struct, Generic[StateT], frozen=True, kw_only=True):
     """A thread's state at one checkpoint, as `App.get_state` and `App.history` return it."""
 
     thread: str

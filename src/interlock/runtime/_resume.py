@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from .._errors import CheckpointCorrupt, InterruptAlreadyResolved, InvalidResume, UnknownInterrupt
+from .._lazy import lazy_module
 from ..serde import Codec
 from ..stores import InterruptRecord, Resolution, Store
 from ._answers import child_plan, deliver
@@ -20,6 +20,11 @@ from ._level import ESCALATE, Level
 from ._records import Command, Decision, Interrupt, decision_dict
 from ._signals import Raised
 from ._wire import level_from_wire
+
+if TYPE_CHECKING:
+    import hashlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
 
 __all__ = [
     "Targets",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 from .._errors import FencedOut, NodeError, ResumeError, ThreadBusy
 from .._lazy import lazy_asyncio, lazy_module
@@ -38,8 +39,7 @@ class Stale(Exception):
     """A cached view of a thread was out of date; the call starts over from the store."""
 
 
-@dataclass(slots=True)
-class Opened:
+class Opened(msgspec.Struct):
     """A thread as a call found it."""
 
     head: Head | None
@@ -61,15 +61,14 @@ _STRANDED_MAX: Final = 1024
 """Stranded leases an App remembers at most; a forgotten one merely expires on its own."""
 
 
-@dataclass(frozen=True, slots=True)
-class LeasePolicy:
+class LeasePolicy(msgspec.Struct, frozen=True):
     """How an App's runs hold their threads' leases."""
 
     owner: str
     """Names this process in `ThreadBusy` messages (``host:pid``)."""
     ttl: float
     """Seconds a lease lasts without a write; a running call renews it every ``ttl / 3``."""
-    stranded: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    stranded: OrderedDict[str, int] = msgspec.field(default_factory=OrderedDict)
     """Fencing tokens of leases a call of this App failed to let go (the store failed), by
     thread. The App's next call on the thread takes the lease back with its token instead of
     waiting ``ttl`` for it: the token, not the owner's name, proves whose it is, so two calls of

@@ -7,16 +7,16 @@ them; they are control flow, not errors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ._records import Decision, Interrupt, OnTimeout
 
 __all__ = ["InterruptSignal", "Raised"]
 
 
-@dataclass(slots=True)
-class Raised:
+class Raised(msgspec.Struct):
     """An interrupt plus what the engine needs to keep about it (not shown to people)."""
 
     interrupt: Interrupt

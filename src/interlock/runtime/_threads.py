@@ -8,7 +8,6 @@ lease as a run's commits.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -90,11 +89,11 @@ async def question(calls: Calls[Any], reader: Reader, interrupt_id: str) -> Ques
                 shown = msgspec.structs.replace(
                     found.interrupt, approved_by=raised.interrupt.approved_by
                 )
-                found = dataclasses.replace(found, interrupt=shown)
+                found = msgspec.structs.replace(found, interrupt=shown)
             if opened.head.record.id == row.checkpoint_id:
-                return dataclasses.replace(found, meta=dict(opened.head.meta))
+                return msgspec.structs.replace(found, meta=dict(opened.head.meta))
     meta = await reader.checkpoint_meta(row.thread, row.checkpoint_id)
-    return dataclasses.replace(found, meta=meta)
+    return msgspec.structs.replace(found, meta=meta)
 
 
 async def get_state(

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from ..graph import Usage
 
@@ -45,8 +46,7 @@ USAGE: Final = "usage"
 _MILLION: Final = 1_000_000
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Price:
+class Price(msgspec.Struct, frozen=True, kw_only=True):
     """What a model costs, per million tokens, in the currency of your choice.
 
     ``cached`` prices the input tokens read from the provider's prompt cache (default: the
@@ -133,8 +133,7 @@ def price_of(prices: Mapping[str, Price], model: str | None) -> Price | None:
     return None if best is None else prices[best]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Tally:
+class Tally(msgspec.Struct, frozen=True, kw_only=True):
     """Sums of model calls: tokens, calls, and cost when every call had a price."""
 
     input_tokens: int = 0
@@ -206,23 +205,22 @@ class Tally:
         )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class UsageTotals:
+class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
     """What a thread used so far: its whole life, its current run, and by model.
 
     Read it in a node with `current_usage`, or from a checkpoint with `usage_of`
     (``App.get_state(thread).metadata``).
     """
 
-    thread: Tally = field(default_factory=Tally)
+    thread: Tally = msgspec.field(default_factory=Tally)
     """Everything the thread's model calls used."""
-    run: Tally = field(default_factory=Tally)
+    run: Tally = msgspec.field(default_factory=Tally)
     """What the current run used (since the `App.run` that started it)."""
-    models: Mapping[str, Tally] = field(default_factory=dict)
+    models: Mapping[str, Tally] = msgspec.field(default_factory=dict)
     """The thread's sums per model."""
     run_seconds: float = 0.0
     """How long the current run has been running (time waiting on a person left out)."""
-    grants: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    grants: Mapping[str, Mapping[str, float]] = msgspec.field(default_factory=dict)
     """Budget raised by people's decisions, by budget name (see `ToolAgent`'s ``budget=``)."""
 
     def to_meta(self) -> dict[str, Any]:

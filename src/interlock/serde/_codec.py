@@ -19,14 +19,14 @@ from __future__ import annotations
 import functools
 import operator
 import struct
-import zlib
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
 from .._errors import CheckpointCorrupt, PayloadTooLarge, SerializationError
+from .._lazy import lazy_module
 from ._decode import Corrupt, Rebuilder
 from ._encode import TooDeep, Unsupported, Walker
 from ._types import (
@@ -40,6 +40,11 @@ from ._types import (
     wire_aliases,
     wire_name,
 )
+
+if TYPE_CHECKING:
+    import zlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    zlib = lazy_module("zlib", globals())
 
 __all__ = ["DEFAULT_CODEC", "Codec"]
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import inspect
 import typing
-from typing import Annotated, Any, ForwardRef, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, ForwardRef, Literal, get_args, get_origin
 
+from .._lazy import lazy_module
 from ._types import registrable_kind
+
+if TYPE_CHECKING:
+    import dataclasses
+else:  # imported by the first call that needs it, not by `import interlock`
+    dataclasses = lazy_module("dataclasses", globals())
 
 __all__ = ["collect_types"]
 

@@ -19,7 +19,6 @@ written before it declared them stays readable.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import decimal
 import enum
@@ -30,10 +29,17 @@ import struct
 import sys
 import uuid
 from collections.abc import Callable
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
 from msgspec.msgpack import Ext
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import dataclasses
+else:  # imported by the first call that needs it, not by `import interlock`
+    dataclasses = lazy_module("dataclasses", globals())
 
 __all__ = [
     "CONTAINER_CODES",
@@ -326,8 +332,7 @@ def registrable_kind(cls: type) -> Kind | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """How the codec takes apart and rebuilds one registered class."""
 
     cls: type

@@ -9,14 +9,19 @@ somewhere else to detect even that.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from .._args import check_id, check_limit
+from .._lazy import lazy_module
 from ._base import AuditEntry, AuditRecord, Store
+
+if TYPE_CHECKING:
+    import hashlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
 
 __all__ = [
     "GENESIS",

@@ -30,7 +30,6 @@ Invariants every backend keeps (checked by `interlock.testing.StoreConformance`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
@@ -336,8 +335,7 @@ class ThreadRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Unix time of the latest append (that checkpoint's ``created_at``)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PendingFilter:
+class PendingFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Which pending interrupts `Store.pending` returns: those that match every field given.
 
     A field left None does not filter. To add a filter, add a field here, a clause to

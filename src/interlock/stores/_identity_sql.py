@@ -11,8 +11,9 @@ lists only rows up to it: every revision up to it was committed before it was gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 from .._errors import ContactTaken, StoreError
 from .._lazy import lazy_module
@@ -45,8 +46,7 @@ TOKEN_COLUMNS: Final = (
 _TOKENS: Final = "tokens t JOIN principals o ON o.name_key = t.principal"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class IdentitySql:
+class IdentitySql(msgspec.Struct, frozen=True, kw_only=True):
     """The statements of principals and tokens, with one backend's placeholder."""
 
     next_revision: str

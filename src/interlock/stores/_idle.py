@@ -28,17 +28,19 @@ registry of Python 3.11 (``asyncio.tasks._all_tasks``) already shows at most one
 from __future__ import annotations
 
 import collections
-import selectors
+import functools
 import weakref
 from typing import TYPE_CHECKING, Final, cast
 
-from .._lazy import lazy_asyncio
+from .._lazy import lazy_asyncio, lazy_module
 
 if TYPE_CHECKING:
     import asyncio
     import asyncio.tasks
+    import selectors
 else:  # imported by the first call that needs it, not by `import interlock`
     asyncio = lazy_asyncio(globals())
+    selectors = lazy_module("selectors", globals())
 
 __all__ = ["loop_is_idle", "unknown_internals"]
 
@@ -47,20 +49,27 @@ FAR_TIMER: Final = 1.0
 
 At worst it fires a moment late, after a store call that held the loop briefly."""
 
-_KNOWN_SELECTORS: Final[frozenset[type[selectors.BaseSelector]]] = frozenset(
-    getattr(selectors, name)
-    for name in (
-        "SelectSelector",
-        "PollSelector",
-        "EpollSelector",
-        "DevpollSelector",
-        "KqueueSelector",
-    )
-    if hasattr(selectors, name)
-)
-"""The selector classes a stock loop may have (exact types: a type check on an ABC is slow)."""
 
-_Internals = tuple["collections.deque[object]", list[object], selectors.BaseSelector]
+@functools.cache
+def _known_selectors() -> frozenset[type[selectors.BaseSelector]]:
+    """The selector classes a stock loop may have (exact types: a type check on an ABC is slow).
+
+    Asked only of an asyncio loop, so asyncio has imported `selectors` by then."""
+    return frozenset(
+        getattr(selectors, name)
+        for name in (
+            "SelectSelector",
+            "PollSelector",
+            "EpollSelector",
+            "DevpollSelector",
+            "KqueueSelector",
+        )
+        if hasattr(selectors, name)
+    )
+
+
+if TYPE_CHECKING:
+    _Internals = tuple["collections.deque[object]", list[object], selectors.BaseSelector]
 
 
 def _internals(loop: object) -> _Internals | str:
@@ -76,7 +85,7 @@ def _internals(loop: object) -> _Internals | str:
     if type(scheduled) is not list:
         return f"loop._scheduled is {type(scheduled).__name__}, not a list"
     selector = getattr(loop, "_selector", None)
-    if type(selector) not in _KNOWN_SELECTORS:
+    if type(selector) not in _known_selectors():
         return f"loop._selector is {type(selector).__name__}, not one of the selectors module's"
     return ready, scheduled, cast("selectors.BaseSelector", selector)
 

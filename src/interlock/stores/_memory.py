@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -18,6 +17,7 @@ from .._errors import (
     StoreError,
     UnknownInterrupt,
 )
+from .._lazy import lazy_module
 from .._principals import principal_key
 from ._audit import chain, thread_deleted
 from ._base import (
@@ -73,6 +73,13 @@ from ._identities import (
 from ._lifecycle import StoreLifecycle
 from ._memory_channels import ChannelTable
 from ._memory_identities import IdentityTable
+
+if TYPE_CHECKING:
+    import bisect
+    import heapq
+else:  # imported by the first call that needs it, not by `import interlock`
+    bisect = lazy_module("bisect", globals())
+    heapq = lazy_module("heapq", globals())
 
 __all__ = ["MemoryStore"]
 

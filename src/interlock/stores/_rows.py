@@ -20,16 +20,15 @@ that way when the summed digest does not match.
 from __future__ import annotations
 
 import functools
-import hashlib
 import operator
-import zlib
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 import msgspec
 
 from .._errors import CheckpointCorrupt
+from .._lazy import lazy_module
 from ._base import (
     AUDIT_KINDS,
     CHANGE_KINDS,
@@ -45,6 +44,13 @@ from ._base import (
     ThreadRecord,
 )
 from ._changes import Change
+
+if TYPE_CHECKING:
+    import hashlib
+    import zlib
+else:  # imported by the first call that needs it, not by `import interlock`
+    hashlib = lazy_module("hashlib", globals())
+    zlib = lazy_module("zlib", globals())
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -96,7 +102,6 @@ CHANGE_COLUMNS: Final = "at, kind, thread, checkpoint_id, interrupt_id, actor, d
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_sha256 = hashlib.sha256
 _hash_digest: Final = operator.methodcaller("digest")
 _first8: Final = operator.itemgetter(slice(8))
 
@@ -250,7 +255,7 @@ def checkpoints_from_rows(
     values, stored, threads = _row_getters(offset)
     try:
         summed = map(_summed, map(values, rows))
-        digests = map(_first8, map(_hash_digest, map(_sha256, map(_encode, summed))))
+        digests = map(_first8, map(_hash_digest, map(hashlib.sha256, map(_encode, summed))))
         sound = list(digests) == list(map(bytes, map(stored, rows))) and set(
             map(threads, rows)
         ) <= {thread}
@@ -363,7 +368,7 @@ _CHECKPOINT_VALUES: Final = operator.itemgetter(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 def _matches(stored: Any, values: tuple[Any, ...]) -> bool:
     """Whether ``stored`` is the digest of ``values`` as read (their types as the column's)."""
     try:
-        return stored is not None and bytes(stored) == _sha256(_encode(values)).digest()[:8]
+        return stored is not None and bytes(stored) == hashlib.sha256(_encode(values)).digest()[:8]
     except (TypeError, ValueError, OverflowError):
         return False  # a damaged column of a type that does not even encode
 
@@ -464,7 +469,7 @@ def _page_is_sound(rows: Sequence[Any]) -> bool:
     """
     try:
         encoded = map(_encode, map(_INTERRUPT_VALUES, rows))
-        digests = map(_first8, map(_hash_digest, map(_sha256, encoded)))
+        digests = map(_first8, map(_hash_digest, map(hashlib.sha256, encoded)))
         orders = list(map(_ORDER, rows))
         return (
             list(digests) == list(map(_STORED_DIGEST, rows))

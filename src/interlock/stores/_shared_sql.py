@@ -17,7 +17,7 @@ function call where SQLite runs the statements one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from ._base import PendingFilter
 from ._rows import (
@@ -31,8 +31,7 @@ from ._rows import (
 __all__ = ["SharedSql", "pending_filters"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SharedSql:
+class SharedSql(msgspec.Struct, frozen=True, kw_only=True):
     """The statements both SQL stores run, with one backend's placeholder (see `bound_to`)."""
 
     select_thread: str

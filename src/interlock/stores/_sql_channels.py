@@ -9,8 +9,9 @@ process, so exactly one claimer inserts the row and is told True.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
+
+import msgspec
 
 from .._errors import StoreError, UnknownChannelMessage
 from ._channels import ChannelMessage, check_channel_claim, check_channel_key, check_channel_update
@@ -22,8 +23,7 @@ T = TypeVar("T")
 CHANNEL_COLUMNS: Final = "channel, interrupt_id, thread, ref, state, claimed_at, updated_at"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ChannelSql:
+class ChannelSql(msgspec.Struct, frozen=True, kw_only=True):
     """The statements of channel messages, with one backend's placeholder."""
 
     claim: str
