@@ -16,11 +16,11 @@ from typing import Any
 
 import anyio
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
+from _uvicorn import uvicorn_thread
 from interlock import App, Authority, SqliteStore, emit_event
 from interlock.agents import (
     ApprovalPolicy,
@@ -161,49 +161,8 @@ def _stores_of(asgi: Any) -> list[Any]:
 @contextmanager
 def serving(factory: Callable[[], ASGIApp]) -> Iterator[str]:
     """Run ``factory()`` (built in the server's thread) under uvicorn on a free port; its URL."""
-    holder: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        try:
-            config = uvicorn.Config(
-                factory(),
-                host="127.0.0.1",
-                port=0,
-                log_level="warning",
-                lifespan="on",
-                timeout_graceful_shutdown=1,
-            )
-            server = uvicorn.Server(config)
-            holder["server"] = server
-        except BaseException as exc:
-            holder["error"] = exc
-            ready.set()
-            raise
-        ready.set()
-        try:
-            server.run()
-        finally:
-            for store in _stores_of(config.app):
-                anyio.run(store.close)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    if "error" in holder:
-        raise holder["error"]
-    server: uvicorn.Server = holder["server"]
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with uvicorn_thread(factory, _stores_of) as (url, _):
+        yield url
 
 
 def run_input(thread: str, *, messages: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ and read the same SQLite file through Apps of their own.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from _uvicorn import uvicorn_thread
 from interlock import END, START, App, Graph, Price, SqliteStore, approve
 from interlock.agents import (
     ApprovalPolicy,
@@ -310,50 +309,8 @@ def _stores_of(asgi: Any) -> list[Any]:
 @contextmanager
 def serving(factory: Callable[[], ASGIApp]) -> Iterator[Serving]:
     """Run ``factory()`` (built in the server's thread) under uvicorn on a free port."""
-    holder: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        try:
-            config = uvicorn.Config(
-                factory(),
-                host="127.0.0.1",
-                port=0,
-                log_level="warning",
-                lifespan="on",
-                timeout_graceful_shutdown=1,
-            )
-            server = uvicorn.Server(config)
-            holder["server"] = server
-        except BaseException as exc:
-            holder["error"] = exc
-            ready.set()
-            raise
-        ready.set()
-        try:
-            server.run()
-        finally:
-            # The served apps' stores were opened here, by the factory: close them here.
-            for store in _stores_of(config.app):
-                anyio.run(store.close)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    if "error" in holder:
-        raise holder["error"]
-    server: uvicorn.Server = holder["server"]
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield Serving(url=f"http://127.0.0.1:{port}", server=server)
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with uvicorn_thread(factory, _stores_of) as (url, server):
+        yield Serving(url=url, server=server)
 
 
 def env_order_app() -> App[Any]:
