@@ -187,6 +187,37 @@ class AnonymousPeak:
         self._sample()
 
 
+def pg_dsn(dsn: str, lazy: bool) -> str:
+    """``dsn``, with ``synchronous_commit=off`` for every session when ``lazy``."""
+    if not lazy:
+        return dsn
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    options = conninfo_to_dict(dsn).get("options") or ""
+    return make_conninfo(dsn, options=f"{options} -csynchronous_commit=off".strip())
+
+
+def wal_flushes(dsn: str) -> int:
+    """The server's WAL flushes so far (``pg_stat_wal.wal_sync``), once every other session
+    has ended (a session reports its counts when it ends, or at most every second)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + 10
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend'"
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                break
+            time.sleep(0.01)
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def db_sizes(path: Path) -> tuple[int, int]:
     """Bytes of a SQLite file and of its ``-wal`` file (0 if there is none)."""
     wal = Path(f"{path}-wal")

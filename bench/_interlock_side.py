@@ -36,6 +36,7 @@ from _common import (
     parallel_tools,
     peak_rss_kib,
     percentile,
+    pg_dsn,
     raw_message_bytes,
     read_spec,
     refuse_foreign,
@@ -45,6 +46,7 @@ from _common import (
     s6_thread,
     snapshot_db,
     thread_id,
+    wal_flushes,
 )
 
 from interlock import END, START, App, Graph, MemoryStore, Send, SqliteStore, Store, append, approve
@@ -195,37 +197,6 @@ async def s2pg(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[st
         metrics = {k.replace("s2_", "s2off_", 1): v for k, v in metrics.items()}
         info["store"] += " synchronous_commit=off"
     return metrics, info
-
-
-def pg_dsn(dsn: str, lazy: bool) -> str:
-    """``dsn``, with ``synchronous_commit=off`` for every session when ``lazy``."""
-    if not lazy:
-        return dsn
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    options = conninfo_to_dict(dsn).get("options") or ""
-    return make_conninfo(dsn, options=f"{options} -csynchronous_commit=off".strip())
-
-
-def wal_flushes(dsn: str) -> int:
-    """The server's WAL flushes so far (``pg_stat_wal.wal_sync``), once every other session
-    has ended (a session reports its counts when it ends, or at most every second)."""
-    import time
-
-    import psycopg
-
-    deadline = time.monotonic() + 10
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                "AND backend_type = 'client backend'"
-            ).fetchone()
-            if row is not None and row[0] == 0:
-                break
-            time.sleep(0.01)
-        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
-    return 0 if row is None else int(row[0])
 
 
 async def _s2(p: dict[str, Any], store: Any) -> tuple[dict[str, float], dict[str, Any]]:
