@@ -131,11 +131,14 @@ def serving(
     agent: Callable[[], ToolAgent] | None = None,
     graph: Callable[[], Graph[Any]] | None = None,
     input: Callable[[Any], Any] | None = None,
+    port: int = 0,
 ) -> Iterator[Served]:
     """Serve an agent (`ops_agent` unless ``agent`` says) or a ``graph`` over A2A on a free
-    port, its App on ``db``, until the block ends."""
+    port (or on ``port``, as a restarted server would), its App on ``db``, until the block
+    ends."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))  # bound here, so the card can name the port before serving
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))  # bound here, so the card can name the port before serving
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     holder: dict[str, Any] = {}
 

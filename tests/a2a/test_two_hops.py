@@ -6,11 +6,14 @@ The remote is interlock's own A2A server (``_serve_helpers.serving``: an ``ops``
 as its one tool, calling with ana's token. The remote's approval question crosses the wire
 intact, waits in the local inbox under the local call's address, is decided there once, and
 the answer — sent on the remote task — is recorded remotely as ana's decision: the tool runs
-once and the local thread ends with the remote answer.
+once and the local thread ends with the remote answer. Both sides stop and start again while
+the question waits, and nothing is lost.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +39,35 @@ def _caller(url: str, client: Any) -> ToolAgent:
     return ToolAgent("desk", ScriptedModel(script), [ops])
 
 
+@asynccontextmanager
+async def _client(url: str) -> AsyncIterator[Any]:
+    """The SDK's client for the remote, calling with ana's token."""
+    headers = {"Authorization": f"Bearer {TOKENS['ana'][0]}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(url)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
 async def test_a_remote_interlock_question_is_decided_in_the_local_inbox(
     tmp_path: Path, sqlite_files: Any
 ) -> None:
     RAN.clear()
-    remote_db = tmp_path / "remote.db"
+    remote_db, local_db = tmp_path / "remote.db", tmp_path / "local.db"
     with serving(remote_db) as served:
-        headers = {"Authorization": f"Bearer {TOKENS['ana'][0]}"}
-        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-            client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(
-                served.url
-            )
-            store = sqlite_files(tmp_path / "local.db")
-            app: App[Any] = _caller(served.url, client).compile(store=store)
+        async with _client(served.url) as client:
+            app: App[Any] = _caller(served.url, client).compile(store=sqlite_files(local_db))
             asked = await app.run({"messages": ["ship it"]}, thread="desk-1")
             assert asked.status == "interrupted" and RAN == []
 
+    # Both sides stop while the question waits, and start again: a new remote server on the
+    # same file and port, a new local App on the same file.
+    port = int(served.url.rstrip("/").rsplit(":", 1)[1])
+    with serving(remote_db, port=port) as served:
+        async with _client(served.url) as client:
+            app = _caller(served.url, client).compile(store=sqlite_files(local_db))
             (question,) = await app.inbox(thread="desk-1")
             task = question.info["task"]
             assert str(question.address) == f"node:tools/agent:desk/tool:ops:call_0_0/a2a:{task}"
@@ -66,7 +82,6 @@ async def test_a_remote_interlock_question_is_decided_in_the_local_inbox(
             with pytest.raises(InterruptAlreadyResolved):
                 await app.decide("desk-1", {question.id: "reject"}, actor="kim")
             done = await app.resume("desk-1")
-            await client.close()
 
         assert done.status == "done"
         assert done.values["messages"][-1].content == "The ops agent says: Done: deployed web"

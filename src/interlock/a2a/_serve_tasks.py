@@ -77,11 +77,19 @@ def json_value(value: Any) -> Any:
     return msgspec.json.decode(msgspec.json.encode(value, enc_hook=repr))
 
 
-def agent_message(task_id: str, context_id: str, text: str, data: Sequence[Any] = ()) -> Message:
-    """A message from the agent: a text part, then a data part for each of ``data``."""
+def agent_message(
+    task_id: str,
+    context_id: str,
+    text: str,
+    data: Sequence[Any] = (),
+    *,
+    message_id: str | None = None,
+) -> Message:
+    """A message from the agent: a text part, then a data part for each of ``data``
+    (``message_id``: a fresh one unless given)."""
     parts = [Part(text=text)] + [new_data_part(json_value(d)) for d in data]
     return Message(
-        message_id=uuid.uuid4().hex,
+        message_id=message_id or uuid.uuid4().hex,
         task_id=task_id,
         context_id=context_id,
         role=Role.ROLE_AGENT,
@@ -146,7 +154,11 @@ def question_message(
         text = "The run is paused: send any message to continue it."
         return agent_message(task_id, context_id, f"{notes}{text}")
     text = " ".join(_question_text(d) for d in asked)
-    return agent_message(task_id, context_id, f"{notes}{text}", asked)
+    # Named by the questions it asks, so that a server restarted on the same store, which
+    # rebuilds the task from its thread, asks with the same message: a caller that keys
+    # what it was asked by the status message's id sees one question, not a second one.
+    asking = "question:" + "+".join(d["interrupt"] for d in asked)
+    return agent_message(task_id, context_id, f"{notes}{text}", asked, message_id=asking)
 
 
 def asked_in(task: Task) -> list[str]:
