@@ -20,7 +20,6 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from _uvicorn import uvicorn_thread
 from interlock import App, Authority, SqliteStore, emit_event
 from interlock.agents import (
     ApprovalPolicy,
@@ -161,6 +160,10 @@ def _stores_of(asgi: Any) -> list[Any]:
 @contextmanager
 def serving(factory: Callable[[], ASGIApp]) -> Iterator[str]:
     """Run ``factory()`` (built in the server's thread) under uvicorn on a free port; its URL."""
+    # Imported here: processes that import this module for its apps have only its folder
+    # on their path, not the tests' root.
+    from _uvicorn import uvicorn_thread
+
     with uvicorn_thread(factory, _stores_of) as (url, _):
         yield url
 

@@ -17,7 +17,6 @@ from typing import Any, TypedDict
 import uvicorn
 from starlette.types import ASGIApp
 
-from _uvicorn import uvicorn_thread
 from interlock import END, START, App, Graph, Price, SqliteStore, approve
 from interlock.agents import (
     ApprovalPolicy,
@@ -309,6 +308,10 @@ def _stores_of(asgi: Any) -> list[Any]:
 @contextmanager
 def serving(factory: Callable[[], ASGIApp]) -> Iterator[Serving]:
     """Run ``factory()`` (built in the server's thread) under uvicorn on a free port."""
+    # Imported here: processes that import this module for its apps have only its folder
+    # on their path, not the tests' root.
+    from _uvicorn import uvicorn_thread
+
     with uvicorn_thread(factory, _stores_of) as (url, server):
         yield Serving(url=url, server=server)
 
