@@ -78,3 +78,62 @@ async def test_a_body_walked_in_parts_is_the_body_walked_whole(
     # result, user metadata, and a value too large for msgpack (walked whole).
     parts = {key for body, _, _ in written for key in body}
     assert {"ch", "tasks", "pend", "meta"} <= parts
+
+
+def schema_graph(schema: dict[str, Any]) -> Graph[State]:
+    def ask(s: State) -> dict[str, Any]:
+        answer = interrupt({"question": "how many?", "limits": [1, 2]}, schema=schema)
+        return {"log": [answer]}
+
+    g = Graph(State)
+    g.add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    return g
+
+
+DEEP_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}},
+        {"allOf": [{"if": {"const": 1}, "then": {"enum": [1, 2]}}]},
+        {"type": "boolean"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [DEEP_SCHEMA, {"type": "integer", "maximum": 2**70}],
+    ids=["json-tree", "int-over-64-bits"],
+)
+async def test_a_question_and_its_schema_encode_as_walked_whole(
+    monkeypatch: pytest.MonkeyPatch, schema: dict[str, Any]
+) -> None:
+    """Questions and answer schemas skip the walk when a census finds them plain; the bytes
+    (checkpoint and inbox row) are those of the whole walk, also for an int msgpack cannot hold."""
+    bodies: list[tuple[bytes, bytes]] = []
+    rows: list[tuple[bytes, bytes]] = []
+    encode, row_bytes = _persist.ThreadIO._encode, _persist.ThreadIO._row_bytes
+
+    def spy_body(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
+        bodies.append((data, self.codec.encode(body, path="checkpoint")))
+        return data
+
+    def spy_row(self: _persist.ThreadIO, i: Any) -> bytes:
+        data = row_bytes(self, i)
+        rows.append((data, self.codec.encode(_persist._row_body(i), path="interrupt")))
+        return data
+
+    monkeypatch.setattr(_persist.ThreadIO, "_encode", spy_body)
+    monkeypatch.setattr(_persist.ThreadIO, "_row_bytes", spy_row)
+    store = MemoryStore()
+    result = await schema_graph(schema).compile(store=store).run({}, thread="t")
+    assert result.status == "interrupted"
+    assert len(rows) == 1 and len(bodies) >= 1
+    for data, whole in rows + bodies:
+        assert data == whole
+    # Read back by another App, as another process would: the same schema, big int included.
+    again = schema_graph(schema).compile(store=store)
+    [pending] = await again.inbox()
+    assert pending.schema == schema and pending.info == {"question": "how many?", "limits": [1, 2]}
+    (state_interrupt,) = (await again.get_state("t")).interrupts
+    assert state_interrupt.schema == schema

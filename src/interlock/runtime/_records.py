@@ -88,7 +88,15 @@ class Address(tuple[Segment, ...]):
     __slots__ = ()
 
     def __str__(self) -> str:
-        return "/".join(str(s) for s in self)
+        # One address is rendered by each runtime call that names it (a step, its question,
+        # its effect, its child scopes): the text is kept for the addresses seen lately.
+        text = _RENDERED.get(self)
+        if text is None:
+            text = "/".join(map(str, self))
+            if len(_RENDERED) >= _RENDERED_KEPT:
+                _RENDERED.clear()
+            _RENDERED[self] = text
+        return text
 
     def child(self, segment: Segment) -> Address:
         """Return this address extended by one level."""
@@ -110,6 +118,8 @@ class Address(tuple[Segment, ...]):
 
 
 _PARSED: dict[str, Address] = {}
+_RENDERED: dict[Address, str] = {}
+_RENDERED_KEPT: Final = 4096
 
 
 class Interrupt(msgspec.Struct, frozen=True, kw_only=True):

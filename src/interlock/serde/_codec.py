@@ -247,6 +247,21 @@ class Codec:
         except (Unsupported, TooDeep, RecursionError):
             raise ValueError("not encodable as prepared; call encode") from None
 
+    def prepare_tree(self, value: Any, depth: int = 0) -> Any:
+        """`prepare` for a part that is most likely a plain JSON tree (an answer schema).
+
+        One C-level census of the whole tree first (`is_plain_tree`): a schema of a few dozen
+        small dicts is otherwise walked dict by dict in Python. Anything else is prepared as
+        `prepare` does.
+
+        Raises:
+            ValueError: As `prepare`.
+        """
+        kind = type(value)
+        if (kind is dict or kind is list) and is_plain_tree(value, self._max_depth - depth):
+            return value
+        return self.prepare(value, depth)
+
     def encode_prepared(self, value: Any, *, path: str = "value") -> bytes:
         """Encode a value whose every part is plain or came from `prepare`.
 
