@@ -17,6 +17,7 @@ Usage::
     python bench/pg_append_cost.py src /path/to/other/checkout/src --reps 5
     python bench/pg_append_cost.py src --scenario S6pg --durable
     python bench/pg_append_cost.py src --patch experiment.sql   # applied after migrating
+    python bench/pg_append_cost.py src --nested   # also the statements inside the function
 
 ``--durable`` keeps ``synchronous_commit`` as interlock sets it (two WAL flushes per round
 trip); the default turns it off for every transaction, so that the figures are the server's
@@ -109,6 +110,12 @@ def child(spec: dict[str, Any]) -> None:
             "AND query LIKE 'SELECT interlock_append(%%' ORDER BY mean_exec_time DESC",
             (spec["db"],),
         ).fetchall()
+        nested = conn.execute(
+            "SELECT calls, total_exec_time, query FROM pg_stat_statements s JOIN pg_database d "
+            "ON d.oid = s.dbid WHERE d.datname = %s AND NOT toplevel "
+            "ORDER BY total_exec_time DESC LIMIT 15",
+            (spec["db"],),
+        ).fetchall()
     calls = sum(int(r[0]) for r in rows)
     # psycopg sends an empty list as NULL, of unknown type, so each shape of append (plain,
     # raising interrupts, resolving them) is a statement of its own there.
@@ -121,7 +128,12 @@ def child(spec: dict[str, Any]) -> None:
         "append_us": sum(float(r[1]) for r in rows) * 1e3 / max(calls, 1),
         "violations": metrics.get("s2_violations", metrics.get("s6_violations", 0.0)),
     }
-    print(json.dumps({**out, "append_us_by_statement": by_statement}))
+    inside = [
+        [int(n), round(float(t), 1), round(float(t) * 1e3 / int(n), 1), " ".join(str(q).split())]
+        for n, t, q in nested
+        if n
+    ]
+    print(json.dumps({**out, "append_us_by_statement": by_statement, "nested": inside}))
 
 
 async def _run_on(run: Any, params: dict[str, Any], dsn: str) -> tuple[dict[str, float], Any]:
@@ -143,6 +155,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5, help="S6pg's rounds per task")
     ap.add_argument("--durable", action="store_true", help="keep synchronous_commit on")
     ap.add_argument("--patch", help="SQL run after migrating, in every tree's database")
+    ap.add_argument(
+        "--nested",
+        action="store_true",
+        help="count the statements run inside functions too (pg_stat_statements.track = all, "
+        "which adds its own cost to each) and print the costliest of the last repetition",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -155,8 +173,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         params = {"threads": args.round_trips, "warmup": 3}
     trees = [str(Path(t).resolve()) for t in args.trees]
-    results: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
-    with _server() as (dsn, data_dir):
+    results: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
+    nested: dict[str, list[list[Any]]] = {}
+    with _server("all" if args.nested else "top") as (dsn, data_dir):
         for rep in range(args.reps):
             for tree in trees:
                 db = f"cost_{rep}_{trees.index(tree)}"
@@ -180,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if done.returncode != 0:
                     raise SystemExit(f"the run of {tree} failed:\n{done.stderr}")
                 row = json.loads(done.stdout.strip().splitlines()[-1])
+                nested[tree] = row.pop("nested")
                 results[tree].append(row)
                 _admin(dsn, f"DROP DATABASE {db}")
                 print(f"rep {rep + 1} {tree}: {json.dumps(row)}", flush=True)
@@ -193,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             values = [r[key] for r in rows]
             print(f"  {key:20} {statistics.median(values):9.3f}  "
                   f"[{min(values):.3f}, {max(values):.3f}]")  # fmt: skip
+        if args.nested:
+            print("  statements inside functions (last repetition): calls, total ms, mean µs")
+            for calls, total, each, query in nested[tree]:
+                print(f"  {calls:8} {total:9.1f} {each:9.1f}  {query[:90]}")
 
 
 def _admin(dsn: str, statement: str) -> None:
@@ -204,6 +228,9 @@ def _admin(dsn: str, statement: str) -> None:
 
 class _server:
     """A throwaway server with pg_stat_statements, as tests/_pgserver.py starts one."""
+
+    def __init__(self, track: str) -> None:
+        self._track = track
 
     def __enter__(self) -> tuple[str, Path]:
         import tempfile
@@ -226,7 +253,8 @@ class _server:
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={port} -c fsync=on "
             f"-c unix_socket_directories='{self._root}' -c max_connections=200 "
-            "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top"
+            "-c shared_preload_libraries=pg_stat_statements "
+            f"-c pg_stat_statements.track={self._track}"
         )
         pg._run([*pre, str(self._bin / "pg_ctl"), "-D", str(self._data), "-l",
                  str(self._root / "server.log"), "-w", "-o", options, "start"])  # fmt: skip
