@@ -29,7 +29,7 @@ __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "SchemaMismatch", "
 MIGRATION_LOCK: Final = 0x494C4B31
 """Key of the ``pg_advisory_xact_lock`` that serialises migrations (ASCII ``ILK1``)."""
 
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 """The version this code reads and writes: the number of the last file of ``sql/postgres/``."""
 
 MIGRATIONS: Final = Migrations("interlock.stores", "sql/postgres", SCHEMA_VERSION)
