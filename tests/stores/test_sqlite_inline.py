@@ -214,3 +214,40 @@ async def test_a_run_of_fsync_less_commits_ends_with_one_on_the_worker(
     on_worker = [n for n, ident in enumerate(threads_of["commit"]) if ident != here]
     # Commits on the caller's thread never checkpoint the log: every so many, one that does.
     assert on_worker == [_sqlite._INLINE_WRITES_MAX, 2 * _sqlite._INLINE_WRITES_MAX + 1]
+
+
+@pytest.mark.asyncio_only(reason="under trio the worker's calls go to anyio.to_thread, unseen")
+async def test_a_call_queued_for_the_worker_is_not_overtaken(
+    tmp_path: Path,
+    sqlite_files: Callable[[Path], SqliteStore],
+    threads_of: dict[str, list[int]],
+    busy_loop: None,
+) -> None:
+    store = sqlite_files(tmp_path / "queued.db")
+    one = make_checkpoint("t", 1)
+    await store.append_checkpoint(one, expected_head=None)
+    here = threading.get_ident()
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow() -> None:  # a long call on the worker thread, such as an fsync on a slow disk
+        started.set()
+        release.wait(10)
+        order.append("slow")
+
+    async def read() -> None:
+        await store.get_checkpoint("t")
+        order.append("read")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store._worker.run, slow)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            assert store._worker.busy
+            tg.start_soon(read)
+            await anyio.sleep(0.2)
+            assert order == [], "a read overtook a call the worker was running"
+            release.set()
+    assert order == ["slow", "read"]
+    assert threads_of["head"][-1] != here, "the read ran beside the worker's call"
+    assert not store._worker.busy

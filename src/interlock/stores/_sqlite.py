@@ -10,6 +10,9 @@ How it stays fast and never reports "database is locked" under normal load:
   transaction with jittered backoff until the same deadline.
 * One connection per store, used from one dedicated worker thread (see `ThreadWorker`) under
   a lock: an append is a single trip to that thread, and the event loop never blocks on disk.
+  A call that cannot wait on the disk (a row read by its key, a commit without an fsync) runs
+  on the caller's thread instead when the connection is free, without a busy wait or an
+  automatic checkpoint (`SqliteStore._try_inline`): the hand-off would cost more than it.
 * Group commit: appends that callers queue while a transaction is being written commit
   together, in one transaction and one fsync; each in a savepoint of its own, so that each is
   still all-or-nothing and checked on its own, and a failing one fails alone. Nobody is told
@@ -520,8 +523,9 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         than a point read or an fsync-less commit takes (~100 µs against ~30–90 µs here), so
         such a call runs right here when nothing could hold it up:
 
-        * the connection is free: the lock is taken without waiting, or not at all (the
-          worker is busy, perhaps in an fsync: the call goes to the worker's queue);
+        * the connection is free: the worker thread has nothing running or queued (so calls
+          run here never keep overtaking queued ones), and the lock is taken without waiting,
+          or not at all (another thread holds the connection: the call goes to the worker);
         * a write is the only one waiting to be committed (otherwise it joins the group);
         * the connection's busy timeout is 0 meanwhile: if another connection holds the
           file's write lock, SQLite answers "busy" at once instead of sleeping, nothing was
@@ -537,7 +541,7 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         """
         if write and self._inline_writes >= _INLINE_WRITES_MAX:
             return False, None
-        if not self._lock.acquire(blocking=False):
+        if self._worker.busy or not self._lock.acquire(blocking=False):
             return False, None
         try:
             conn = self._conn
