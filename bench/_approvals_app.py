@@ -6,9 +6,10 @@ deployment would be. ``BENCH_DB`` names the file; the tokens are ``approver-N`` 
 
 With ``BENCH_BREAKDOWN=1`` the server also times where a request's time goes (H1's
 ``--breakdown``): the whole request as the ASGI app sees it, the App's calls within it, the
-store calls within those (awaited, and run on the store's worker thread), and the durable
-commits; ``GET /bench/breakdown`` answers the sums, ``POST /bench/breakdown`` zeroes them.
-A diagnostic: the timers cost a few microseconds per call.
+store calls within those (awaited, and run on the store's worker thread, or run on the
+loop's own thread when they cannot wait on the disk), and the durable commits;
+``GET /bench/breakdown`` answers the sums, ``POST /bench/breakdown`` zeroes them. A
+diagnostic: the timers cost a few microseconds per call.
 """
 
 from __future__ import annotations
@@ -104,6 +105,17 @@ class _Breakdown:
             return await append(store, record, *args, **kwargs)
 
         _worker.ThreadWorker.run = timed_run  # type: ignore[method-assign]
+        if hasattr(SqliteStore, "_try_inline"):  # calls run on the loop's thread, not handed off
+            try_inline = SqliteStore._try_inline
+
+            def timed_inline(store: Any, *args: Any) -> Any:
+                t = time.perf_counter()
+                ran, value = try_inline(store, *args)
+                if ran:
+                    add(f"{where.get()} store inline", time.perf_counter() - t)
+                return ran, value
+
+            SqliteStore._try_inline = timed_inline  # type: ignore[method-assign]
         SqliteStore.append_checkpoint = counted_append  # type: ignore[method-assign]
         for name in ("run", "resume", "decide", "get_state", "question"):
             self._time(App, name)

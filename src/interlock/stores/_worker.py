@@ -68,6 +68,16 @@ class ThreadWorker:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._running = False  # written by the worker thread only
+
+    @property
+    def busy(self) -> bool:
+        """Whether the worker thread is running a call or has calls queued (a snapshot).
+
+        Callers that could run a call themselves ask it first, so as not to overtake queued
+        calls again and again. Calls made through `anyio.to_thread` (no asyncio loop) are not
+        counted."""
+        return self._running or not self._queue.empty()
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker thread and return its result (or raise its exception).
@@ -116,10 +126,13 @@ class ThreadWorker:
             fn, loop, target = item
             value: Any = None
             error: BaseException | None = None
+            self._running = True
             try:
                 value = fn()
             except BaseException as exc:  # handed to the waiting task, not lost
                 error = exc
+            finally:
+                self._running = False
             if loop is None or isinstance(target, queue.SimpleQueue):
                 assert isinstance(target, queue.SimpleQueue)
                 target.put((value, error))
