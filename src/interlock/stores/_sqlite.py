@@ -488,7 +488,9 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         that never waits on the disk, so it may run right here instead (`_try_inline`): a
         read of one row by its key, or a write that commits without an fsync.
         """
-        if inline is not None:
+        # On an idle loop the worker would run the call right here, as it is: do just that.
+        here = inline is not None and self._worker.runs_here()
+        if inline is not None and not here:
             ran, value = self._try_inline(fn, synchronous, inline == "write")
             if ran:
                 return cast(T, value)
@@ -496,7 +498,11 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         attempt = 1
         while True:
             try:
-                value = await self._worker.run(lambda: self._call(fn, synchronous))
+                if here:
+                    here = False  # a retry, after a sleep, asks the worker again
+                    value = self._call(fn, synchronous)
+                else:
+                    value = await self._worker.run(lambda: self._call(fn, synchronous))
             except _Busy as busy:
                 left = deadline - time.monotonic()
                 if attempt >= _MAX_ATTEMPTS or left <= 0:
@@ -551,10 +557,14 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
                 return False, None
             try:
                 if not self._inline_now:
-                    self._translated(self._enter_inline)
-                value = self._on_connection(conn, fn, synchronous)
-            except _Busy:
-                return False, None
+                    self._enter_inline()
+                self._set_synchronous(conn, synchronous or self._synchronous)
+                value = fn(conn)
+            except _DRIVER_ERRORS as exc:
+                error = self._error(exc)
+                if isinstance(error, _Busy):
+                    return False, None
+                raise error from exc
             if write:
                 self._inline_writes += 1
             return True, value
@@ -566,14 +576,18 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         with self._lock:
             if self._closed:
                 raise StoreClosed(f"SqliteStore {self._path!r} was closed; create a new one")
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._translated(self._open)
-                self._sync_now = self._synchronous
-                self._inline_now = False
-            elif self._inline_now:
-                self._translated(self._leave_inline)
-            return self._on_connection(conn, fn, synchronous)
+            try:
+                conn = self._conn
+                if conn is None:
+                    conn = self._conn = self._open()
+                    self._sync_now = self._synchronous
+                    self._inline_now = False
+                elif self._inline_now:
+                    self._leave_inline()
+                self._set_synchronous(conn, synchronous or self._synchronous)
+                return fn(conn)
+            except _DRIVER_ERRORS as exc:
+                raise self._error(exc) from exc
 
     def _enter_inline(self) -> None:
         """Make the connection answer "busy" at once and never checkpoint (under the lock)."""
@@ -591,46 +605,25 @@ class SqliteStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         conn.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
         self._inline_now = False
 
-    def _on_connection(
-        self,
-        conn: sqlite3.Connection,
-        fn: Callable[[sqlite3.Connection], T],
-        synchronous: str | None,
-    ) -> T:
-        """Run ``fn`` on ``conn`` at ``synchronous``, translating errors (under the lock)."""
-        return self._translated(lambda: self._with_level(conn, fn, synchronous))
-
-    def _with_level(
-        self,
-        conn: sqlite3.Connection,
-        fn: Callable[[sqlite3.Connection], T],
-        synchronous: str | None,
-    ) -> T:
-        self._set_synchronous(conn, synchronous or self._synchronous)
-        return fn(conn)
-
-    def _translated(self, fn: Callable[[], T]) -> T:
-        """Call ``fn``, raising the store's errors for the driver's."""
-        try:
-            return fn()
-        except sqlite3.Error as exc:
-            if _is_busy(exc):
-                raise _Busy from exc
-            raise self._translate(exc) from exc
-        except schema.SchemaMismatch as exc:
-            raise StoreError(f"cannot use {self._path!r} as an interlock store: {exc}") from exc
-        except UnicodeDecodeError as exc:
+    def _error(self, exc: BaseException) -> BaseException:
+        """The store's error for one the driver raised (``raise self._error(exc) from exc``):
+        `_Busy` for a locked file, which the caller retries."""
+        if isinstance(exc, sqlite3.Error):
+            return _Busy() if _is_busy(exc) else self._translate(exc)
+        if isinstance(exc, schema.SchemaMismatch):
+            return StoreError(f"cannot use {self._path!r} as an interlock store: {exc}")
+        if isinstance(exc, UnicodeDecodeError):
             # sqlite3 decodes SQLite's own message; a damaged schema puts bytes in it.
-            raise StoreError(
+            return StoreError(
                 f"{self._path!r} is corrupted: SQLite reported an error whose text is not "
                 "valid UTF-8, which a damaged schema causes; restore the file from a backup"
-            ) from exc
-        except UnicodeEncodeError as exc:
-            # Arguments are checked before they get here; this is the last line.
-            raise ValueError(
-                f"a text argument holds a lone surrogate at position {exc.start}, which "
-                "UTF-8 cannot encode; pass valid Unicode strings"
-            ) from exc
+            )
+        assert isinstance(exc, UnicodeEncodeError)
+        # Arguments are checked before they get here; this is the last line.
+        return ValueError(
+            f"a text argument holds a lone surrogate at position {exc.start}, which "
+            "UTF-8 cannot encode; pass valid Unicode strings"
+        )
 
     def _open(self) -> sqlite3.Connection:
         if self._path != ":memory:":
@@ -735,6 +728,15 @@ def _log_removed(wal: str, index: str) -> bool:
 
 class _Busy(Exception):
     """The database was locked; the operation may be retried (the sqlite3 error is the cause)."""
+
+
+_DRIVER_ERRORS: Final = (
+    sqlite3.Error,
+    schema.SchemaMismatch,
+    UnicodeDecodeError,
+    UnicodeEncodeError,
+)
+"""What a call on the connection may raise that `SqliteStore._error` turns into the store's."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:

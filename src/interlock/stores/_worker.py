@@ -79,6 +79,15 @@ class ThreadWorker:
         counted."""
         return self._running or not self._queue.empty()
 
+    def runs_here(self) -> bool:
+        """Whether `run` would call its function on the caller's thread right now (the
+        running asyncio loop has nothing else to do): then no hand-off is saved by doing so."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return loop_is_idle(loop)
+
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the worker thread and return its result (or raise its exception).
 
