@@ -10,7 +10,9 @@ import pytest
 from interlock._errors import CheckpointCorrupt
 from interlock.stores import CheckpointRecord, Fence, InterruptRecord, Resolution
 from interlock.stores import _postgres_schema as pg_schema
+from interlock.stores._base import CheckpointStatus
 from interlock.stores._postgres import PostgresStore
+from interlock.testing._conformance._common import make_checkpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -20,19 +22,9 @@ THREAD = "t" * 40
 OWNER = "o" * 300
 
 
-def checkpoint(seq: int, status: str = "ready") -> CheckpointRecord:
-    return CheckpointRecord(
-        thread=THREAD,
-        id=f"c{seq}",
-        parent_id=f"c{seq - 1}" if seq > 1 else None,
-        seq=seq,
-        step=seq - 2,
-        base_seq=1,
-        created_at=1000.0 + seq,
-        source="loop",
-        status=status,
-        body=b"body",
-    )
+def checkpoint(seq: int, status: CheckpointStatus = "ready") -> CheckpointRecord:
+    parent = f"c{seq - 1}" if seq > 1 else None
+    return make_checkpoint(THREAD, seq, id=f"c{seq}", parent_id=parent, status=status)
 
 
 def question(at: CheckpointRecord, n: int) -> InterruptRecord:
