@@ -9,7 +9,7 @@ translates them at its edge; only the refusals of ``interlock_append`` become ty
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -49,6 +49,7 @@ __all__ = [
     "Conn",
     "append",
     "append_audit",
+    "append_group",
     "audit_log",
     "begin_effect",
     "change_cursor",
@@ -155,6 +156,35 @@ def append(
             raise
         raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
     return None if fence is None else int(row[0])
+
+
+def append_group(
+    conn: Conn, writes: Sequence[Callable[[Conn], Any]], *, durable: bool
+) -> list[tuple[Any, BaseException | None]]:
+    """Run ``writes`` (appends, `append` bound to their arguments) in one transaction.
+
+    Each runs in a savepoint of its own: one that raises is rolled back to it alone, its error
+    kept as its outcome, and the others go on, each seeing the writes before it as if they had
+    committed one by one in this order (so every check of a head or a lease holds per write).
+    The transaction commits durably unless ``durable`` is False (none of them asked). Returns
+    each write's ``(value, error)`` once the ``COMMIT`` returned; raises (nothing committed)
+    if the connection failed or the transaction could not begin or commit.
+    """
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    with conn.transaction():
+        conn.execute(sql.GROUP_START if durable else sql.GROUP_START_LAZILY)
+        for write in writes:
+            try:
+                value = write(conn)
+            except Exception as exc:
+                if conn.broken:  # the whole transaction is lost
+                    raise
+                conn.execute(sql.GROUP_UNDO)
+                outcomes.append((None, exc))
+            else:
+                conn.execute(sql.GROUP_NEXT)
+                outcomes.append((value, None))
+    return outcomes
 
 
 def _audit_params(

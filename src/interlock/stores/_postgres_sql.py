@@ -42,6 +42,16 @@ APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit'
 (a later synchronous commit flushes it with its own)."""
 COMMIT_LAZILY: Final = "SET LOCAL synchronous_commit = off"
 """Run first in a transaction whose commit need not wait for the WAL flush."""
+GROUP_START: Final = "SAVEPOINT interlock_append"
+"""Begins a group of appends in one transaction (`_postgres_ops.append_group`): each append
+runs inside this savepoint."""
+GROUP_START_LAZILY: Final = f"{COMMIT_LAZILY}; {GROUP_START}"
+"""`GROUP_START` for a group none of whose appends is durable."""
+GROUP_NEXT: Final = "RELEASE SAVEPOINT interlock_append; SAVEPOINT interlock_append"
+"""Keeps the append that just went through, and opens the next one's savepoint (one round
+trip: no parameters, so both statements go in one simple query)."""
+GROUP_UNDO: Final = "ROLLBACK TO SAVEPOINT interlock_append"
+"""Undoes the append that just failed; the savepoint stays, for the next one."""
 APPEND_REFUSED: Final = "IL001"
 """The SQLSTATE of ``interlock_append``'s refusals; the message is JSON with the details."""
 
