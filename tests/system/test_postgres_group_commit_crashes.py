@@ -7,7 +7,7 @@ writer records it in an acknowledgement file. Some appends are meant to fail (a 
 unknown interrupt), so that groups hold failing writes too. The test kills the writer at a
 random moment (the server rolls back whatever transaction it left open), reads the database
 and checks, then starts a new writer that goes on from the
-threads' heads, ``INTERLOCK_GROUP_CRASH_KILLS`` times (default 12):
+threads' heads, ``INTERLOCK_PG_GROUP_CRASH_KILLS`` times (default 12):
 
 * every acknowledged append is there, and at most one more per thread (the one in flight)
   than acknowledged or found by the check before;
