@@ -324,3 +324,35 @@ def test_a_group_commits_lazily_only_when_none_of_its_appends_is_durable(
     expected = "on" if durable else "off"
     assert outcomes[0] == (expected, None) and outcomes[2] == (expected, None)
     assert isinstance(outcomes[1][1], ValueError)
+
+
+async def test_idle_committers_end_and_new_ones_start(
+    dsn: str, groups: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interlock.stores import _postgres
+
+    monkeypatch.setattr(_postgres, "_IDLE_EXIT", 0.05)
+
+    async def burst(store: PostgresStore, tag: str) -> None:
+        async def one(t: int) -> None:
+            await store.append_checkpoint(make_checkpoint(f"{tag}{t}", 1), expected_head=None)
+
+        async with anyio.create_task_group() as tg:
+            for t in range(8):
+                tg.start_soon(one, t)
+
+    async with PostgresStore(dsn, max_size=2) as store:
+        await burst(store, "a")
+        started = list(store._committers)
+        assert started, "the burst's appends did not go to committer threads"
+        with anyio.fail_after(10):
+            while any(t.is_alive() for t in started):  # noqa: ASYNC110 - other threads
+                await anyio.sleep(0.01)
+        assert store._committers == []
+        await burst(store, "b")  # new committers take the next burst
+        assert store._committers
+        for tag in "ab":
+            for t in range(8):
+                head = await store.get_thread(f"{tag}{t}")
+                assert head is not None and head.head_seq == 1
+    assert store._committers == []  # closing stopped them

@@ -115,6 +115,10 @@ larger group saves few WAL flushes (the server already shares one flush among co
 commits) while it makes its last append wait for all the others."""
 
 
+_IDLE_EXIT: Final = 10.0
+"""Seconds a committer thread waits for an append before it ends (a later one starts anew)."""
+
+
 class _Append:
     """One caller's append, queued for a committer thread (`PostgresStore._commit_group`).
 
@@ -280,7 +284,9 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
 
         Check the lease and the head under the thread's row lock, resolve, insert; see
         `Store.append_checkpoint` for the rules and errors. ``durable=False`` commits with
-        ``synchronous_commit = off`` for this transaction only.
+        ``synchronous_commit = off`` for this transaction only. Under asyncio, the appends of
+        concurrent callers may share a transaction (each in a savepoint: all-or-nothing and
+        checked on its own, its errors its own), which commits durably if any of them asks.
         """
         check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
         loop = _grouping_loop()
@@ -542,7 +548,15 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         """A committer thread: take the appends waiting, commit them as one group, again."""
         appends = self._appends
         while True:
-            first = appends.get()
+            try:
+                first = appends.get(timeout=_IDLE_EXIT)
+            except queue.Empty:
+                with self._committers_lock:  # `_submit` starts another if one comes now
+                    if appends.empty():
+                        with contextlib.suppress(ValueError):  # `_stop_committers` took it
+                            self._committers.remove(threading.current_thread())
+                        return
+                continue
             if first is None:  # stopping: so are the other committers
                 appends.put(None)
                 return
