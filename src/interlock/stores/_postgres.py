@@ -90,6 +90,7 @@ from ._lifecycle import StoreLifecycle
 from ._postgres_ops import Conn
 from ._sql_channels import ChannelSql, SqlChannelMessages
 from ._sql_identities import SqlIdentities
+from ._worker import settle
 
 __all__ = ["PostgresStore"]
 
@@ -144,15 +145,6 @@ class _Append:
         self.durable = durable
         self.loop = loop
         self.future = future
-
-
-def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if fut.done():  # the awaiting task is gone
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(value)
 
 
 _OPEN_POOLS: weakref.WeakSet[ConnectionPool[Any]] = weakref.WeakSet()
@@ -289,26 +281,26 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         checked on its own, its errors its own), which commits durably if any of them asks.
         """
         check_append_args(record, new_interrupts, resolutions, expected_head, audit, fence)
+        clock = self._clock
+
+        def grouped(c: Conn, retried: bool, durable: bool) -> int | None:
+            return ops.append(
+                c,
+                record,
+                expected_head,
+                new_interrupts,
+                resolutions,
+                fence,
+                audit,
+                clock(),
+                retried=retried,
+                durable=durable,
+            )
+
         loop = _grouping_loop()
         if loop is not None:
             self._check_open()
             pool = self._pool or await self._open()
-            clock = self._clock
-
-            def grouped(c: Conn, retried: bool, durable: bool) -> int | None:
-                return ops.append(
-                    c,
-                    record,
-                    expected_head,
-                    new_interrupts,
-                    resolutions,
-                    fence,
-                    audit,
-                    clock(),
-                    retried=retried,
-                    durable=durable,
-                )
-
             fut: asyncio.Future[int | None] = loop.create_future()
             self._submit(pool, _Append(grouped, record.thread, durable, loop, fut))
             # Shielded: a cancelled caller's append is committed or refused as a whole first.
@@ -321,19 +313,7 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
         def append(c: Conn) -> int | None:
             nonlocal attempts
             attempts += 1
-            retried = attempts > 1
-            return ops.append(
-                c,
-                record,
-                expected_head,
-                new_interrupts,
-                resolutions,
-                fence,
-                audit,
-                self._clock(),
-                retried=retried,
-                durable=durable,
-            )
+            return grouped(c, attempts > 1, durable)
 
         return await self._run(append)
 
@@ -573,7 +553,7 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             outcomes = self._commit_group(pool, group)
             for item, (value, error) in zip(group, outcomes, strict=True):
                 with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
-                    item.loop.call_soon_threadsafe(_settle, item.future, value, error)
+                    item.loop.call_soon_threadsafe(settle, item.future, value, error)
 
     def _commit_group(
         self, pool: ConnectionPool[Conn], group: list[_Append]

@@ -38,7 +38,7 @@ else:  # imported by the first call that needs it, not by `import interlock`
     queue = lazy_module("queue", globals())
     anyio = lazy_module("anyio", globals(), "anyio.lowlevel", "anyio.to_thread")
 
-__all__ = ["ThreadWorker"]
+__all__ = ["ThreadWorker", "settle"]
 
 
 T = TypeVar("T")
@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # named in annotations only: reading asyncio's names would im
     )
 
 
-def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+def settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    """Give the awaiting task ``value`` or ``error`` (on its loop), unless it is gone."""
     if fut.done():  # the awaiting task is gone
         return
     if error is not None:
@@ -147,4 +148,4 @@ class ThreadWorker:
                 target.put((value, error))
                 continue
             with contextlib.suppress(RuntimeError):  # the loop was closed while we worked
-                loop.call_soon_threadsafe(_settle, target, value, error)
+                loop.call_soon_threadsafe(settle, target, value, error)
