@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "_principals": 0,  # principal names in normal form
     "_sqlfiles": 0,  # the SQL files shipped with the package, split into statements
     "_lazy": 0,  # standard modules imported when a call first uses them
+    "_plain": 0,  # values as JSON-able builtins, for the surfaces that show them
     "observability": 0,  # traces, logs and metrics: the runtime reports, and knows nothing above
     "serde": 1,
     "stores": 1,

@@ -32,10 +32,11 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from .._plain import plain
 from ..agents import AgentEvent, AssistantTurn, TextDelta, ToolResult, Transfer
 from ..runtime import CustomEvent as RuntimeCustom
 from ..runtime import Event, Interrupt, InterruptEvent
-from ._wire import arguments_text, plain, result_id
+from ._wire import arguments_text, result_id
 
 __all__ = ["Translator"]
 

@@ -11,7 +11,6 @@ the web inbox shows (`QuestionView`).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -43,6 +42,7 @@ from ag_ui.core import (
     UserMessage as AGUser,
 )
 
+from .._plain import plain
 from ..agents import (
     APPROVAL,
     AssistantMessage,
@@ -70,26 +70,6 @@ KEY: Final = "interlock"
 
 CANCELLED: Final = "The user cancelled this tool call."
 """What the model reads when a front-end cancels an approval (``status: "cancelled"``)."""
-
-
-def plain(value: Any) -> Any:
-    """``value`` as JSON-able builtins (anything unknown becomes its ``str``)."""
-    try:
-        out = msgspec.to_builtins(value, enc_hook=str, str_keys=True)
-    except (TypeError, ValueError, OverflowError):
-        return str(value)
-    return _finite(out)
-
-
-def _finite(value: Any) -> Any:
-    # JSON has no NaN or infinity; a state may hold them.
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    return value
 
 
 def result_id(call_id: str) -> str:

@@ -39,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._collector import collector_paused
+from .._plain import plain
 from ..runtime import Change, ChangeOp, StateSnapshot, diff_values
 from ._api import (
     _audit,
@@ -54,7 +55,7 @@ from ._errors import json_response
 from ._params import CompareQuery, TimelineQuery, read_query
 from ._scopes import opaque, sees_every_tool, strip_calls, visible_audit
 from ._served import Served
-from ._views import AuditItem, CheckpointFields, plain
+from ._views import AuditItem, CheckpointFields
 
 __all__ = [
     "FOLD_CHARS",

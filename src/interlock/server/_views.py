@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from .._args import MAX_TEXT
+from .._plain import plain
 from ..runtime import Authority, Decision, Interrupt
 
 __all__ = [
@@ -361,26 +360,6 @@ class IdentityView(msgspec.Struct, kw_only=True):
     tools: list[str]
     threads: list[str]
     four_eyes: bool
-
-
-def plain(value: Any, *, unknown: Callable[[Any], Any] = str) -> Any:
-    """``value`` as JSON-able builtins; anything unknown becomes ``unknown(it)`` (its ``str``)."""
-    try:
-        out = msgspec.to_builtins(value, enc_hook=unknown, str_keys=True)
-    except (TypeError, ValueError, OverflowError):
-        return unknown(value)
-    return _finite(out)
-
-
-def _finite(value: Any) -> Any:
-    # JSON has no NaN or infinity; a state may hold them.
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    return value
 
 
 def summary_of(info: Any) -> str:
