@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Sequence
-from typing import Any, Final, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import psycopg
 import psycopg.errors
@@ -34,8 +34,6 @@ from psycopg import pq
 
 __all__ = ["PsycopgNeeded", "byteas", "call", "float8", "float8s", "int8", "texts"]
 
-_INT8: Final = struct.Struct(">q").pack
-_FLOAT8: Final = struct.Struct(">d").pack
 _ARRAY_HEAD: Final = struct.Struct(">iiiii").pack
 _LENGTH: Final = struct.Struct(">i").pack
 _NULL: Final = b"\xff\xff\xff\xff"
@@ -45,6 +43,11 @@ _FLOAT8_OID: Final = 701
 _MISSING_STATEMENT: Final = b"26000"  # invalid_sql_statement_name
 _UNDO: Final = b"ROLLBACK TO SAVEPOINT interlock_append"
 
+int8: Final[Callable[[int], bytes]] = struct.Struct(">q").pack
+"""A ``bigint`` parameter (raises `struct.error` out of range, as the column would)."""
+float8: Final[Callable[[float], bytes]] = struct.Struct(">d").pack
+"""A ``double precision`` parameter."""
+
 
 class PsycopgNeeded(Exception):
     """Raised, before anything is sent, for a call this module leaves to psycopg: on a
@@ -52,14 +55,16 @@ class PsycopgNeeded(Exception):
     not in a transaction (psycopg would begin one first)."""
 
 
-def int8(value: int) -> bytes:
-    """A ``bigint`` parameter (raises `struct.error` out of range, as the column would)."""
-    return _INT8(value)
+def _heads(oid: int) -> tuple[bytes, bytes]:
+    """The whole of a one-element array holding NULL, and the head of one holding a value."""
+    return _ARRAY_HEAD(1, 1, oid, 1, 1) + _NULL, _ARRAY_HEAD(1, 0, oid, 1, 1)
 
 
-def float8(value: float) -> bytes:
-    """A ``double precision`` parameter."""
-    return _FLOAT8(value)
+# An append's arrays mostly hold one element (one interrupt raised, one resolved, one audit
+# entry): those are built without the general loop.
+_TEXT_NULL, _TEXT_ONE = _heads(_TEXT_OID)
+_BYTEA_NULL, _BYTEA_ONE = _heads(_BYTEA_OID)
+_FLOAT8_NULL, _FLOAT8_ONE = _heads(_FLOAT8_OID)
 
 
 def _array(oid: int, items: list[bytes | None]) -> bytes:
@@ -76,17 +81,29 @@ def _array(oid: int, items: list[bytes | None]) -> bytes:
 
 def texts(values: Sequence[str | None]) -> bytes:
     """A ``text[]`` parameter of one dimension."""
+    if len(values) == 1:
+        value = values[0]
+        if value is None:
+            return _TEXT_NULL
+        item = value.encode()
+        return _TEXT_ONE + _LENGTH(len(item)) + item
     return _array(_TEXT_OID, [None if v is None else v.encode() for v in values])
 
 
 def byteas(values: Sequence[bytes | None]) -> bytes:
     """A ``bytea[]`` parameter of one dimension."""
+    if len(values) == 1:
+        value = values[0]
+        return _BYTEA_NULL if value is None else _BYTEA_ONE + _LENGTH(len(value)) + value
     return _array(_BYTEA_OID, list(values))
 
 
 def float8s(values: Sequence[float | None]) -> bytes:
     """A ``double precision[]`` parameter of one dimension."""
-    return _array(_FLOAT8_OID, [None if v is None else _FLOAT8(v) for v in values])
+    if len(values) == 1:
+        value = values[0]
+        return _FLOAT8_NULL if value is None else _FLOAT8_ONE + b"\x00\x00\x00\x08" + float8(value)
+    return _array(_FLOAT8_OID, [None if v is None else float8(v) for v in values])
 
 
 _PREPARED: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[bytes]] = (
@@ -121,7 +138,7 @@ def call(
         prepared = _PREPARED[conn] = set()
     formats = [1] * len(params)
     # A None is a NULL: libpq takes it, though psycopg's stubs say otherwise.
-    values = cast("Sequence[bytes]", params)
+    values: Any = params
     if not prepare:
         return _checked(conn, pgconn.exec_params(statement, values, None, formats, 0))
     if name not in prepared:
