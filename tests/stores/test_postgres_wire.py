@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 
@@ -193,3 +194,18 @@ async def test_errors_keep_their_types(store: PostgresStore, dsn: str) -> None:
         with pytest.raises(psycopg.OperationalError):
             ops.append(conn, make_checkpoint("e", 2), "e.0001", [], [], None, [], 4.0)
         assert conn.broken
+
+
+async def test_a_value_out_of_bigint_s_range_is_refused_by_the_server(
+    store: PostgresStore, dsn: str
+) -> None:
+    """The binary encoding cannot hold it; psycopg's path sends it and the server refuses."""
+    huge = msgspec.structs.replace(make_checkpoint("huge", 1), seq=2**63)
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.NumericValueOutOfRange),
+    ):
+        ops.append(conn, huge, None, [], [], None, [], 1.0)
+    with pytest.raises(StoreError, match="out of range"):
+        await store.append_checkpoint(huge, expected_head=None)
+    assert await store.get_thread("huge") is None

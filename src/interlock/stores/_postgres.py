@@ -16,6 +16,9 @@ How it keeps the `Store` invariants:
 * Nothing needs session state: migrations use a transaction-scoped advisory lock, and prepared
   statements (on by default) can be turned off with ``prepare=False``, so the store works
   behind a transaction-pooling proxy.
+* An append's ``interlock_append`` call, the one statement every step makes, goes to libpq
+  directly with its parameters in binary (`_postgres_wire`); every other statement goes
+  through psycopg.
 * The driver is psycopg's blocking API with a thread-safe pool: a call runs on the event
   loop's thread when the calling task is alone on its loop (nothing else could run meanwhile,
   and it saves the loop's costly wake-up), in a worker thread otherwise.
