@@ -161,6 +161,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="count the statements run inside functions too (pg_stat_statements.track = all, "
         "which adds its own cost to each) and print the costliest of the last repetition",
     )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instead, count the client's instructions per S2pg round trip under callgrind "
+        "(a run of --round-trips less one of a tenth as many, per tree and repetition)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -175,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     trees = [str(Path(t).resolve()) for t in args.trees]
     results: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
     nested: dict[str, list[list[Any]]] = {}
+    if args.instructions:
+        _count_instructions(trees, args.reps, args.round_trips, args.durable)
+        return
     with _server("all" if args.nested else "top") as (dsn, data_dir):
         for rep in range(args.reps):
             for tree in trees:
@@ -217,6 +226,51 @@ def main(argv: Sequence[str] | None = None) -> None:
             print("  statements inside functions (last repetition): calls, total ms, mean µs")
             for calls, total, each, query in nested[tree]:
                 print(f"  {calls:8} {total:9.1f} {each:9.1f}  {query[:90]}")
+
+
+def _count_instructions(trees: list[str], reps: int, round_trips: int, durable: bool) -> None:
+    """Print the client's instructions per S2pg round trip for each tree (callgrind ``Ir``,
+    every thread of the client; the server is not counted)."""
+    import re
+    import tempfile
+
+    small = max(round_trips // 10, 1)
+    counts: dict[str, list[float]] = {t: [] for t in trees}
+    with _server("top") as (dsn, data_dir):
+        for rep in range(reps):
+            for tree in trees:
+                irs = []
+                for n in (small, round_trips):
+                    db = f"count_{rep}_{trees.index(tree)}_{n}"
+                    _admin(dsn, f"CREATE DATABASE {db}")
+                    spec = {
+                        "src": tree, "dsn": dsn.replace("dbname=postgres", f"dbname={db}"),
+                        "admin": dsn, "db": db, "data_dir": str(data_dir), "scenario": "S2pg",
+                        "params": {"threads": n, "warmup": 3}, "durable": durable, "patch": None,
+                    }  # fmt: skip
+                    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                    with tempfile.TemporaryDirectory() as tmp:
+                        out = Path(tmp) / "callgrind.out"
+                        done = subprocess.run(
+                            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                             sys.executable, __file__, "--child", json.dumps(spec)],
+                            capture_output=True, text=True, env=env, cwd=BENCH, check=False,
+                        )  # fmt: skip
+                        if done.returncode != 0:
+                            raise SystemExit(f"the run of {tree} failed:\n{done.stderr[-3000:]}")
+                        found = re.search(r"^summary:\s+(\d+)", out.read_text(), re.MULTILINE)
+                        if found is None:
+                            raise SystemExit("no instruction total in callgrind's output")
+                        irs.append(int(found.group(1)))
+                    _admin(dsn, f"DROP DATABASE {db}")
+                per = (irs[1] - irs[0]) / (round_trips - small)
+                counts[tree].append(per)
+                print(f"rep {rep + 1} {tree}: {per:,.0f} instructions per round trip", flush=True)
+    print(f"\nS2pg client instructions per round trip ({small} and {round_trips} round trips, "
+          f"{reps} repetitions): median [min, max]")  # fmt: skip
+    for tree, values in counts.items():
+        print(f"{tree}\n  {statistics.median(values):,.0f}  [{min(values):,.0f}, "
+              f"{max(values):,.0f}]")  # fmt: skip
 
 
 def _admin(dsn: str, statement: str) -> None:

@@ -16,6 +16,9 @@ How it keeps the `Store` invariants:
 * Nothing needs session state: migrations use a transaction-scoped advisory lock, and prepared
   statements (on by default) can be turned off with ``prepare=False``, so the store works
   behind a transaction-pooling proxy.
+* An append's ``interlock_append`` call, the one statement every step makes, goes to libpq
+  directly with its parameters in binary (`_postgres_wire`); every other statement goes
+  through psycopg.
 * The driver is psycopg's blocking API with a thread-safe pool: a call runs on the event
   loop's thread when the calling task is alone on its loop (nothing else could run meanwhile,
   and it saves the loop's costly wake-up), in a worker thread otherwise.
@@ -297,10 +300,10 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
                 durable=durable,
             )
 
-        loop = _grouping_loop()
-        if loop is not None:
-            self._check_open()
-            pool = self._pool or await self._open()
+        self._check_open()
+        pool = self._pool or await self._open()
+        loop = _asyncio_loop()
+        if loop is not None and not loop_is_idle(loop):
             fut: asyncio.Future[int | None] = loop.create_future()
             self._submit(pool, _Append(grouped, record.thread, durable, loop, fut))
             # Shielded: a cancelled caller's append is committed or refused as a whole first.
@@ -315,7 +318,9 @@ class PostgresStore(SqlIdentities, SqlChannelMessages, StoreLifecycle):
             attempts += 1
             return grouped(c, attempts > 1, durable)
 
-        return await self._run(append)
+        if loop is not None:  # alone on its loop: right here, as `_run` would (checked once)
+            return self._guard(lambda: _attempt(pool, append))
+        return await self._run(append)  # not asyncio (trio): one by one, on a worker thread
 
     async def renew_lease(self, thread: str, fence: Fence) -> None:
         """Extend or release a held lease (see `Store.renew_lease`)."""
@@ -732,14 +737,14 @@ def _in_group(
     return lambda c: write(c, retried, True)
 
 
-def _grouping_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when appends should be grouped: it has other tasks to run
-    (alone on its loop, a caller runs its append right away, on its own thread)."""
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None under another one (trio): appends are grouped under
+    asyncio only, when the loop has other tasks to run (alone on its loop, a caller runs its
+    append right away, on its own thread)."""
     try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): one append per call, through `_run`
+        return asyncio.get_running_loop()
+    except RuntimeError:
         return None
-    return None if loop_is_idle(loop) else loop
 
 
 def _attempt(pool: ConnectionPool[Conn], fn: Callable[[Conn], T]) -> T:
@@ -751,13 +756,18 @@ def _attempt(pool: ConnectionPool[Conn], fn: Callable[[Conn], T]) -> T:
     that had committed finds its own checkpoint at the head (see `_append`).
     """
     for attempt in (1, 2):
-        with pool.connection(timeout=_CONNECT_TIMEOUT) as conn:
-            try:
-                return fn(conn)
-            except psycopg.OperationalError as exc:
-                lost = conn.broken or isinstance(exc, psycopg.errors.AdminShutdown)
-                if attempt == 2 or not lost:
-                    raise
+        # Not `pool.connection()`: its `with conn` commits or rolls back on the way out, which
+        # an autocommit connection whose work is done (every operation commits or rolls back
+        # its own transaction) never needs; the pool itself rolls back one that is not idle.
+        conn = pool.getconn(timeout=_CONNECT_TIMEOUT)
+        try:
+            return fn(conn)
+        except psycopg.OperationalError as exc:
+            lost = conn.broken or isinstance(exc, psycopg.errors.AdminShutdown)
+            if attempt == 2 or not lost:
+                raise
+        finally:
+            pool.putconn(conn)
         # The others idle in the pool likely broke too (a restart): weed them out.
         pool.check()
     raise AssertionError("unreachable")

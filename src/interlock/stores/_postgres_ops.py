@@ -9,6 +9,7 @@ translates them at its edge; only the refusals of ``interlock_append`` become ty
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from .._errors import (
     UnknownInterrupt,
 )
 from . import _postgres_sql as sql
+from . import _postgres_wire as wire
 from . import _rows as conv
 from ._audit import chain, thread_deleted
 from ._base import (
@@ -96,9 +98,149 @@ def append(
     durable: bool = True,
 ) -> int | None:
     """`Store.append_checkpoint` in one statement, one round trip: ``interlock_append`` does
-    the whole append server-side (the lease expires at ``now`` + ttl, as the client says)."""
+    the whole append server-side (the lease expires at ``now`` + ttl, as the client says).
+
+    The call goes to libpq directly (`_postgres_wire`), its parameters in binary; psycopg's
+    path remains for a connection whose client encoding is not UTF-8, and for a value the
+    binary encoding does not take (an int out of ``bigint``'s range: the server refuses it).
+    """
+    try:
+        try:
+            params = _binary_params(record, expected_head, new_interrupts, resolutions, fence,
+                                    audit, now, retried)  # fmt: skip
+        except (struct.error, TypeError, AttributeError):
+            raise wire.PsycopgNeeded() from None
+        result = wire.call(
+            conn,
+            b"interlock_append" if durable else b"interlock_append_lazily",
+            sql.APPEND_BINARY if durable else sql.APPEND_BINARY_LAZILY,
+            params,
+            prepare=conn.prepare_threshold is not None,
+        )
+        token = result.get_value(0, 0)
+    except wire.PsycopgNeeded:
+        args = _params(record, expected_head, new_interrupts, resolutions, fence, audit, now,
+                       retried)  # fmt: skip
+        try:
+            token = _fetchone(conn, sql.APPEND if durable else sql.APPEND_LAZILY, args)[0]
+        except psycopg.Error as exc:
+            _raise_append_error(record, expected_head, fence, now, exc)
+            raise
+    except psycopg.Error as exc:
+        _raise_append_error(record, expected_head, fence, now, exc)
+        raise
+    return None if fence is None or token is None else int(token)
+
+
+def _raise_append_error(
+    record: CheckpointRecord,
+    expected_head: str | None,
+    fence: Fence | None,
+    now: float,
+    exc: psycopg.Error,
+) -> None:
+    """Raise the typed error for ``interlock_append``'s failure ``exc``, if it has one."""
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        raise StoreError(
+            f"cannot append checkpoint {record.id!r} to thread {record.thread!r}: "
+            f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
+            "unique across the store"
+        ) from exc
+    if isinstance(exc, psycopg.DatabaseError) and exc.diag.sqlstate == sql.APPEND_REFUSED:
+        raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
+
+
+def _binary_params(
+    record: CheckpointRecord,
+    expected_head: str | None,
+    new: Sequence[InterruptRecord],
+    resolutions: Sequence[Resolution],
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+    now: float,
+    retried: bool,
+) -> list[bytes | None]:
+    """``interlock_append``'s parameters in PostgreSQL's binary format (see `sql.APPEND`)."""
+    values: tuple[Any, ...] = conv.checkpoint_values(record)
+    thread, seq, id, parent, step, base_seq, created_at, source, status, body = values
+    int8, float8, texts, byteas, float8s = (
+        wire.int8, wire.float8, wire.texts, wire.byteas, wire.float8s
+    )  # fmt: skip
+    params: list[bytes | None] = [
+        thread.encode(),
+        int8(seq),
+        id.encode(),
+        None if parent is None else parent.encode(),
+        int8(step),
+        int8(base_seq),
+        float8(created_at),
+        None if source is None else source.encode(),
+        status.encode(),
+        body,
+        conv.checkpoint_digest(values),
+        conv.thread_digest(thread, id, seq, status, created_at),
+        None if expected_head is None else expected_head.encode(),
+    ]
+    if fence is None:
+        params += (b"\x00", None, None, None, b"\x00")
+    else:
+        owner, token = fence.owner, fence.token
+        params += (
+            b"\x01",
+            None if owner is None else owner.encode(),
+            None if token is None else int8(token),
+            None if fence.ttl is None else float8(fence.ttl),
+            b"\x01" if fence.release else b"\x00",
+        )
+    params += (float8(now), b"\x01" if retried else b"\x00")
+    if resolutions:
+        params += (
+            texts([r.id for r in resolutions]),
+            texts([r.status for r in resolutions]),
+            float8s([r.resolved_at for r in resolutions]),
+            byteas([r.resolution for r in resolutions]),
+        )
+    else:
+        params += (None,) * 4
+    if new:
+        params += (
+            texts([i.id for i in new]),
+            texts([i.key for i in new]),
+            texts([i.address for i in new]),
+            texts([i.kind for i in new]),
+            texts([i.status for i in new]),
+            float8s([i.created_at for i in new]),
+            float8s([i.deadline for i in new]),
+            byteas([i.body for i in new]),
+            float8s([i.resolved_at for i in new]),
+            byteas([i.resolution for i in new]),
+            texts([i.tool for i in new]),
+            byteas([conv.interrupt_digest(i) for i in new]),
+        )
+    else:
+        params += (None,) * 12
+    prefix, kinds, actors, data, suffixes = _audit_params(thread, audit, now)
+    if prefix is None:
+        params += (None,) * 5
+    else:
+        assert kinds is not None and actors is not None and data is not None
+        assert suffixes is not None
+        params += (prefix, texts(kinds), texts(actors), byteas(data), byteas(suffixes))
+    return params
+
+
+def _params(
+    record: CheckpointRecord,
+    expected_head: str | None,
+    new: Sequence[InterruptRecord],
+    resolutions: Sequence[Resolution],
+    fence: Fence | None,
+    audit: Sequence[AuditEntry],
+    now: float,
+    retried: bool,
+) -> tuple[Any, ...]:
+    """``interlock_append``'s parameters for psycopg (see `sql.APPEND`)."""
     thread = record.thread
-    new = new_interrupts
     # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
     res = (
         [
@@ -128,7 +270,7 @@ def append(
         if new
         else [None] * 12
     )
-    params = (
+    return (
         *conv.checkpoint_row(record),
         conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
         expected_head,
@@ -143,19 +285,6 @@ def append(
         *rows,
         *_audit_params(thread, audit, now),
     )
-    try:
-        row = _fetchone(conn, sql.APPEND if durable else sql.APPEND_LAZILY, params)
-    except psycopg.errors.UniqueViolation as exc:
-        raise StoreError(
-            f"cannot append checkpoint {record.id!r} to thread {thread!r}: "
-            f"{exc.diag.message_detail or exc}; checkpoint and interrupt ids must be "
-            "unique across the store"
-        ) from exc
-    except psycopg.DatabaseError as exc:
-        if exc.diag.sqlstate != sql.APPEND_REFUSED:
-            raise
-        raise _refusal(record, expected_head, fence, now, exc.diag.message_primary) from None
-    return None if fence is None else int(row[0])
 
 
 def append_group(

@@ -40,6 +40,18 @@ APPEND: Final = "SELECT interlock_append(" + ", ".join(f"%s::{t}" for t in _APPE
 APPEND_LAZILY: Final = APPEND[: -len(")")] + "), set_config('synchronous_commit', 'off', true)"
 """`APPEND` for a non-durable append: this transaction's commit does not wait for the WAL flush
 (a later synchronous commit flushes it with its own)."""
+APPEND_BINARY: Final = (
+    "SELECT interlock_append("
+    + ", ".join(f"${n}::{t}" for n, t in enumerate(_APPEND_TYPES, start=1))
+    + ")"
+).encode()
+"""`APPEND` with numbered parameters, for libpq directly (`_postgres_wire.call`); its
+parameters' types are those of the casts, so one prepared statement serves every shape of
+append (psycopg's typed NULLs made one per shape)."""
+APPEND_BINARY_LAZILY: Final = (
+    APPEND_BINARY[:-1] + b"), set_config('synchronous_commit', 'off', true)"
+)
+"""`APPEND_BINARY` for a non-durable append (see `APPEND_LAZILY`)."""
 COMMIT_LAZILY: Final = "SET LOCAL synchronous_commit = off"
 """Run first in a transaction whose commit need not wait for the WAL flush."""
 GROUP_START: Final = "SAVEPOINT interlock_append"
