@@ -916,6 +916,8 @@ class ThreadIO:
 # Parts of a checkpoint body (`level_to_wire`) that hold values from the graph, walked by
 # `_prepared` at their depth in the body; the rest of the body is plain data of its own.
 _GRAPH_PARTS: Final = ("res", "scr", "org", "wr")  # and "pend", question by question
+_SCALARS: Final = frozenset({str, float, bool, type(None)})
+"""Values `Codec.prepare` gives back as they are, at any depth (ints are checked for size)."""
 
 
 def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]:
@@ -945,8 +947,14 @@ def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]
         ]
     meta = body.get("meta")
     if meta:
+        # Metadata values are plain data nearly always (usage sums, an actor, a trace id):
+        # scalars are left as they are, trees get a census (`prepare_tree`).
+        tree = codec.prepare_tree
         ready["meta"] = (
-            {key: value if value is ran else prepare(value, 2) for key, value in meta.items()}
+            {
+                key: value if value is ran or type(value) in _SCALARS else tree(value, 2)
+                for key, value in meta.items()
+            }
             if all(type(key) is str for key in meta)
             else prepare(meta, 1)
         )

@@ -185,24 +185,14 @@ class Tally(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_meta(cls, value: Any) -> Tally:
         """Sums read back from metadata; anything unreadable counts as nothing."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return cls()
-
-        def whole(key: str) -> int:
-            v = value.get(key)
-            return v if type(v) is int and v >= 0 else 0
-
+        # A count that is not a whole number >= 0 (a bool, a float, a str) counts as 0.
+        counts = {k: v for k in _COUNTS if type(v := value.get(k)) is int and v >= 0}
         cost = value.get("cost")
-        return cls(
-            input_tokens=whole("input_tokens"),
-            output_tokens=whole("output_tokens"),
-            cached_tokens=whole("cached_tokens"),
-            calls=whole("calls"),
-            unpriced=whole("unpriced"),
-            cost=float(cost)
-            if isinstance(cost, int | float) and not isinstance(cost, bool)
-            else None,
-        )
+        if cost is not None:
+            cost = float(cost) if isinstance(cost, int | float) and type(cost) is not bool else None
+        return cls(**counts, cost=cost)
 
 
 class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -239,7 +229,7 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_meta(cls, value: Any) -> UsageTotals:
         """Totals read back from ``metadata["usage"]`` (empty when absent or unreadable)."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return cls()
         models = value.get("models")
         grants = value.get("grants")
@@ -248,7 +238,7 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
             thread=Tally.from_meta(value.get("thread")),
             run=Tally.from_meta(value.get("run")),
             models={str(k): Tally.from_meta(v) for k, v in models.items() if isinstance(k, str)}
-            if isinstance(models, Mapping)
+            if type(models) is dict or (models is not None and isinstance(models, Mapping))
             else {},
             run_seconds=float(seconds)
             if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
@@ -260,14 +250,16 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
                     if isinstance(b, int | float) and not isinstance(b, bool)
                 }
                 for k, v in grants.items()
-                if isinstance(v, Mapping)
+                if type(v) is dict or isinstance(v, Mapping)
             }
-            if isinstance(grants, Mapping)
+            if type(grants) is dict or (grants is not None and isinstance(grants, Mapping))
             else {},
         )
 
 
 _NOTHING: Final = Tally()
+_COUNTS: Final = ("input_tokens", "output_tokens", "cached_tokens", "calls", "unpriced")
+"""A `Tally`'s whole-number fields, as metadata names them."""
 
 
 def usage_of(metadata: Mapping[str, Any]) -> UsageTotals:
@@ -371,12 +363,12 @@ class UsageMeter:
 
     def report(self, usage: Usage, model: str | None) -> float | None:
         """Add one model call; return its cost (None without a price for ``model``)."""
-        price = price_of(self._prices, model)
+        price = price_of(self._prices, model) if self._prices else None
         cost = None if price is None else price.cost(usage)
         self._thread = self._thread.plus(usage, cost)
         self._run = self._run.plus(usage, cost)
         name = model or "unknown"
-        self._models[name] = self._models.get(name, Tally()).plus(usage, cost)
+        self._models[name] = self._models.get(name, _NOTHING).plus(usage, cost)
         self.active = self._changed = True
         return cost
 
@@ -395,9 +387,13 @@ class UsageMeter:
         a call's last checkpoint repeats the sums of its last change with a new running time."""
         sums = self._sums
         if sums is None or self._changed:
-            sums = self._sums = {
-                k: v for k, v in self.totals().to_meta().items() if k != "run_seconds"
-            }
+            # `UsageTotals.to_meta` of `totals`, without the running time (added below).
+            sums = {"thread": self._thread.to_meta(), "run": self._run.to_meta()}
+            if self._models:
+                sums["models"] = {name: t.to_meta() for name, t in self._models.items()}
+            if self.grants:
+                sums["grants"] = self.grants
+            self._sums = sums
         # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
         out: dict[str, Any] = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
         out["run_seconds"] = round(self._base + (time.monotonic() - self._started), 3)
