@@ -137,3 +137,45 @@ async def test_a_question_and_its_schema_encode_as_walked_whole(
     assert pending.schema == schema and pending.info == {"question": "how many?", "limits": [1, 2]}
     (state_interrupt,) = (await again.get_state("t")).interrupts
     assert state_interrupt.schema == schema
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        {"question": "Allow it?", "schema": DEEP_SCHEMA, "arguments": {"n": 1}},
+        {"question": "how many?", "limit": 2**70},
+        {"ask": ("a tuple", 1), "color": Color.RED},
+        "just text",
+    ],
+    ids=["json-tree", "int-over-64-bits", "registered-types", "scalar"],
+)
+@pytest.mark.parametrize("decider", [None, "ops"], ids=["anyone", "with-authority"])
+def test_a_payload_hash_is_that_of_the_question_walked_whole(
+    info: Any, decider: str | None
+) -> None:
+    """A question's hash takes the census's path when it can, over the very bytes the whole
+    walk gives: hashes stored or shown before stay valid."""
+    import hashlib
+
+    import msgspec
+
+    from interlock.runtime import Authority, Interrupt
+    from interlock.runtime._records import Address
+    from interlock.runtime._resume import payload_hash
+    from interlock.serde import Codec
+
+    codec = Codec()
+    codec.register(Color)
+    authority = None if decider is None else Authority(groups=(decider,))
+    record = Interrupt(
+        id="i",
+        key=None,
+        address=Address(()),
+        kind="dynamic",
+        info=info,
+        created_at=0.0,
+        authority=authority,
+    )
+    value = info if authority is None else [info, msgspec.to_builtins(authority)]
+    whole = codec.encode(value, path="info")
+    assert payload_hash(codec, record) == hashlib.blake2b(whole, digest_size=16).hexdigest()

@@ -869,6 +869,8 @@ def route_tools(state: Mapping[str, Any]) -> str:
 
 def pending_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """The tool calls of the last assistant message that no tool message answers yet."""
+    if messages and isinstance(last := messages[-1], AssistantMessage):
+        return list(last.tool_calls)  # nothing after it answers them (the common case)
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, AssistantMessage):
