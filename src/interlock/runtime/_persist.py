@@ -49,7 +49,7 @@ from ._observe import committed
 from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
-from ._usage import USAGE, is_running_time, usage_as_of
+from ._usage import USAGE, UsageTotals, is_running_time, usage_as_of
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
@@ -137,6 +137,9 @@ class Head(msgspec.Struct):
     usage: dict[str, Any] | None = None
     """The usage totals as of the checkpoint, when its metadata holds only the running
     seconds (found by `ThreadIO.load` in the checkpoints before it; see `_usage`)."""
+    totals: UsageTotals | None = None
+    """Its metadata's usage totals as `UsageTotals.from_meta` reads them, when the call that
+    wrote it holds them already (`UsageMeter.stamped`): the next call need not read them."""
 
     def carried(self) -> dict[str, Any]:
         """The metadata a call continuing from here carries: its usage totals whole."""

@@ -167,17 +167,17 @@ class Tally(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_meta(self) -> dict[str, Any]:
         """The sums as stored in checkpoint metadata (zeros left out)."""
-        out: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("input_tokens", self.input_tokens),
-                ("output_tokens", self.output_tokens),
-                ("cached_tokens", self.cached_tokens),
-                ("calls", self.calls),
-                ("unpriced", self.unpriced),
-            )
-            if v
-        }
+        out: dict[str, Any] = {}
+        if self.input_tokens:
+            out["input_tokens"] = self.input_tokens
+        if self.output_tokens:
+            out["output_tokens"] = self.output_tokens
+        if self.cached_tokens:
+            out["cached_tokens"] = self.cached_tokens
+        if self.calls:
+            out["calls"] = self.calls
+        if self.unpriced:
+            out["unpriced"] = self.unpriced
         if self.cost is not None:
             out["cost"] = self.cost
         return out
@@ -330,12 +330,23 @@ class UsageMeter:
         "_thread",
         "active",
         "grants",
+        "stamped",
     )
 
     def __init__(
-        self, carried: Mapping[str, Any] | None, *, new_run: bool, prices: Mapping[str, Price]
+        self,
+        carried: Mapping[str, Any] | None,
+        *,
+        new_run: bool,
+        prices: Mapping[str, Price],
+        known: UsageTotals | None = None,
     ) -> None:
+        """``known``: ``UsageTotals.from_meta(carried["usage"])``, when the caller holds it
+        already (the `stamped` totals of the call that wrote the checkpoint carried)."""
         stored = None if carried is None else carried.get(USAGE)
+        self.stamped: UsageTotals | None = None
+        """The totals the last `stamp` wrote whole, as `UsageTotals.from_meta` reads them back
+        (None: it wrote the running seconds alone, or nothing)."""
         self.active = stored is not None
         """Whether the totals go into this call's checkpoints (something to carry, or new)."""
         self._changed = False
@@ -352,7 +363,7 @@ class UsageMeter:
             self._base = 0.0
             self.grants: dict[str, dict[str, float]] = {}
             return
-        base = UsageTotals.from_meta(stored)
+        base = UsageTotals.from_meta(stored) if known is None else known
         self._thread = base.thread
         self._models = dict(base.models)
         self._run = _NOTHING if new_run else base.run
@@ -424,9 +435,22 @@ class UsageMeter:
         if not self.active:
             return metadata
         if self._changed or final or (self._reset and not starts_run):
-            metadata[USAGE] = self._whole()
+            whole = metadata[USAGE] = self._whole()
             self._changed = False
+            # What the next call on this checkpoint would read back (it need not): with no
+            # grants (whose values `from_meta` sifts), exactly the meter's own sums.
+            self.stamped = (
+                None
+                if self.grants
+                else UsageTotals(
+                    thread=self._thread,
+                    run=self._run,
+                    models=dict(self._models),
+                    run_seconds=whole["run_seconds"],
+                )
+            )
         else:
             metadata[USAGE] = round(self._base + (time.monotonic() - self._started), 3)
+            self.stamped = None
         self._reset = False
         return metadata
