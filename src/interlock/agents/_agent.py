@@ -738,6 +738,10 @@ class ToolAgent(Agent):
 
     async def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
         """The strictest verdict of this agent's policy and the policies it is under."""
+        if not self._outer:  # one policy or none: nothing to weigh
+            if self.policy is None:
+                return Verdict(action="allow", rule="no policy")
+            return self.policy.verdict(tool, arguments)
         policies = [p for p in (self.policy, *self._outer) if p is not None]
         if not policies:
             return Verdict(action="allow", rule="no policy")
