@@ -56,8 +56,8 @@ async def test_a_body_walked_in_parts_is_the_body_walked_whole(
     written: list[tuple[dict[str, Any], bytes, bytes]] = []
     encode = _persist.ThreadIO._encode
 
-    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any, plain: Any = None) -> bytes:
-        data = encode(self, body, level, plain)
+    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
         written.append((body, data, self.codec.encode(body, path="checkpoint")))
         return data
 
@@ -113,10 +113,8 @@ async def test_a_question_and_its_schema_encode_as_walked_whole(
     rows: list[tuple[bytes, bytes]] = []
     encode, row_bytes = _persist.ThreadIO._encode, _persist.ThreadIO._row_bytes
 
-    def spy_body(
-        self: _persist.ThreadIO, body: dict[str, Any], level: Any, plain: Any = None
-    ) -> bytes:
-        data = encode(self, body, level, plain)
+    def spy_body(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
         bodies.append((data, self.codec.encode(body, path="checkpoint")))
         return data
 
@@ -181,33 +179,3 @@ def test_a_payload_hash_is_that_of_the_question_walked_whole(
     value = info if authority is None else [info, msgspec.to_builtins(authority)]
     whole = codec.encode(value, path="info")
     assert payload_hash(codec, record) == hashlib.blake2b(whole, digest_size=16).hexdigest()
-
-
-async def test_usage_totals_in_metadata_encode_as_walked_whole(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The usage totals the meter builds go into a checkpoint unwalked: the same bytes."""
-    from interlock.graph import Usage
-    from interlock.runtime import report_usage
-
-    written: list[tuple[bytes, bytes, Any]] = []
-    encode = _persist.ThreadIO._encode
-
-    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any, plain: Any = None) -> bytes:
-        data = encode(self, body, level, plain)
-        written.append((data, self.codec.encode(body, path="checkpoint"), plain))
-        return data
-
-    def call(s: State) -> dict[str, Any]:
-        report_usage(Usage(input_tokens=7, output_tokens=2), model="m")
-        return {"log": [interrupt("go on?")]}
-
-    monkeypatch.setattr(_persist.ThreadIO, "_encode", spy)
-    g = Graph(State)
-    g.add_node("call", call).add_edge(START, "call").add_edge("call", END)
-    app = g.compile(store=MemoryStore())
-    result = await app.run({}, thread="t", metadata={"who": ("a", 1)})
-    await app.resume("t", {result.interrupts[0].id: "yes"})
-    assert any(plain is not None for _, _, plain in written)  # the totals were handed over
-    for data, whole, _ in written:
-        assert data == whole

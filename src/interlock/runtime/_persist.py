@@ -553,15 +553,13 @@ class ThreadIO:
         durable: bool = True,
         decisions: Sequence[Decision] = (),
         audit: Sequence[AuditEntry] = (),
-        plain: object = None,
     ) -> tuple[Head, int | None]:
         """Write ``level`` as the thread's next checkpoint (after ``parent``).
 
         New pending interrupts go into the store's index in the same transaction, and every
         interrupt raised or resolved, and every edit, into the audit log (after them, the
         caller's own ``audit`` entries). ``known`` is updated with the new interrupts. Returns
-        the new head and the fencing token held after it. ``plain``: a value of ``metadata``
-        the caller built of plain data only (the usage totals), encoded without a look.
+        the new head and the fencing token held after it.
         """
         starter = metadata.get("started_by")
         if type(starter) is str and level.pending:
@@ -601,7 +599,7 @@ class ThreadIO:
             if segmented and any(e[0] == "seg" for e in body["ch"].values()):
                 assert parent is not None
                 body["shb"] = parent.snapshot_bytes
-        data = self._encode(body, level, plain)
+        data = self._encode(body, level)
         if snapshot:
             chain, snap, base_seq = 0, len(data) + body.get("shb", 0), seq
             fixed = max(0, len(data) - body.get("itb", 0))
@@ -883,11 +881,11 @@ class ThreadIO:
                 size += len(self.codec.encode(items, path=f"state.{key}"))
         return size
 
-    def _encode(self, body: dict[str, Any], level: Level, plain: object = None) -> bytes:
+    def _encode(self, body: dict[str, Any], level: Level) -> bytes:
         try:
             # The body's frame is this module's own plain data: only the state's values, the
             # tasks' inputs and results, the questions and the metadata are walked.
-            ready = _prepared(body, self.codec, level.ran_given, plain)
+            ready = _prepared(body, self.codec, level.ran_given)
             return self.codec.encode_prepared(ready, path="checkpoint")
         except (ValueError, OverflowError, UnicodeEncodeError):
             pass  # the whole walk below explains what it refuses, or handles what it needs to
@@ -925,14 +923,11 @@ _SCALARS: Final = frozenset({str, float, bool, type(None)})
 """Values `Codec.prepare` gives back as they are, at any depth (ints are checked for size)."""
 
 
-def _prepared(
-    body: dict[str, Any], codec: Codec, ran: object, plain: object = None
-) -> dict[str, Any]:
+def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]:
     """``body`` as `Codec.encode` would write it, walking only what came from the graph.
 
     ``ran`` is the list `Level.ran_metadata` handed out last: the engine's own, left as it is
-    when it is the metadata's ``ran`` (any other value there is walked); ``plain`` another
-    metadata value known to be plain data (the usage totals the meter built), left as it is.
+    when it is the metadata's ``ran`` (any other value there is walked).
     Raises ValueError (from `Codec.prepare`) when a part needs the whole walk.
     """
     prepare = codec.prepare
@@ -960,9 +955,7 @@ def _prepared(
         tree = codec.prepare_tree
         ready["meta"] = (
             {
-                key: value
-                if value is ran or value is plain or type(value) in _SCALARS
-                else tree(value, 2)
+                key: value if value is ran or type(value) in _SCALARS else tree(value, 2)
                 for key, value in meta.items()
             }
             if all(type(key) is str for key in meta)

@@ -22,7 +22,7 @@ from ._observe import TRACEPARENT, RunWatch, deciding, lease_lost, stored_tracep
 from ._persist import Head, ThreadIO
 from ._recorder import EffectIO
 from ._records import Decision, RunResult, RunStatus
-from ._usage import USAGE, Price, UsageMeter
+from ._usage import Price, UsageMeter
 
 if TYPE_CHECKING:
     import asyncio
@@ -195,11 +195,10 @@ class RunCtx:
         ran = level.ran_metadata()
         if ran is not None:
             meta = {**meta, "ran": ran}
-        stamped = plain = None
+        stamped = None
         if self.usage.active:
             meta = self.usage.stamp(dict(meta), final=final, starts_run=source == "input")
             stamped = self.usage.stamped
-            plain = meta[USAGE] if stamped is not None else None
 
         async def write() -> tuple[Head, int | None]:
             return await self.io.commit(
@@ -217,7 +216,6 @@ class RunCtx:
                 durable=final,
                 decisions=decisions,
                 audit=audit,
-                plain=plain,
             )
 
         acquiring = self.token is None

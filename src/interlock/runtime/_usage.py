@@ -322,7 +322,6 @@ class UsageMeter:
         "_base",
         "_changed",
         "_models",
-        "_odd",
         "_prices",
         "_reset",
         "_run",
@@ -357,8 +356,6 @@ class UsageMeter:
         self._reset = new_run and self.active
         """A new run's sums start at zero: said by the run's input checkpoint, else written."""
         self._prices = prices
-        self._odd = False
-        """A model was reported under a name that is no str (its sums are not plain JSON)."""
         self._started = time.monotonic()
         if stored is None:  # most runs: no model reported anything on this thread
             self._thread = self._run = _NOTHING
@@ -382,8 +379,6 @@ class UsageMeter:
         self._thread = self._thread.plus(usage, cost)
         self._run = self._run.plus(usage, cost)
         name = model or "unknown"
-        if type(name) is not str:
-            self._odd = True
         self._models[name] = self._models.get(name, _NOTHING).plus(usage, cost)
         self.active = self._changed = True
         return cost
@@ -443,11 +438,10 @@ class UsageMeter:
             whole = metadata[USAGE] = self._whole()
             self._changed = False
             # What the next call on this checkpoint would read back (it need not): with no
-            # grants (whose values `from_meta` sifts), exactly the meter's own sums. Those
-            # are plain data too (the checkpoint's encoding need not look at them).
+            # grants (whose values `from_meta` sifts), exactly the meter's own sums.
             self.stamped = (
                 None
-                if self.grants or self._odd
+                if self.grants
                 else UsageTotals(
                     thread=self._thread,
                     run=self._run,
