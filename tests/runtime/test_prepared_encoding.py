@@ -179,3 +179,33 @@ def test_a_payload_hash_is_that_of_the_question_walked_whole(
     value = info if authority is None else [info, msgspec.to_builtins(authority)]
     whole = codec.encode(value, path="info")
     assert payload_hash(codec, record) == hashlib.blake2b(whole, digest_size=16).hexdigest()
+
+
+async def test_usage_totals_in_metadata_encode_as_walked_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The usage totals in a checkpoint's metadata get a census, not a walk: the same bytes."""
+    from interlock.graph import Usage
+    from interlock.runtime import report_usage
+
+    written: list[tuple[bytes, bytes, dict[str, Any]]] = []
+    encode = _persist.ThreadIO._encode
+
+    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
+        written.append((data, self.codec.encode(body, path="checkpoint"), body["meta"]))
+        return data
+
+    def call(s: State) -> dict[str, Any]:
+        report_usage(Usage(input_tokens=7, output_tokens=2), model="m")
+        return {"log": [interrupt("go on?")]}
+
+    monkeypatch.setattr(_persist.ThreadIO, "_encode", spy)
+    g = Graph(State)
+    g.add_node("call", call).add_edge(START, "call").add_edge("call", END)
+    app = g.compile(store=MemoryStore())
+    result = await app.run({}, thread="t", metadata={"who": ("a", 1)})
+    await app.resume("t", {result.interrupts[0].id: "yes"})
+    assert any(isinstance(meta.get("usage"), dict) for _, _, meta in written)
+    for data, whole, _ in written:
+        assert data == whole
