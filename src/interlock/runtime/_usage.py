@@ -322,6 +322,7 @@ class UsageMeter:
         "_base",
         "_changed",
         "_models",
+        "_odd",
         "_prices",
         "_reset",
         "_run",
@@ -356,6 +357,9 @@ class UsageMeter:
         self._reset = new_run and self.active
         """A new run's sums start at zero: said by the run's input checkpoint, else written."""
         self._prices = prices
+        self._odd = False
+        """A report `from_meta` would not read back as given (a model name that is no str,
+        a count that is no whole number >= 0): `stamped` is then left None."""
         self._started = time.monotonic()
         if stored is None:  # most runs: no model reported anything on this thread
             self._thread = self._run = _NOTHING
@@ -379,6 +383,14 @@ class UsageMeter:
         self._thread = self._thread.plus(usage, cost)
         self._run = self._run.plus(usage, cost)
         name = model or "unknown"
+        if not (
+            type(name) is str
+            and type(i := usage.input_tokens) is int
+            and type(o := usage.output_tokens) is int
+            and type(c := usage.cached_tokens) is int
+            and min(i, o, c) >= 0
+        ):
+            self._odd = True
         self._models[name] = self._models.get(name, _NOTHING).plus(usage, cost)
         self.active = self._changed = True
         return cost
@@ -438,10 +450,10 @@ class UsageMeter:
             whole = metadata[USAGE] = self._whole()
             self._changed = False
             # What the next call on this checkpoint would read back (it need not): with no
-            # grants (whose values `from_meta` sifts), exactly the meter's own sums.
+            # grants (whose values `from_meta` sifts) nor odd reports, the meter's own sums.
             self.stamped = (
                 None
-                if self.grants
+                if self.grants or self._odd
                 else UsageTotals(
                     thread=self._thread,
                     run=self._run,
