@@ -300,6 +300,29 @@ def test_one_validator_per_distinct_schema() -> None:
     assert _jsonschema.check({"n": 6}, b) is None
 
 
+def test_a_stored_schema_is_a_fresh_copy_of_what_it_was_given_each_time() -> None:
+    """Schemas are checked once per distinct JSON and copied from a kept form: each copy
+    equals the schema as given then (a dict changed in place is a new schema), shares no
+    dict or list with another, and keeps an int over 64 bits."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"n": {"enum": [1, 2.5, None]}}}
+    first = _jsonschema.stored_schema(schema)
+    second = _jsonschema.stored_schema(schema)
+    assert first == second == schema
+    assert first is not second and first["properties"] is not second["properties"]
+    first["properties"]["n"]["enum"].append(3)
+    assert _jsonschema.stored_schema(schema) == schema  # the kept form was not touched
+    schema["properties"]["n"] = {"type": "integer", "maximum": 2**70}
+    big = _jsonschema.stored_schema(schema)
+    assert big == schema and big["properties"]["n"]["maximum"] == 2**70
+    schema["properties"]["n"] = {"type": "nonsense"}
+    with pytest.raises(GraphDefinitionError):
+        _jsonschema.stored_schema(schema)  # refused every time, not only the first
+    with pytest.raises(GraphDefinitionError):
+        _jsonschema.stored_schema(schema)
+    assert _jsonschema.check(3, {"maximum": 2}) is not None
+    assert _jsonschema.check(3, {"maximum": 2**70}) is None
+
+
 async def test_a_naive_deadline_is_refused(store: Store) -> None:
     app = asking({"type": "string"}, deadline=datetime(2030, 1, 1)).compile(store=store)
     with pytest.raises(NodeError) as failed:

@@ -137,3 +137,75 @@ async def test_a_question_and_its_schema_encode_as_walked_whole(
     assert pending.schema == schema and pending.info == {"question": "how many?", "limits": [1, 2]}
     (state_interrupt,) = (await again.get_state("t")).interrupts
     assert state_interrupt.schema == schema
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        {"question": "Allow it?", "schema": DEEP_SCHEMA, "arguments": {"n": 1}},
+        {"question": "how many?", "limit": 2**70},
+        {"ask": ("a tuple", 1), "color": Color.RED},
+        "just text",
+    ],
+    ids=["json-tree", "int-over-64-bits", "registered-types", "scalar"],
+)
+@pytest.mark.parametrize("decider", [None, "ops"], ids=["anyone", "with-authority"])
+def test_a_payload_hash_is_that_of_the_question_walked_whole(
+    info: Any, decider: str | None
+) -> None:
+    """A question's hash takes the census's path when it can, over the very bytes the whole
+    walk gives: hashes stored or shown before stay valid."""
+    import hashlib
+
+    import msgspec
+
+    from interlock.runtime import Authority, Interrupt
+    from interlock.runtime._records import Address
+    from interlock.runtime._resume import payload_hash
+    from interlock.serde import Codec
+
+    codec = Codec()
+    codec.register(Color)
+    authority = None if decider is None else Authority(groups=(decider,))
+    record = Interrupt(
+        id="i",
+        key=None,
+        address=Address(()),
+        kind="dynamic",
+        info=info,
+        created_at=0.0,
+        authority=authority,
+    )
+    value = info if authority is None else [info, msgspec.to_builtins(authority)]
+    whole = codec.encode(value, path="info")
+    assert payload_hash(codec, record) == hashlib.blake2b(whole, digest_size=16).hexdigest()
+
+
+async def test_usage_totals_in_metadata_encode_as_walked_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The usage totals in a checkpoint's metadata get a census, not a walk: the same bytes."""
+    from interlock.graph import Usage
+    from interlock.runtime import report_usage
+
+    written: list[tuple[bytes, bytes, dict[str, Any]]] = []
+    encode = _persist.ThreadIO._encode
+
+    def spy(self: _persist.ThreadIO, body: dict[str, Any], level: Any) -> bytes:
+        data = encode(self, body, level)
+        written.append((data, self.codec.encode(body, path="checkpoint"), body["meta"]))
+        return data
+
+    def call(s: State) -> dict[str, Any]:
+        report_usage(Usage(input_tokens=7, output_tokens=2), model="m")
+        return {"log": [interrupt("go on?")]}
+
+    monkeypatch.setattr(_persist.ThreadIO, "_encode", spy)
+    g = Graph(State)
+    g.add_node("call", call).add_edge(START, "call").add_edge("call", END)
+    app = g.compile(store=MemoryStore())
+    result = await app.run({}, thread="t", metadata={"who": ("a", 1)})
+    await app.resume("t", {result.interrupts[0].id: "yes"})
+    assert any(isinstance(meta.get("usage"), dict) for _, _, meta in written)
+    for data, whole, _ in written:
+        assert data == whole

@@ -336,3 +336,56 @@ async def test_a_failure_recorded_on_a_checkpoint_inside_a_run_holds_the_whole_t
     totals = usage_of(state.metadata)  # the thread is at rest: its totals are whole
     assert (totals.thread.calls, totals.run.calls) == (1, 1)
     assert totals.thread.input_tokens == 100
+
+
+async def test_a_resume_in_the_app_that_waited_reads_the_totals_it_wrote(
+    sqlite_files: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The App that wrote a checkpoint holds its totals: resuming there does not read them
+    back from the metadata, and sums exactly as an App that does (another process)."""
+    parsed: list[Any] = []
+    from_meta = _usage.UsageTotals.from_meta.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[UsageTotals], value: Any) -> UsageTotals:
+        parsed.append(value)
+        return from_meta(cls, value)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(_usage.UsageTotals, "from_meta", classmethod(counting))
+    sums = []
+    for same_app in (True, False):
+        db = tmp_path / f"{same_app}.db"
+        first = graph(ask=True).compile(store=sqlite_files(db), prices=PRICES)
+        result = await first.run({"log": []}, thread="t")
+        app = first if same_app else graph(ask=True).compile(store=sqlite_files(db), prices=PRICES)
+        parsed.clear()
+        done = await app.resume("t", {result.interrupts[0].id: "yes"})
+        assert done.status == "done"
+        assert bool(parsed) is not same_app  # only another App reads the totals back
+        meta = (await app.get_state("t")).metadata[_usage.USAGE]
+        sums.append({k: v for k, v in meta.items() if k != "run_seconds"})
+    assert sums[0] == sums[1]
+    assert sums[0]["run"]["calls"] == 2 and sums[0]["models"]["small"]["input_tokens"] == 10
+
+
+async def test_odd_reports_sum_alike_in_the_app_that_waited_and_in_another(
+    sqlite_files: Opener, tmp_path: Path
+) -> None:
+    """A report the metadata cannot hold as given (a count that is no whole number, a model
+    name that is no str) sums after a resume as it reads back in another App."""
+
+    def call(state: S) -> dict[str, Any]:
+        report_usage(Usage(input_tokens=-3, output_tokens=2), model=7)  # type: ignore[arg-type]
+        return {"log": [f"answer {interrupt('go on?')}"]}
+
+    sums = []
+    for same_app in (True, False):
+        g: Graph[S] = Graph(S)
+        g.add_node("call", call).add_edge(START, "call").add_edge("call", END)
+        db = tmp_path / f"odd-{same_app}.db"
+        first = g.compile(store=sqlite_files(db))
+        result = await first.run({"log": []}, thread="t")
+        app = first if same_app else g.compile(store=sqlite_files(db))
+        await app.resume("t", {result.interrupts[0].id: "yes"})
+        meta = (await app.get_state("t")).metadata[_usage.USAGE]
+        sums.append({k: v for k, v in meta.items() if k != "run_seconds"})
+    assert sums[0] == sums[1]

@@ -738,6 +738,10 @@ class ToolAgent(Agent):
 
     async def verdict(self, tool: str, arguments: dict[str, Any]) -> Verdict:
         """The strictest verdict of this agent's policy and the policies it is under."""
+        if not self._outer:  # one policy or none: nothing to weigh
+            if self.policy is None:
+                return Verdict(action="allow", rule="no policy")
+            return self.policy.verdict(tool, arguments)
         policies = [p for p in (self.policy, *self._outer) if p is not None]
         if not policies:
             return Verdict(action="allow", rule="no policy")
@@ -869,6 +873,8 @@ def route_tools(state: Mapping[str, Any]) -> str:
 
 def pending_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """The tool calls of the last assistant message that no tool message answers yet."""
+    if messages and isinstance(last := messages[-1], AssistantMessage):
+        return list(last.tool_calls)  # nothing after it answers them (the common case)
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, AssistantMessage):

@@ -59,12 +59,29 @@ def stored_schema(schema: type[Any] | Mapping[str, Any]) -> dict[str, Any]:
             raise GraphDefinitionError(
                 f"schema= must be JSON (dicts, lists, strings, numbers, booleans, null): {exc}"
             ) from exc
-        _checked(_canonical(schema))
+        packed = _checked_json(plain)
+        if packed is not None:
+            # A fresh copy for every interrupt (the record must not share a dict with the
+            # cache), from msgpack: the same values as decoding the JSON, about twice as fast.
+            fresh: dict[str, Any] = msgspec.msgpack.decode(packed)
+            return fresh
     else:
         plain = _described(schema)
     # A fresh copy for every interrupt: the record must not share a dict with the cache.
     copy: dict[str, Any] = msgspec.json.decode(plain)
     return copy
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _checked_json(plain: bytes) -> bytes | None:
+    """`_checked` for a schema given as its JSON (one check per distinct schema, without
+    sorting it again); return it as msgpack, or None when msgpack cannot hold it (an int
+    over 64 bits)."""
+    _checked(_sorted_json(plain))
+    try:
+        return msgspec.msgpack.encode(msgspec.json.decode(plain))
+    except OverflowError:
+        return None
 
 
 def compiled(schema: Mapping[str, Any]) -> Any:
@@ -145,8 +162,20 @@ def _shown(message: str) -> str:
 
 
 def _canonical(schema: Mapping[str, Any]) -> bytes:
-    # Keys sorted: equal schemas written in another order share one validator.
-    return msgspec.json.encode(schema, order="deterministic")
+    # Keys sorted: equal schemas written in another order share one validator. Sorting a
+    # schema of a few dozen dicts costs twice its plain encoding: the sorted form is kept by
+    # the plain one (both are JSON of the same values).
+    try:
+        plain = msgspec.json.encode(schema)
+    except (TypeError, ValueError, OverflowError):
+        return msgspec.json.encode(schema, order="deterministic")  # raises as it always did
+    return _sorted_json(plain)
+
+
+@functools.lru_cache(maxsize=4 * _CACHED)
+def _sorted_json(plain: bytes) -> bytes:
+    """The JSON ``plain`` with every object's keys sorted (`_canonical`)."""
+    return msgspec.json.encode(msgspec.json.decode(plain), order="deterministic")
 
 
 @functools.cache

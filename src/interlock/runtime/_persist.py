@@ -49,7 +49,7 @@ from ._observe import committed
 from ._records import Address, Decision, Interrupt
 from ._resume import payload_hash
 from ._signals import Raised
-from ._usage import USAGE, is_running_time, usage_as_of
+from ._usage import USAGE, UsageTotals, is_running_time, usage_as_of
 from ._wire import apply_channels, level_from_wire, level_to_wire, raised_from_wire, raised_to_wire
 
 __all__ = [
@@ -137,6 +137,9 @@ class Head(msgspec.Struct):
     usage: dict[str, Any] | None = None
     """The usage totals as of the checkpoint, when its metadata holds only the running
     seconds (found by `ThreadIO.load` in the checkpoints before it; see `_usage`)."""
+    totals: UsageTotals | None = None
+    """Its metadata's usage totals as `UsageTotals.from_meta` reads them, when the call that
+    wrote it holds them already (`UsageMeter.stamped`): the next call need not read them."""
 
     def carried(self) -> dict[str, Any]:
         """The metadata a call continuing from here carries: its usage totals whole."""
@@ -916,6 +919,8 @@ class ThreadIO:
 # Parts of a checkpoint body (`level_to_wire`) that hold values from the graph, walked by
 # `_prepared` at their depth in the body; the rest of the body is plain data of its own.
 _GRAPH_PARTS: Final = ("res", "scr", "org", "wr")  # and "pend", question by question
+_SCALARS: Final = frozenset({str, float, bool, type(None)})
+"""Values `Codec.prepare` gives back as they are, at any depth (ints are checked for size)."""
 
 
 def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]:
@@ -945,8 +950,14 @@ def _prepared(body: dict[str, Any], codec: Codec, ran: object) -> dict[str, Any]
         ]
     meta = body.get("meta")
     if meta:
+        # Metadata values are plain data nearly always (usage sums, an actor, a trace id):
+        # scalars are left as they are, trees get a census (`prepare_tree`).
+        tree = codec.prepare_tree
         ready["meta"] = (
-            {key: value if value is ran else prepare(value, 2) for key, value in meta.items()}
+            {
+                key: value if value is ran or type(value) in _SCALARS else tree(value, 2)
+                for key, value in meta.items()
+            }
             if all(type(key) is str for key in meta)
             else prepare(meta, 1)
         )

@@ -132,10 +132,12 @@ class RunCtx:
         self.token: int | None = None
         """The fencing token of the lease this call holds (None: it holds none)."""
         self._fence: Fence | None = None
+        head = opened.head
         self.usage = UsageMeter(
-            None if opened.head is None else opened.head.carried(),
+            None if head is None else head.carried(),
             new_run=new_run,
             prices=prices or {},
+            known=None if head is None or head.usage is not None else head.totals,
         )
         """The thread's usage totals, carried from the checkpoint this call started from."""
         self.engine = Engine(
@@ -193,8 +195,10 @@ class RunCtx:
         ran = level.ran_metadata()
         if ran is not None:
             meta = {**meta, "ran": ran}
+        stamped = None
         if self.usage.active:
             meta = self.usage.stamp(dict(meta), final=final, starts_run=source == "input")
+            stamped = self.usage.stamped
 
         async def write() -> tuple[Head, int | None]:
             return await self.io.commit(
@@ -245,6 +249,7 @@ class RunCtx:
         if traced is not None:
             traced.end()
         self.token = None if final else token
+        head.totals = stamped  # the next call on this head reads its usage totals from here
         self.head = head
         self.opened.verified = True
         self.parent = None

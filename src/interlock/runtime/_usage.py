@@ -167,17 +167,17 @@ class Tally(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_meta(self) -> dict[str, Any]:
         """The sums as stored in checkpoint metadata (zeros left out)."""
-        out: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("input_tokens", self.input_tokens),
-                ("output_tokens", self.output_tokens),
-                ("cached_tokens", self.cached_tokens),
-                ("calls", self.calls),
-                ("unpriced", self.unpriced),
-            )
-            if v
-        }
+        out: dict[str, Any] = {}
+        if self.input_tokens:
+            out["input_tokens"] = self.input_tokens
+        if self.output_tokens:
+            out["output_tokens"] = self.output_tokens
+        if self.cached_tokens:
+            out["cached_tokens"] = self.cached_tokens
+        if self.calls:
+            out["calls"] = self.calls
+        if self.unpriced:
+            out["unpriced"] = self.unpriced
         if self.cost is not None:
             out["cost"] = self.cost
         return out
@@ -185,24 +185,14 @@ class Tally(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_meta(cls, value: Any) -> Tally:
         """Sums read back from metadata; anything unreadable counts as nothing."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return cls()
-
-        def whole(key: str) -> int:
-            v = value.get(key)
-            return v if type(v) is int and v >= 0 else 0
-
+        # A count that is not a whole number >= 0 (a bool, a float, a str) counts as 0.
+        counts = {k: v for k in _COUNTS if type(v := value.get(k)) is int and v >= 0}
         cost = value.get("cost")
-        return cls(
-            input_tokens=whole("input_tokens"),
-            output_tokens=whole("output_tokens"),
-            cached_tokens=whole("cached_tokens"),
-            calls=whole("calls"),
-            unpriced=whole("unpriced"),
-            cost=float(cost)
-            if isinstance(cost, int | float) and not isinstance(cost, bool)
-            else None,
-        )
+        if cost is not None:
+            cost = float(cost) if isinstance(cost, int | float) and type(cost) is not bool else None
+        return cls(**counts, cost=cost)
 
 
 class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -239,7 +229,7 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_meta(cls, value: Any) -> UsageTotals:
         """Totals read back from ``metadata["usage"]`` (empty when absent or unreadable)."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             return cls()
         models = value.get("models")
         grants = value.get("grants")
@@ -248,7 +238,7 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
             thread=Tally.from_meta(value.get("thread")),
             run=Tally.from_meta(value.get("run")),
             models={str(k): Tally.from_meta(v) for k, v in models.items() if isinstance(k, str)}
-            if isinstance(models, Mapping)
+            if type(models) is dict or (models is not None and isinstance(models, Mapping))
             else {},
             run_seconds=float(seconds)
             if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
@@ -260,14 +250,16 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
                     if isinstance(b, int | float) and not isinstance(b, bool)
                 }
                 for k, v in grants.items()
-                if isinstance(v, Mapping)
+                if type(v) is dict or isinstance(v, Mapping)
             }
-            if isinstance(grants, Mapping)
+            if type(grants) is dict or (grants is not None and isinstance(grants, Mapping))
             else {},
         )
 
 
 _NOTHING: Final = Tally()
+_COUNTS: Final = ("input_tokens", "output_tokens", "cached_tokens", "calls", "unpriced")
+"""A `Tally`'s whole-number fields, as metadata names them."""
 
 
 def usage_of(metadata: Mapping[str, Any]) -> UsageTotals:
@@ -330,6 +322,7 @@ class UsageMeter:
         "_base",
         "_changed",
         "_models",
+        "_odd",
         "_prices",
         "_reset",
         "_run",
@@ -338,12 +331,23 @@ class UsageMeter:
         "_thread",
         "active",
         "grants",
+        "stamped",
     )
 
     def __init__(
-        self, carried: Mapping[str, Any] | None, *, new_run: bool, prices: Mapping[str, Price]
+        self,
+        carried: Mapping[str, Any] | None,
+        *,
+        new_run: bool,
+        prices: Mapping[str, Price],
+        known: UsageTotals | None = None,
     ) -> None:
+        """``known``: ``UsageTotals.from_meta(carried["usage"])``, when the caller holds it
+        already (the `stamped` totals of the call that wrote the checkpoint carried)."""
         stored = None if carried is None else carried.get(USAGE)
+        self.stamped: UsageTotals | None = None
+        """The totals the last `stamp` wrote whole, as `UsageTotals.from_meta` reads them back
+        (None: it wrote the running seconds alone, or nothing)."""
         self.active = stored is not None
         """Whether the totals go into this call's checkpoints (something to carry, or new)."""
         self._changed = False
@@ -353,6 +357,9 @@ class UsageMeter:
         self._reset = new_run and self.active
         """A new run's sums start at zero: said by the run's input checkpoint, else written."""
         self._prices = prices
+        self._odd = False
+        """A report `from_meta` would not read back as given (a model name that is no str,
+        a count that is no whole number >= 0): `stamped` is then left None."""
         self._started = time.monotonic()
         if stored is None:  # most runs: no model reported anything on this thread
             self._thread = self._run = _NOTHING
@@ -360,7 +367,7 @@ class UsageMeter:
             self._base = 0.0
             self.grants: dict[str, dict[str, float]] = {}
             return
-        base = UsageTotals.from_meta(stored)
+        base = UsageTotals.from_meta(stored) if known is None else known
         self._thread = base.thread
         self._models = dict(base.models)
         self._run = _NOTHING if new_run else base.run
@@ -371,12 +378,20 @@ class UsageMeter:
 
     def report(self, usage: Usage, model: str | None) -> float | None:
         """Add one model call; return its cost (None without a price for ``model``)."""
-        price = price_of(self._prices, model)
+        price = price_of(self._prices, model) if self._prices else None
         cost = None if price is None else price.cost(usage)
         self._thread = self._thread.plus(usage, cost)
         self._run = self._run.plus(usage, cost)
         name = model or "unknown"
-        self._models[name] = self._models.get(name, Tally()).plus(usage, cost)
+        if not (
+            type(name) is str
+            and type(i := usage.input_tokens) is int
+            and type(o := usage.output_tokens) is int
+            and type(c := usage.cached_tokens) is int
+            and min(i, o, c) >= 0
+        ):
+            self._odd = True
+        self._models[name] = self._models.get(name, _NOTHING).plus(usage, cost)
         self.active = self._changed = True
         return cost
 
@@ -395,9 +410,13 @@ class UsageMeter:
         a call's last checkpoint repeats the sums of its last change with a new running time."""
         sums = self._sums
         if sums is None or self._changed:
-            sums = self._sums = {
-                k: v for k, v in self.totals().to_meta().items() if k != "run_seconds"
-            }
+            # `UsageTotals.to_meta` of `totals`, without the running time (added below).
+            sums = {"thread": self._thread.to_meta(), "run": self._run.to_meta()}
+            if self._models:
+                sums["models"] = {name: t.to_meta() for name, t in self._models.items()}
+            if self.grants:
+                sums["grants"] = self.grants
+            self._sums = sums
         # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
         out: dict[str, Any] = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
         out["run_seconds"] = round(self._base + (time.monotonic() - self._started), 3)
@@ -428,9 +447,22 @@ class UsageMeter:
         if not self.active:
             return metadata
         if self._changed or final or (self._reset and not starts_run):
-            metadata[USAGE] = self._whole()
+            whole = metadata[USAGE] = self._whole()
             self._changed = False
+            # What the next call on this checkpoint would read back (it need not): with no
+            # grants (whose values `from_meta` sifts) nor odd reports, the meter's own sums.
+            self.stamped = (
+                None
+                if self.grants or self._odd
+                else UsageTotals(
+                    thread=self._thread,
+                    run=self._run,
+                    models=dict(self._models),
+                    run_seconds=whole["run_seconds"],
+                )
+            )
         else:
             metadata[USAGE] = round(self._base + (time.monotonic() - self._started), 3)
+            self.stamped = None
         self._reset = False
         return metadata
