@@ -71,7 +71,8 @@ async def sqlite_files() -> AsyncIterator[Callable[[Path | str], SqliteStore]]:
 def server() -> Iterator[PgServer]:
     """A throwaway PostgreSQL 15 server for the session (started on first use)."""
     try:
-        with pg_server() as started:
+        # fsync off: nothing the tests check depends on the disk's flushes (tests/_pgserver.py).
+        with pg_server(fsync=False) as started:
             yield started
     except PgServerError as exc:
         pytest.fail(f"the PostgreSQL tests need a server: {exc}", pytrace=False)
