@@ -163,9 +163,7 @@ def _binary_params(
     """``interlock_append``'s parameters in PostgreSQL's binary format (see `sql.APPEND`)."""
     values: tuple[Any, ...] = conv.checkpoint_values(record)
     thread, seq, id, parent, step, base_seq, created_at, source, status, body = values
-    int8, float8, texts, byteas, float8s = (
-        wire.int8, wire.float8, wire.texts, wire.byteas, wire.float8s
-    )  # fmt: skip
+    int8, float8, texts, byteas = wire.int8, wire.float8, wire.texts, wire.byteas
     params: list[bytes | None] = [
         thread.encode(),
         int8(seq),
@@ -194,29 +192,11 @@ def _binary_params(
         )
     params += (float8(now), b"\x01" if retried else b"\x00")
     if resolutions:
-        params += (
-            texts([r.id for r in resolutions]),
-            texts([r.status for r in resolutions]),
-            float8s([r.resolved_at for r in resolutions]),
-            byteas([r.resolution for r in resolutions]),
-        )
+        params += map(_apply, _RESOLUTION_ENCODERS, _resolution_columns(resolutions))
     else:
         params += (None,) * 4
     if new:
-        params += (
-            texts([i.id for i in new]),
-            texts([i.key for i in new]),
-            texts([i.address for i in new]),
-            texts([i.kind for i in new]),
-            texts([i.status for i in new]),
-            float8s([i.created_at for i in new]),
-            float8s([i.deadline for i in new]),
-            byteas([i.body for i in new]),
-            float8s([i.resolved_at for i in new]),
-            byteas([i.resolution for i in new]),
-            texts([i.tool for i in new]),
-            byteas([conv.interrupt_digest(i) for i in new]),
-        )
+        params += map(_apply, _INTERRUPT_ENCODERS, _interrupt_columns(new))
     else:
         params += (None,) * 12
     prefix, kinds, actors, data, suffixes = _audit_params(thread, audit, now)
@@ -227,6 +207,48 @@ def _binary_params(
         assert suffixes is not None
         params += (prefix, texts(kinds), texts(actors), byteas(data), byteas(suffixes))
     return params
+
+
+def _resolution_columns(resolutions: Sequence[Resolution]) -> list[list[Any]]:
+    """``interlock_append``'s resolution arrays: a list per column, a value per resolution."""
+    return [
+        [r.id for r in resolutions],
+        [r.status for r in resolutions],
+        [r.resolved_at for r in resolutions],
+        [r.resolution for r in resolutions],
+    ]
+
+
+def _interrupt_columns(new: Sequence[InterruptRecord]) -> list[list[Any]]:
+    """``interlock_append``'s arrays of new interrupts: a list per column, a value each."""
+    return [
+        [i.id for i in new],
+        [i.key for i in new],
+        [i.address for i in new],
+        [i.kind for i in new],
+        [i.status for i in new],
+        [i.created_at for i in new],
+        [i.deadline for i in new],
+        [i.body for i in new],
+        [i.resolved_at for i in new],
+        [i.resolution for i in new],
+        [i.tool for i in new],
+        [conv.interrupt_digest(i) for i in new],
+    ]
+
+
+def _apply(encode: Callable[[Any], bytes], column: Any) -> bytes:
+    return encode(column)
+
+
+# The binary encoding of each column of `_resolution_columns` / `_interrupt_columns`.
+_RESOLUTION_ENCODERS: tuple[Callable[[Any], bytes], ...] = (
+    wire.texts, wire.texts, wire.float8s, wire.byteas
+)  # fmt: skip
+_INTERRUPT_ENCODERS: tuple[Callable[[Any], bytes], ...] = (
+    wire.texts, wire.texts, wire.texts, wire.texts, wire.texts, wire.float8s, wire.float8s,
+    wire.byteas, wire.float8s, wire.byteas, wire.texts, wire.byteas,
+)  # fmt: skip
 
 
 def _params(
@@ -242,34 +264,8 @@ def _params(
     """``interlock_append``'s parameters for psycopg (see `sql.APPEND`)."""
     thread = record.thread
     # Empty lists go as NULL (the function treats both alike): adapting a list costs more.
-    res = (
-        [
-            [r.id for r in resolutions],
-            [r.status for r in resolutions],
-            [r.resolved_at for r in resolutions],
-            [r.resolution for r in resolutions],
-        ]
-        if resolutions
-        else [None] * 4
-    )
-    rows = (
-        [
-            [i.id for i in new],
-            [i.key for i in new],
-            [i.address for i in new],
-            [i.kind for i in new],
-            [i.status for i in new],
-            [i.created_at for i in new],
-            [i.deadline for i in new],
-            [i.body for i in new],
-            [i.resolved_at for i in new],
-            [i.resolution for i in new],
-            [i.tool for i in new],
-            [conv.interrupt_digest(i) for i in new],
-        ]
-        if new
-        else [None] * 12
-    )
+    res = _resolution_columns(resolutions) if resolutions else [None] * 4
+    rows = _interrupt_columns(new) if new else [None] * 12
     return (
         *conv.checkpoint_row(record),
         conv.thread_digest(thread, record.id, record.seq, record.status, record.created_at),
