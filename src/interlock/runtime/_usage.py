@@ -215,16 +215,8 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_meta(self) -> dict[str, Any]:
         """The totals as stored under ``metadata["usage"]``."""
-        out: dict[str, Any] = {
-            "thread": self.thread.to_meta(),
-            "run": self.run.to_meta(),
-            "run_seconds": round(self.run_seconds, 3),
-        }
-        if self.models:
-            out["models"] = {name: t.to_meta() for name, t in self.models.items()}
-        if self.grants:
-            out["grants"] = {name: dict(g) for name, g in self.grants.items()}
-        return out
+        grants = {name: dict(g) for name, g in self.grants.items()}
+        return _usage_meta(self.thread, self.run, self.run_seconds, self.models, grants)
 
     @classmethod
     def from_meta(cls, value: Any) -> UsageTotals:
@@ -258,6 +250,27 @@ class UsageTotals(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _NOTHING: Final = Tally()
+
+
+def _usage_meta(
+    thread: Tally,
+    run: Tally,
+    seconds: float | None,
+    models: Mapping[str, Tally],
+    grants: Mapping[str, Mapping[str, float]],
+) -> dict[str, Any]:
+    """``metadata["usage"]`` (`UsageTotals.to_meta`), without the running time when
+    ``seconds`` is None; ``grants`` go in as given (copy them where the result is handed out)."""
+    out: dict[str, Any] = {"thread": thread.to_meta(), "run": run.to_meta()}
+    if seconds is not None:
+        out["run_seconds"] = round(seconds, 3)
+    if models:
+        out["models"] = {name: t.to_meta() for name, t in models.items()}
+    if grants:
+        out["grants"] = grants
+    return out
+
+
 _COUNTS: Final = ("input_tokens", "output_tokens", "cached_tokens", "calls", "unpriced")
 """A `Tally`'s whole-number fields, as metadata names them."""
 
@@ -411,11 +424,7 @@ class UsageMeter:
         sums = self._sums
         if sums is None or self._changed:
             # `UsageTotals.to_meta` of `totals`, without the running time (added below).
-            sums = {"thread": self._thread.to_meta(), "run": self._run.to_meta()}
-            if self._models:
-                sums["models"] = {name: t.to_meta() for name, t in self._models.items()}
-            if self.grants:
-                sums["grants"] = self.grants
+            sums = _usage_meta(self._thread, self._run, None, self._models, self.grants)
             self._sums = sums
         # Copies: what a checkpoint's metadata holds is handed to readers, who may change it.
         out: dict[str, Any] = {"thread": dict(sums["thread"]), "run": dict(sums["run"])}
